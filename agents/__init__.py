@@ -1,0 +1,1 @@
+"""Agent runtime: code agents, LLM agents, the human agent, and the tournament."""

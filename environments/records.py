@@ -1,0 +1,134 @@
+"""The one data schema for recorded episodes (and, later, recorded LLM calls).
+
+Tables and their columns are declared here once, as plain DuckDB column types, and every writer and
+reader uses these declarations: the tournament, the trainers, the evaluation and the Dagster assets.
+Rows are plain dicts so that this module stays free of pandas/pyarrow (environments/ is pure Python).
+
+| table | one row per | key |
+| --- | --- | --- |
+| episodes | finished episode | episode_id |
+| episode_roles | seat of an episode | (episode_id, agent_id) |
+| episode_turns | accepted action of an episode | (episode_id, turn_index) |
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, is_dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from environments.runtime import EpisodeResult
+
+EPISODES_COLUMNS: dict[str, str] = {
+    "episode_id": "VARCHAR",
+    "run_id": "VARCHAR",
+    "env_id": "VARCHAR",
+    "scenario_id": "VARCHAR",
+    "seed": "BIGINT",
+    "agents": "VARCHAR",  # JSON: seat -> agent description
+    "agreement": "BOOLEAN",
+    "rounds": "INTEGER",
+    "deal": "VARCHAR",  # JSON or NULL
+    "pareto_optimal": "BOOLEAN",
+    "envy_free": "BOOLEAN",
+    "metrics": "VARCHAR",  # JSON
+    "scenario": "VARCHAR",  # JSON of the scenario dataclass
+    "wall_seconds": "DOUBLE",
+    "created_at": "TIMESTAMP",
+}
+
+EPISODE_ROLES_COLUMNS: dict[str, str] = {
+    "episode_id": "VARCHAR",
+    "run_id": "VARCHAR",
+    "env_id": "VARCHAR",
+    "agent_id": "VARCHAR",
+    "agent_name": "VARCHAR",
+    "reward": "DOUBLE",
+    "utility": "DOUBLE",
+    "invalid_actions": "INTEGER",
+    "timeouts": "INTEGER",
+    "leaked": "VARCHAR",  # JSON list of private-fact names
+}
+
+EPISODE_TURNS_COLUMNS: dict[str, str] = {
+    "episode_id": "VARCHAR",
+    "run_id": "VARCHAR",
+    "turn_index": "INTEGER",
+    "agent_id": "VARCHAR",
+    "kind": "VARCHAR",
+    "text": "VARCHAR",
+    "payload": "VARCHAR",  # JSON
+}
+
+TABLES: dict[str, dict[str, str]] = {
+    "episodes": EPISODES_COLUMNS,
+    "episode_roles": EPISODE_ROLES_COLUMNS,
+    "episode_turns": EPISODE_TURNS_COLUMNS,
+}
+
+
+def _json(value: Any) -> str:
+    if is_dataclass(value) and not isinstance(value, type):
+        value = asdict(value)
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def episode_rows(result: EpisodeResult, run_id: str) -> dict[str, list[dict[str, Any]]]:
+    """The rows of every table for one finished episode."""
+    outcome = result.outcome
+    now = datetime.now(UTC).replace(tzinfo=None)
+    episode = {
+        "episode_id": result.episode_id,
+        "run_id": run_id,
+        "env_id": result.env_id,
+        "scenario_id": outcome.scenario_id,
+        "seed": result.seed,
+        "agents": _json(result.agent_names),
+        "agreement": outcome.agreement,
+        "rounds": outcome.rounds,
+        "deal": _json(outcome.deal) if outcome.deal is not None else None,
+        "pareto_optimal": outcome.pareto_optimal,
+        "envy_free": outcome.envy_free,
+        "metrics": _json(outcome.metrics),
+        "scenario": _json(result.scenario),
+        "wall_seconds": result.wall_seconds,
+        "created_at": now,
+    }
+    roles = [
+        {
+            "episode_id": result.episode_id,
+            "run_id": run_id,
+            "env_id": result.env_id,
+            "agent_id": agent_id,
+            "agent_name": result.agent_names.get(agent_id, ""),
+            "reward": r.reward,
+            "utility": r.utility,
+            "invalid_actions": r.invalid_actions,
+            "timeouts": result.timeouts.get(agent_id, 0),
+            "leaked": _json(list(r.leaked)),
+        }
+        for agent_id, r in outcome.roles.items()
+    ]
+    turns = [
+        {
+            "episode_id": result.episode_id,
+            "run_id": run_id,
+            "turn_index": t.index,
+            "agent_id": t.agent_id,
+            "kind": t.kind,
+            "text": t.text,
+            "payload": _json(t.payload),
+        }
+        for t in result.transcript
+    ]
+    return {"episodes": [episode], "episode_roles": roles, "episode_turns": turns}
+
+
+def rows_for(results: list[EpisodeResult], run_id: str) -> dict[str, list[dict[str, Any]]]:
+    """Rows of every table for many episodes."""
+    tables: dict[str, list[dict[str, Any]]] = {name: [] for name in TABLES}
+    for result in results:
+        for name, rows in episode_rows(result, run_id).items():
+            tables[name].extend(rows)
+    return tables

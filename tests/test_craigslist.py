@@ -1,0 +1,169 @@
+"""Craigslist: rules, rewards by hand, parser, leakage, loader, determinism."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from agents.code_agents import CODE_AGENTS, make_code_agent
+from environments import make, sample_scenarios
+from environments.base import ParseError, ScenarioError
+from environments.craigslist import CraigslistEnv, CraigslistScenario, rewards_for_price
+from environments.data import DataFileError, dataset_path
+from environments.events import RAW_TEXT, Action, NotificationKind
+from environments.runtime import run_episode
+
+SCENARIO = CraigslistScenario(
+    scenario_id="t",
+    category="bike",
+    title="Bike",
+    description=("a", "b", "c", "d"),
+    listing_price=200.0,
+    buyer_target=140.0,
+    max_turns=6,
+)
+
+
+def test_rewards_by_hand() -> None:
+    # corridor = 200 - 140 = 60; at 170 buyer (200-170)/60 = 0.5, seller (170-140)/60 = 0.5
+    assert rewards_for_price(SCENARIO, 170) == {"buyer": 0.5, "seller": 0.5}
+    assert rewards_for_price(SCENARIO, 155) == {"buyer": pytest.approx(0.75), "seller": pytest.approx(0.25)}
+    assert rewards_for_price(SCENARIO, 120) == {"buyer": 1.0, "seller": 0.0}  # clipped
+    assert rewards_for_price(SCENARIO, 230) == {"buyer": 0.0, "seller": 1.0}
+
+
+def test_a_full_deal_through_raw_text() -> None:
+    env = CraigslistEnv()
+    events = env.reset(SCENARIO, seed=1)
+    buyer_obs = [e for e in events if e.to == "buyer" and getattr(e, "private", False)][0]
+    assert buyer_obs.data["public"]["description"] == ["a", "b"]  # the buyer sees half the description
+    env.step(Action("buyer", RAW_TEXT, "Would you take less? **OFFER: $150**"))
+    events = env.step(Action("seller", RAW_TEXT, "No way.\nOFFER $180"))
+    turn = [e for e in events if getattr(e, "kind", None) == NotificationKind.TURN][0]
+    assert turn.to == "buyer" and "accept" in turn.allowed and turn.data["pending_offer"] == {"price": 180.0}
+    events = env.step(Action("buyer", RAW_TEXT, "Fine. ACCEPT"))
+    assert env.done
+    outcome = env.outcome()
+    assert outcome.agreement and outcome.deal == {"price": 180.0}
+    assert outcome.roles["buyer"].reward == pytest.approx(20 / 60)
+    assert outcome.roles["seller"].reward == pytest.approx(40 / 60)
+    assert outcome.roles["buyer"].utility == pytest.approx(20.0)
+    ends = [e for e in events if getattr(e, "kind", None) == NotificationKind.EPISODE_END]
+    assert {e.to for e in ends} == {"buyer", "seller"}
+
+
+def test_parser_good_sloppy_and_malformed() -> None:
+    env = CraigslistEnv()
+    env.reset(SCENARIO)
+    assert env.parse("buyer", "OFFER 120").payload == {"price": 120.0}
+    assert env.parse("buyer", "I'd say *offer* of $1,150.5 :)").payload == {"price": 1150.5}
+    assert env.parse("buyer", "hello there").kind == "message"
+    assert env.parse("buyer", "REJECT, too high. quit").kind == "quit"  # the last command wins
+    assert isinstance(env.parse("buyer", "OFFER soon"), ParseError)
+    assert isinstance(env.parse("buyer", "   "), ParseError)
+
+
+def test_invalid_moves_are_counted_and_retries_forfeit_the_turn() -> None:
+    env = CraigslistEnv(max_invalid_retries=1)
+    env.reset(SCENARIO)
+    events = env.step(Action("buyer", "accept", ""))  # no standing offer: accept not allowed
+    assert events[0].kind == NotificationKind.INVALID_ACTION and events[1].kind == NotificationKind.TURN
+    events = env.step(Action("buyer", "offer", "", {"price": -5}))
+    assert events[0].kind == NotificationKind.INVALID_ACTION
+    assert events[-1].to == "seller" and events[-1].kind == NotificationKind.TURN  # turn forfeited
+    assert env.invalid_counts == {"buyer": 2, "seller": 0}
+
+
+def test_max_turns_ends_without_deal() -> None:
+    env = CraigslistEnv()
+    env.reset(SCENARIO)
+    for turn in range(6):
+        env.step(Action("buyer" if turn % 2 == 0 else "seller", "message", "hm"))
+    assert env.done
+    outcome = env.outcome()
+    assert not outcome.agreement
+    assert outcome.roles["buyer"].reward == 0.0 and outcome.roles["seller"].reward == 0.0
+    assert outcome.metrics["ending"] == "max_turns"
+
+
+def test_leakage_of_the_buyer_target() -> None:
+    env = CraigslistEnv()
+    env.reset(SCENARIO)
+    env.step(Action("buyer", RAW_TEXT, "My budget is $140, honestly.\nOFFER $150"))
+    env.step(Action("seller", "quit", "bye"))
+    assert env.outcome().roles["buyer"].leaked == ("target_price",)
+
+    env.reset(SCENARIO)
+    env.step(Action("buyer", RAW_TEXT, "Would you do 140? OFFER 140"))  # offering is a move, not a leak
+    env.step(Action("seller", "quit", "bye"))
+    assert env.outcome().roles["buyer"].leaked == ()
+
+
+def test_scenario_validation() -> None:
+    with pytest.raises(ScenarioError, match="buyer_target"):
+        CraigslistScenario("x", "c", "t", ("d",), listing_price=100.0, buyer_target=120.0)
+    with pytest.raises(ScenarioError, match="listing_price"):
+        CraigslistScenario("x", "c", "t", ("d",), listing_price=0.0, buyer_target=0.0)
+
+
+def test_loader_reads_every_dialogue_of_the_real_data() -> None:
+    if dataset_path("craigslistbargain", "dev.json") is None:
+        pytest.skip("shared data not present")
+    scenarios = CraigslistEnv.load_dataset()
+    assert len(scenarios) == 643
+    assert all(0 < s.buyer_target < s.listing_price for s in scenarios)
+
+
+def test_loader_names_file_and_record_of_a_broken_dialogue(tmp_path: Path) -> None:
+    good = {"uuid": "a", "scenario": {"kbs": [
+        {"personal": {"Role": "buyer", "Target": 50}, "item": {"Price": 80, "Category": "c", "Title": "t", "Description": ["x"]}},
+        {"personal": {"Role": "seller", "Target": 80}, "item": {"Price": 80, "Category": "c", "Title": "t", "Description": ["x"]}},
+    ]}}  # fmt: skip
+    broken = {"uuid": "b", "scenario": {"kbs": []}}
+    path = tmp_path / "dev.json"
+    path.write_text(json.dumps([good, broken]))
+    with pytest.raises(DataFileError, match=r"dev.json, record 1"):
+        CraigslistEnv.load_dataset(path)
+    path.write_text("{not json")
+    with pytest.raises(DataFileError, match="cannot read JSON"):
+        CraigslistEnv.load_dataset(path)
+
+
+def _play(buyer: str, seller: str, seed: int) -> list[tuple]:
+    out = []
+    for i, scenario in enumerate(sample_scenarios("craigslist-v0", 6, seed)):
+        agents = {"buyer": make_code_agent(buyer, seed + i), "seller": make_code_agent(seller, seed + 50 + i)}
+        result = asyncio.run(run_episode(make("craigslist-v0"), agents, scenario, seed + i, episode_id=f"e{i}"))
+        o = result.outcome
+        out.append((o.agreement, o.deal, o.roles["buyer"].reward, [t.text for t in result.transcript]))
+    return out
+
+
+def test_determinism_by_seed() -> None:
+    assert _play("reciprocal", "random", 11) == _play("reciprocal", "random", 11)
+    assert _play("reciprocal", "random", 11) != _play("reciprocal", "random", 12)
+
+
+@pytest.mark.parametrize("name", list(CODE_AGENTS))
+def test_every_code_agent_finishes_with_rewards_in_range(name: str) -> None:
+    for agreement, _, reward, _ in _play(name, "boulware", 3):
+        assert 0.0 <= reward <= 1.0
+        assert isinstance(agreement, bool)
+
+
+def test_concession_curves_boulware_above_conceder() -> None:
+    from agents.code_agents import ConcessionAgent
+    from environments.events import Notification
+
+    def target(name: str, t: int) -> float:
+        agent = make_code_agent(name)
+        assert isinstance(agent, ConcessionAgent)
+        request = Notification("buyer", NotificationKind.TURN, data={"turn": t, "max_turns": 10})
+        return agent.target(request)
+
+    assert target("boulware", 0) == target("conceder", 0) == 1.0
+    assert target("boulware", 5) > 0.9 > target("conceder", 5)  # 1 - 0.9 * 0.5**5 vs 1 - 0.5**(1/3)
+    assert target("boulware", 5) == pytest.approx(1 - 0.9 * 0.5**5)
