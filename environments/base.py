@@ -95,7 +95,7 @@ class Outcome:
     agreement: bool
     """True when a deal (or, where the rules say so, a correct decline) was reached."""
     rounds: int
-    """Number of accepted actions in the episode."""
+    """Length of the episode in the environment's own unit (turns of a negotiation, rounds of a game)."""
     roles: dict[str, RoleOutcome]
     """Per-role results keyed by agent id."""
     deal: dict[str, Any] | None = None
@@ -304,7 +304,7 @@ class Environment(ABC, Generic[S]):
             env_id=base.env_id,
             scenario_id=base.scenario_id,
             agreement=base.agreement,
-            rounds=len(self._transcript),
+            rounds=base.rounds,
             roles=roles,
             deal={k: _json_safe(v) for k, v in base.deal.items()} if base.deal is not None else None,
             pareto_optimal=base.pareto_optimal,

@@ -136,7 +136,8 @@ def test_each_agent_sees_only_its_own_events() -> None:
     assert any("I will not tell you" in e.text for e in guesser.seen if isinstance(e, Observation))
     assert [e for e in result.inboxes["guesser"]] == guesser.seen
     assert result.outcome.roles["guesser"].reward == 0.0
-    assert result.outcome.rounds == 4  # one hint + three guesses
+    assert result.outcome.rounds == 3  # three guesses
+    assert len(result.transcript) == 4  # one hint + three guesses
 
 
 def test_correct_guess_wins_and_leak_is_detected() -> None:
