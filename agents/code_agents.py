@@ -58,6 +58,7 @@ class CodeAgent:
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
+        self.episodes_played = 0
         self.rng = random.Random(seed)
         self.space: DealSpace | None = None
         self.agent_id = ""
@@ -72,7 +73,10 @@ class CodeAgent:
 
     async def reset(self, agent_id: str, env_id: str, spec: ActionSpec, episode_id: str) -> None:
         self.agent_id, self.env_id = agent_id, env_id
-        self.rng = random.Random(f"{self.seed}:{episode_id}")
+        # Seeded by the agent's seed and how many episodes it has played (not by the episode id, which
+        # may be random), so that a seed reproduces the same play.
+        self.rng = random.Random(f"{self.seed}:{self.episodes_played}")
+        self.episodes_played += 1
         self.space, self.their_offers, self.my_offers, self.agreed, self.spoke = None, [], [], None, False
 
     async def observe(self, event: Event) -> None:
@@ -145,7 +149,8 @@ class CodeAgent:
             return action
         if fallback is not None and fallback.kind in request.allowed:
             return fallback
-        kind = "message" if "message" in request.allowed else request.allowed[0]
+        assert self.space is not None
+        kind = self.space.message_kind if self.space.message_kind in request.allowed else request.allowed[0]
         return Action(self.agent_id, kind, "Let me think about it.")
 
 
@@ -188,7 +193,10 @@ class ConcessionAgent(CodeAgent):
             if self.config.reveal_private and value >= walk_away:
                 acceptable = True
             if acceptable:
-                accept = space.accept(self.agent_id, pending, f"That works for me: {space.describe(pending)}.")
+                text = f"That works for me: {space.describe(pending)}."
+                if self.config.reveal_private and not self.spoke:
+                    text = f"{space.reveal_private()} {text}"
+                accept = space.accept(self.agent_id, pending, text)
                 if accept.kind in request.allowed:
                     self.agreed = pending
                     return accept
@@ -215,8 +223,9 @@ class RandomAgent(CodeAgent):
             if accept.kind in request.allowed:
                 self.agreed = pending
                 return accept
-        if "message" in request.allowed and self.rng.random() < 0.15:
-            return Action(self.agent_id, "message", self.rng.choice(["Hmm.", "Tell me more.", "Interesting."]))
+        message_kind = self.space.message_kind
+        if message_kind in request.allowed and self.rng.random() < 0.15:
+            return Action(self.agent_id, message_kind, self.rng.choice(["Hmm.", "Tell me more.", "Interesting."]))
         deal = self.rng.choice(list(self.space.deals()))
         self.my_offers.append(deal)
         offer = self.space.offer(self.agent_id, deal, self.offer_text(deal, first=not self.my_offers))

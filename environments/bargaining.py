@@ -29,6 +29,9 @@ Deal = Hashable
 class DealSpace(ABC):
     """One role's bargaining problem."""
 
+    message_kind: str = "message"
+    """The environment's action kind for plain talk."""
+
     @abstractmethod
     def deals(self) -> Sequence[Deal]:
         """Every deal the role could propose (a finite grid for continuous prices)."""
@@ -84,10 +87,12 @@ class PriceDealSpace(DealSpace):
         quit_kind: str | None = "quit",
         private_text: str = "",
         steps: int = 40,
+        message_kind: str = "message",
     ) -> None:
         if best == worst:
             raise ValueError("best and worst prices must differ")
         self.best, self.worst = best, worst
+        self.message_kind = message_kind
         self.offer_kind, self.accept_kind, self.quit_kind = offer_kind, accept_kind, quit_kind
         self.private_text = private_text
         self._grid = tuple(round(best + (worst - best) * i / steps, 2) for i in range(steps + 1))

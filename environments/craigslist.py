@@ -35,7 +35,7 @@ from environments.base import (
 )
 from environments.data import DataFileError, dataset_path
 from environments.events import Action, Event, Observation
-from environments.grammar import NUMBER, find_last_command, to_number
+from environments.grammar import NUMBER, find_last_command, own_line, to_number
 from environments.registry import register
 
 BUYER, SELLER = "buyer", "seller"
@@ -117,11 +117,13 @@ def rewards_for_price(scenario: CraigslistScenario, price: float) -> dict[str, f
     return {BUYER: min(1.0, max(0.0, buyer)), SELLER: min(1.0, max(0.0, seller))}
 
 
+_PRICE_TAIL = r"\s*(?:[:=\-]|\bof\b|\bat\b)?\s*"
 _COMMANDS = {
-    "offer": rf"\bOFFER\b\s*(?:[:=\-]|of|at)?\s*(?P<price>{NUMBER})?",
-    "accept": r"\bACCEPT(?:ED|S)?\b",
-    "reject": r"\bREJECT(?:ED|S)?\b",
-    "quit": r"\bQUIT\b",
+    # Capitals anywhere; lower case only as a line of its own (see environments/grammar.py).
+    "offer": rf"(?-i:\bOFFER\b){_PRICE_TAIL}(?P<price>{NUMBER})?|(?m:^[ \t]*offer\b{_PRICE_TAIL}(?P<price2>{NUMBER}))",
+    "accept": r"(?-i:\bACCEPT(?:ED|S)?\b)|" + own_line(r"(?:i\s+)?accept(?:\s+(?:your|the|this)\s+offer)?"),
+    "reject": r"(?-i:\bREJECT(?:ED|S)?\b)|" + own_line(r"(?:i\s+)?reject(?:\s+(?:your|the|this)\s+offer)?"),
+    "quit": r"(?-i:\bQUIT\b)|" + own_line(r"(?:i\s+)?(?:quit|walk\s+away)"),
 }
 
 
@@ -210,13 +212,14 @@ class CraigslistEnv(Environment[CraigslistScenario]):
         if match is None:
             return Action(agent_id, "message", text.strip())
         if match.kind == "offer":
-            price = to_number(match.groups.get("price", ""))
+            price = to_number(match.groups.get("price") or match.groups.get("price2") or "")
             if price is None:
                 return ParseError("`OFFER` needs a price, e.g. `OFFER $120`")
             return Action(agent_id, "offer", match.message, {"price": price})
-        if match.kind == "accept" and self._standing.get(self._other(agent_id)) is not None:
+        standing = getattr(self, "_standing", {}).get(self._other(agent_id))  # parse may run before reset
+        if match.kind == "accept" and standing is not None:
             # Echo the accepted price so that restating it is not mistaken for a leak.
-            return Action(agent_id, "accept", match.message, {"price": self._standing[self._other(agent_id)]})
+            return Action(agent_id, "accept", match.message, {"price": standing})
         return Action(agent_id, match.kind, match.message)
 
     def private_facts(self, agent_id: str) -> tuple[PrivateFact, ...]:

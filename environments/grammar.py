@@ -1,7 +1,9 @@
 """Tolerant parsing helpers shared by the environments' action grammars.
 
 Every grammar has the same shape: the model writes free text and ends with one command line such as
-`OFFER $120`, `ACCEPT` or `PROPOSE book=1 hat=2 ball=0`. The parser takes the *last* command found
+`OFFER $120`, `ACCEPT` or `PROPOSE book=1 hat=2 ball=0`. Capitalised commands count anywhere in the text, lower-case ones only on a line of their own
+(`own_line`), so that prose such as "would you accept my offer?" stays a message. The parser takes the
+*last* command found
 (models often restate earlier offers), tolerates markdown emphasis, bullets, quotes, `$` and thousands
 separators, and returns the remaining text as the message said along with the action.
 """
@@ -18,6 +20,13 @@ NUMBER = r"[-+]?\$?\s*\d[\d,]*(?:\.\d+)?"
 def clean(text: str) -> str:
     """Strip markdown decoration so `**OFFER:** $1,200` reads as `OFFER: $1,200`."""
     return _DECORATION.sub("", text or "")
+
+
+def own_line(words: str) -> str:
+    """A pattern for `words` in any case forming a whole line (optionally after `Action:`, before a full
+    stop). Lower-case commands only count on a line of their own, so prose such as "I can't accept
+    that" stays a message; capitalised commands (`ACCEPT`) count anywhere."""
+    return rf"(?m:^[ \t]*(?:(?:action|command|decision)[ \t]*:[ \t]*)?(?:{words})[ \t]*[.!]?[ \t]*$)"
 
 
 def to_number(token: str) -> float | None:

@@ -9,6 +9,10 @@ Rows are plain dicts so that this module stays free of pandas/pyarrow (environme
 | episodes | finished episode | episode_id |
 | episode_roles | seat of an episode | (episode_id, agent_id) |
 | episode_turns | accepted action of an episode | (episode_id, turn_index) |
+| recorded_calls | LLM call made through the rollout proxy | request_id |
+
+Recorded calls carry the engine's own token ids and log-probs (never re-tokenised text); trainers join
+them with `episode_roles` on (episode_id, agent_id) to build PPO batches.
 """
 
 from __future__ import annotations
@@ -61,11 +65,43 @@ EPISODE_TURNS_COLUMNS: dict[str, str] = {
     "payload": "VARCHAR",  # JSON
 }
 
+RECORDED_CALLS_COLUMNS: dict[str, str] = {
+    "request_id": "VARCHAR",  # the proxy's id for the call (also returned to the client as x-request-id)
+    "created_at": "TIMESTAMP",
+    "endpoint": "VARCHAR",  # "chat.completions" or "completions"
+    "upstream": "VARCHAR",  # base URL of the engine that served it
+    "episode_id": "VARCHAR",  # from the X-Episode-Id request header
+    "agent_id": "VARCHAR",  # from X-Agent-Id
+    "turn_index": "INTEGER",  # from X-Turn-Index
+    "attempt": "INTEGER",  # from X-Attempt (retries of a malformed reply within one turn)
+    "model": "VARCHAR",  # model name requested (base model or adapter name)
+    "adapter_version": "VARCHAR",  # the adapter name when the model is a LoRA adapter, else NULL
+    "sampling_params": "VARCHAR",  # JSON: temperature, top_p, max_tokens, seed, stop, ...
+    "request_messages": "VARCHAR",  # JSON: the chat messages or the prompt as sent
+    "prompt_token_ids": "INTEGER[]",  # from the engine
+    "completion_token_ids": "INTEGER[]",  # from the engine
+    "completion_logprobs": "DOUBLE[]",  # per completion token, from the engine
+    "completion_text": "VARCHAR",
+    "finish_reason": "VARCHAR",
+    "prompt_tokens": "INTEGER",
+    "completion_tokens": "INTEGER",
+    "latency_s": "DOUBLE",
+    "status_code": "INTEGER",  # HTTP status returned to the client
+    "error": "VARCHAR",  # upstream or proxy error message, NULL on success
+}
+
 TABLES: dict[str, dict[str, str]] = {
     "episodes": EPISODES_COLUMNS,
     "episode_roles": EPISODE_ROLES_COLUMNS,
     "episode_turns": EPISODE_TURNS_COLUMNS,
+    "recorded_calls": RECORDED_CALLS_COLUMNS,
 }
+
+# Request headers the proxy reads the tags of a call from.
+HEADER_EPISODE = "X-Episode-Id"
+HEADER_AGENT = "X-Agent-Id"
+HEADER_TURN = "X-Turn-Index"
+HEADER_ATTEMPT = "X-Attempt"
 
 
 def _json(value: Any) -> str:

@@ -1,7 +1,7 @@
 """Scoring helpers: outcome enumeration, Pareto frontier, envy-freeness, Nash bargaining, normalisation.
 
 Outcomes are hashable (tuples); utilities are given as one function per party. Everything is exact
-enumeration, which is cheap for the domains here (DnD <= 5^3 splits, CaSiNo 4^3, Job Interview 5000).
+enumeration, which is cheap for the domains here (DnD <= 5^3 splits, CaSiNo 4^3, Job Interview 2240).
 """
 
 from __future__ import annotations
@@ -42,7 +42,9 @@ def pareto_frontier(outcomes: Iterable[OutcomeT], utilities: Sequence[Callable[[
     return frontier
 
 
-def is_pareto_optimal(outcome: OutcomeT, outcomes: Iterable[OutcomeT], utilities: Sequence[Callable[[OutcomeT], float]]) -> bool:
+def is_pareto_optimal(
+    outcome: OutcomeT, outcomes: Iterable[OutcomeT], utilities: Sequence[Callable[[OutcomeT], float]]
+) -> bool:
     s = tuple(u(outcome) for u in utilities)
     for other in outcomes:
         t = tuple(u(other) for u in utilities)

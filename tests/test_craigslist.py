@@ -38,11 +38,11 @@ def test_rewards_by_hand() -> None:
 def test_a_full_deal_through_raw_text() -> None:
     env = CraigslistEnv()
     events = env.reset(SCENARIO, seed=1)
-    buyer_obs = [e for e in events if e.to == "buyer" and getattr(e, "private", False)][0]
+    buyer_obs = next(e for e in events if e.to == "buyer" and getattr(e, "private", False))
     assert buyer_obs.data["public"]["description"] == ["a", "b"]  # the buyer sees half the description
     env.step(Action("buyer", RAW_TEXT, "Would you take less? **OFFER: $150**"))
     events = env.step(Action("seller", RAW_TEXT, "No way.\nOFFER $180"))
-    turn = [e for e in events if getattr(e, "kind", None) == NotificationKind.TURN][0]
+    turn = next(e for e in events if getattr(e, "kind", None) == NotificationKind.TURN)
     assert turn.to == "buyer" and "accept" in turn.allowed and turn.data["pending_offer"] == {"price": 180.0}
     events = env.step(Action("buyer", RAW_TEXT, "Fine. ACCEPT"))
     assert env.done
@@ -59,9 +59,12 @@ def test_parser_good_sloppy_and_malformed() -> None:
     env = CraigslistEnv()
     env.reset(SCENARIO)
     assert env.parse("buyer", "OFFER 120").payload == {"price": 120.0}
-    assert env.parse("buyer", "I'd say *offer* of $1,150.5 :)").payload == {"price": 1150.5}
+    assert env.parse("buyer", "Fair enough.\n*Offer:* $1,150.5 :)").payload == {"price": 1150.5}
     assert env.parse("buyer", "hello there").kind == "message"
-    assert env.parse("buyer", "REJECT, too high. quit").kind == "quit"  # the last command wins
+    # Lower-case commands inside prose are talk, not moves.
+    assert env.parse("buyer", "Would you accept my offer? I can't accept yours.").kind == "message"
+    assert env.parse("buyer", "REJECT, too high.\nquit").kind == "quit"  # the last command wins
+    assert env.parse("buyer", "REJECT, too high. I might quit soon").kind == "reject"
     assert isinstance(env.parse("buyer", "OFFER soon"), ParseError)
     assert isinstance(env.parse("buyer", "   "), ParseError)
 
