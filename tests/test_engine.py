@@ -1,0 +1,170 @@
+"""The engine launcher and the model store.
+
+The launcher's process handling is tested against a stand-in server script (fast, exact control over
+failures); the real vLLM server is exercised through the session fixture."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from models.engine import EngineConfig, EngineError, VLLMEngine, group_members
+from models.model_store import ModelResolutionError, resolve_model, weights_digest
+
+FAKE_SERVER = textwrap.dedent(
+    """\
+    #!{python}
+    # Stand-in for the engine interpreter: ignores the vLLM arguments except --port.
+    import http.server, os, subprocess, sys, time
+    mode = os.environ["FAKE_MODE"]
+    port = int(sys.argv[sys.argv.index("--port") + 1])
+    # A child process, to check that the whole process group is stopped.
+    subprocess.Popen(["sleep", "300"])
+    print("fake engine starting", flush=True)
+    if mode == "crash":
+        print("CUDA out of memory (pretend)", flush=True)
+        sys.exit(3)
+    if mode == "hang":
+        time.sleep(300)
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.path == "/health" else 404)
+            self.end_headers()
+        def log_message(self, *args):
+            pass
+    http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
+    """
+)
+
+
+@pytest.fixture()
+def fake_python(tmp_path: Path) -> Path:
+    path = tmp_path / "python"
+    path.write_text(FAKE_SERVER.format(python=sys.executable))
+    path.chmod(0o755)
+    return path
+
+
+def _group_alive(pgid: int) -> bool:
+    return bool(group_members(pgid))
+
+
+def _engine(fake_python: Path, tmp_path: Path, mode: str, timeout: float = 20.0) -> VLLMEngine:
+    config = EngineConfig(model_path=tmp_path, startup_timeout_s=timeout, env={"FAKE_MODE": mode})
+    return VLLMEngine(config, log_path=tmp_path / "engine.log", python=fake_python)
+
+
+def test_a_healthy_engine_is_stopped_with_its_children_even_when_the_body_raises(
+    fake_python: Path, tmp_path: Path
+) -> None:
+    engine = _engine(fake_python, tmp_path, "serve")
+    with pytest.raises(RuntimeError, match="boom"), engine:
+        assert engine.client is not None and engine.client.healthy()
+        pgid = engine.process.pid
+        raise RuntimeError("boom")
+    assert not engine.alive()
+    assert not _group_alive(pgid)
+
+
+def test_an_engine_that_dies_at_start_raises_with_the_log_tail(fake_python: Path, tmp_path: Path) -> None:
+    engine = _engine(fake_python, tmp_path, "crash")
+    with pytest.raises(EngineError, match=r"exited with code 3(.|\n)*CUDA out of memory \(pretend\)"):
+        engine.start()
+    assert not _group_alive(engine.process.pid)
+
+
+def test_an_engine_that_never_gets_healthy_times_out_and_is_killed(fake_python: Path, tmp_path: Path) -> None:
+    engine = _engine(fake_python, tmp_path, "hang", timeout=3.0)
+    with pytest.raises(EngineError, match=r"not healthy within 3 s(.|\n)*fake engine starting"):
+        engine.start()
+    assert not _group_alive(engine.process.pid)
+
+
+def test_missing_engine_environment_is_a_clear_error(tmp_path: Path) -> None:
+    engine = VLLMEngine(EngineConfig(model_path=tmp_path), python=tmp_path / "nope" / "python")
+    with pytest.raises(EngineError, match="make engine"):
+        engine.start()
+
+
+def test_engine_config_is_checked() -> None:
+    with pytest.raises(ValueError, match="max_model_len"):
+        EngineConfig(model_path=Path("."), max_model_len=8)
+    with pytest.raises(ValueError, match="kv_cache_gib"):
+        EngineConfig(model_path=Path("."), kv_cache_gib=0)
+
+
+def test_command_line_carries_the_measured_workarounds(tmp_path: Path) -> None:
+    engine = VLLMEngine(
+        EngineConfig(model_path=tmp_path, served_model_name="base", port=8123), python=Path("/x/python")
+    )
+    cmd = engine.command()
+    assert cmd[:3] == ["/x/python", "-m", "vllm.entrypoints.openai.api_server"]
+    assert "--enable-lora" in cmd and "--enforce-eager" in cmd
+    assert cmd[cmd.index("--host") + 1] == "127.0.0.1"
+    env = engine.environment()
+    assert env["HF_HUB_OFFLINE"] == "1" and env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True"
+
+
+def test_the_real_vllm_engine_serves_token_ids_and_logprobs(vllm_engine: VLLMEngine, tiny_model_dir: Path) -> None:
+    from transformers import AutoTokenizer
+
+    assert "tiny" in vllm_engine.client.models()
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 6, "temperature": 0}
+    reply = vllm_engine.client.chat(**body, logprobs=True, return_token_ids=True)
+    choice = reply["choices"][0]
+    assert len(choice["token_ids"]) == len(choice["logprobs"]["content"]) == reply["usage"]["completion_tokens"]
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    assert tokenizer.decode(choice["token_ids"], skip_special_tokens=True) == choice["message"]["content"]
+    prompt = tokenizer.apply_chat_template(body["messages"], add_generation_prompt=True, return_dict=True)
+    assert reply["prompt_token_ids"] == list(prompt["input_ids"])
+    again = vllm_engine.client.chat(**body, logprobs=True, return_token_ids=True)
+    assert again["choices"][0]["token_ids"] == choice["token_ids"]  # greedy decoding is deterministic
+
+
+def test_loading_a_missing_adapter_is_a_clear_error(vllm_engine: VLLMEngine, tmp_path: Path) -> None:
+    with pytest.raises(EngineError, match="loading adapter 'ghost'"):
+        vllm_engine.client.load_adapter("ghost", tmp_path / "missing")
+
+
+def test_tiny_model_is_deterministic(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from models.model_store import build_tiny_random_llama
+
+    again = build_tiny_random_llama(tmp_path / "tiny")
+    assert weights_digest(again) == weights_digest(tiny_model_dir)
+    other = build_tiny_random_llama(tmp_path / "tiny-seed-1", seed=1)
+    assert weights_digest(other) != weights_digest(tiny_model_dir)
+
+
+def test_model_references_resolve_or_fail_clearly(tiny_model_dir: Path, tmp_path: Path) -> None:
+    assert resolve_model(str(tiny_model_dir)) == tiny_model_dir.resolve()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelResolutionError, match=r"needs a config\.json"):
+        resolve_model(str(tmp_path / "empty"))
+    with pytest.raises(ModelResolutionError, match="cannot download from the hub"):
+        resolve_model("HuggingFaceTB/definitely-not-cached-model")
+    with pytest.raises(ModelResolutionError, match="unknown model reference"):
+        resolve_model("not a model")
+
+
+@pytest.mark.slow
+def test_smollm2_conversion_keeps_the_gguf_logits(tmp_path: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from models.model_store import build_smollm2, smollm2_gguf_path
+
+    converted = build_smollm2(tmp_path / "smollm2")
+    gguf = smollm2_gguf_path()
+    reference = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(converted, dtype=torch.float32)
+    ids = torch.tensor([[1, 9690, 198, 2683, 359, 253]])
+    with torch.no_grad():
+        assert torch.equal(reference(ids).logits, model(ids).logits)
+    assert not getattr(model.config, "quantization_config", None)
+    # A second call reuses the checkpoint instead of converting again.
+    stamp = (converted / "config.json").stat().st_mtime_ns
+    assert build_smollm2(tmp_path / "smollm2") == converted
+    assert (converted / "config.json").stat().st_mtime_ns == stamp
