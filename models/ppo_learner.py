@@ -1,0 +1,327 @@
+"""The learner half of multi-turn PPO with a critic: batches from recorded calls, GAE, the PPO update.
+
+TRL 1.16 has no PPOTrainer, and its GRPO/RLOO trainers generate single-turn completions themselves, so
+multi-turn PPO over engine-recorded episodes with a separate critic model is written here.
+
+Data flow: the rollout proxy records each LLM call with the engine's prompt and completion token ids and
+per-token log-probs; `episode_samples` turns one episode's calls (one seat, in turn order) plus the
+episode's terminal reward into `EpisodeSample`s without re-tokenising any text. When the chat template is
+prefix-stable (turn k+1's prompt starts with turn k's prompt + completion, checked on the recorded ids)
+the episode is one packed sequence with only the agent's completion tokens in the loss; otherwise each
+turn is its own segment. Either way GAE runs over the agent's tokens across all its turns (environment
+tokens are masked), with the outcome-only reward on the last agent token.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+
+@dataclass(frozen=True)
+class RecordedTurn:
+    """One recorded LLM call of the learning seat."""
+
+    prompt_ids: tuple[int, ...]
+    completion_ids: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    """Engine log-prob of each completion token."""
+
+    def __post_init__(self) -> None:
+        if len(self.completion_ids) != len(self.logprobs):
+            raise ValueError(
+                f"{len(self.completion_ids)} completion tokens but {len(self.logprobs)} log-probs recorded"
+            )
+        if not self.prompt_ids:
+            raise ValueError("a recorded turn needs its prompt token ids")
+
+
+@dataclass
+class Segment:
+    """A token sequence with the positions of the agent's own tokens."""
+
+    input_ids: list[int]
+    agent_positions: list[int]
+    """Indices j in input_ids of agent-generated tokens (predicted from position j - 1)."""
+    old_logprobs: list[float]
+    """Engine log-prob of each agent token, aligned with agent_positions."""
+
+
+@dataclass
+class EpisodeSample:
+    """One episode of the learning seat: its segments and the terminal reward."""
+
+    episode_id: str
+    segments: list[Segment]
+    reward: float
+    packed: bool
+
+
+def is_prefix_stable(turns: Sequence[RecordedTurn]) -> bool:
+    """Whether every turn's prompt starts with the previous turn's prompt + completion."""
+    for previous, current in itertools.pairwise(turns):
+        prefix = previous.prompt_ids + previous.completion_ids
+        if current.prompt_ids[: len(prefix)] != prefix:
+            return False
+    return True
+
+
+def episode_samples(episode_id: str, turns: Sequence[RecordedTurn], reward: float, pack: bool = True) -> EpisodeSample:
+    """Build the training view of an episode (see the module docstring)."""
+    if not turns:
+        raise ValueError(f"episode {episode_id}: no recorded turns for the learning seat")
+    turns = [t for t in turns if t.completion_ids]
+    if not turns:
+        raise ValueError(f"episode {episode_id}: every recorded completion is empty")
+    if pack and is_prefix_stable(turns):
+        last = turns[-1]
+        ids = list(last.prompt_ids + last.completion_ids)
+        positions, logprobs = [], []
+        for turn in turns:
+            start = len(turn.prompt_ids)
+            positions += list(range(start, start + len(turn.completion_ids)))
+            logprobs += list(turn.logprobs)
+        return EpisodeSample(episode_id, [Segment(ids, positions, logprobs)], float(reward), packed=True)
+    segments = [
+        Segment(
+            list(t.prompt_ids + t.completion_ids),
+            list(range(len(t.prompt_ids), len(t.prompt_ids) + len(t.completion_ids))),
+            list(t.logprobs),
+        )
+        for t in turns
+    ]
+    return EpisodeSample(episode_id, segments, float(reward), packed=False)
+
+
+def gae(rewards: torch.Tensor, values: torch.Tensor, gamma: float, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalised advantage estimation over one chain of agent tokens (value after the last is 0)."""
+    advantages = torch.zeros_like(values)
+    running = torch.zeros((), dtype=values.dtype)
+    for t in range(len(values) - 1, -1, -1):
+        next_value = values[t + 1] if t + 1 < len(values) else torch.zeros((), dtype=values.dtype)
+        delta = rewards[t] + gamma * next_value - values[t]
+        running = delta + gamma * lam * running
+        advantages[t] = running
+    return advantages, advantages + values
+
+
+class ValueModel(nn.Module):
+    """The critic: a causal-LM backbone with a scalar value head on every position."""
+
+    def __init__(self, backbone: nn.Module, hidden_size: int) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.head = nn.Linear(hidden_size, 1)
+        nn.init.zeros_(self.head.weight)
+        nn.init.zeros_(self.head.bias)
+
+    @classmethod
+    def from_pretrained(cls, model_dir: Path) -> ValueModel:
+        from transformers import AutoModel
+
+        backbone = AutoModel.from_pretrained(model_dir, dtype=torch.float32)
+        return cls(backbone, backbone.config.hidden_size)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return self.head(hidden).squeeze(-1)
+
+
+@dataclass(frozen=True)
+class PPOHyper:
+    """The PPO update's hyper-parameters (the rollout side lives in models/ppo.py)."""
+
+    actor_lr: float = 2e-6
+    """Actor (LoRA adapter) learning rate; the paper's 2e-6."""
+    critic_lr: float = 1e-5
+    """Critic learning rate; the paper's 1e-5."""
+    minibatch_episodes: int = 36
+    """Episodes per optimiser step."""
+    ppo_epochs: int = 1
+    """Passes over an iteration's batch."""
+    clip_range: float = 0.2
+    """PPO ratio clip epsilon."""
+    value_clip_range: float | None = 0.2
+    """Clip of the value update around the old values (None disables)."""
+    gamma: float = 1.0
+    """Discount over agent tokens."""
+    lam: float = 0.95
+    """GAE lambda."""
+    kl_coef: float = 0.0
+    """Weight of the KL penalty to the reference policy (the base model without the adapter)."""
+    max_grad_norm: float = 5.0
+    """Gradient-norm clip for actor and critic."""
+    whiten_advantages: bool = True
+    """Normalise advantages over the batch."""
+    old_logprobs: str = "engine"
+    """'engine': the recorded engine log-probs are the old policy (as specified); 'trainer': recomputed."""
+
+    def __post_init__(self) -> None:
+        if self.actor_lr <= 0 or self.critic_lr <= 0:
+            raise ValueError("learning rates must be > 0")
+        if self.minibatch_episodes < 1 or self.ppo_epochs < 1:
+            raise ValueError("minibatch_episodes and ppo_epochs must be >= 1")
+        if not 0 < self.clip_range < 1:
+            raise ValueError(f"clip_range must lie in (0, 1), got {self.clip_range}")
+        if not 0 <= self.gamma <= 1 or not 0 <= self.lam <= 1:
+            raise ValueError("gamma and lam must lie in [0, 1]")
+        if self.old_logprobs not in ("engine", "trainer"):
+            raise ValueError(f"old_logprobs must be 'engine' or 'trainer', got {self.old_logprobs!r}")
+
+
+def _pad(segments: Sequence[Segment], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(s.input_ids) for s in segments)
+    ids = torch.full((len(segments), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(segments), width), dtype=torch.long)
+    for row, segment in enumerate(segments):
+        ids[row, : len(segment.input_ids)] = torch.tensor(segment.input_ids)
+        mask[row, : len(segment.input_ids)] = 1
+    return ids, mask
+
+
+def token_logprobs(model: nn.Module, segments: Sequence[Segment], pad_id: int) -> list[torch.Tensor]:
+    """Log-prob of every agent token of every segment under `model` (a causal LM)."""
+    ids, mask = _pad(segments, pad_id)
+    logits = model(input_ids=ids, attention_mask=mask).logits.float()
+    out = []
+    for row, segment in enumerate(segments):
+        positions = torch.tensor(segment.agent_positions)
+        logp = torch.log_softmax(logits[row, positions - 1], dim=-1)
+        out.append(logp.gather(-1, ids[row, positions].unsqueeze(-1)).squeeze(-1))
+    return out
+
+
+def token_values(critic: ValueModel, segments: Sequence[Segment], pad_id: int) -> list[torch.Tensor]:
+    """Critic value before each agent token (read at the preceding position)."""
+    ids, mask = _pad(segments, pad_id)
+    values = critic(ids, mask)
+    return [values[row, torch.tensor(s.agent_positions) - 1] for row, s in enumerate(segments)]
+
+
+@dataclass
+class PreparedEpisode:
+    """An episode with everything the update needs, computed once per iteration."""
+
+    sample: EpisodeSample
+    old_logprobs: list[torch.Tensor]
+    old_values: list[torch.Tensor]
+    advantages: list[torch.Tensor] = field(default_factory=list)
+    returns: list[torch.Tensor] = field(default_factory=list)
+
+
+class PPOLearner:
+    """Holds actor (PEFT model), critic and their optimisers; prepares batches and runs updates."""
+
+    def __init__(self, actor: nn.Module, critic: ValueModel, hyper: PPOHyper, pad_id: int, bf16: bool = False) -> None:
+        self.actor, self.critic, self.hyper, self.pad_id, self.bf16 = actor, critic, hyper, pad_id, bf16
+        self.actor_optimizer = torch.optim.AdamW([p for p in actor.parameters() if p.requires_grad], lr=hyper.actor_lr)
+        self.critic_optimizer = torch.optim.AdamW(critic.parameters(), lr=hyper.critic_lr)
+
+    def _autocast(self) -> Any:
+        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16)
+
+    @torch.no_grad()
+    def prepare(self, samples: Sequence[EpisodeSample]) -> tuple[list[PreparedEpisode], dict[str, float]]:
+        """Old log-probs, values, GAE advantages and returns; plus the engine/trainer log-prob mismatch."""
+        prepared, diffs = [], []
+        self.actor.eval()
+        self.critic.eval()
+        for sample in samples:
+            with self._autocast():
+                trainer_logprobs = token_logprobs(self.actor, sample.segments, self.pad_id)
+                values = token_values(self.critic, sample.segments, self.pad_id)
+            engine_logprobs = [torch.tensor(s.old_logprobs, dtype=torch.float32) for s in sample.segments]
+            diffs += [(t.float() - e).abs() for t, e in zip(trainer_logprobs, engine_logprobs, strict=True)]
+            old = engine_logprobs if self.hyper.old_logprobs == "engine" else [t.float() for t in trainer_logprobs]
+            chain_values = torch.cat([v.float() for v in values])
+            rewards = torch.zeros_like(chain_values)
+            rewards[-1] = sample.reward
+            advantages, returns = gae(rewards, chain_values, self.hyper.gamma, self.hyper.lam)
+            sizes = [len(v) for v in values]
+            prepared.append(
+                PreparedEpisode(
+                    sample,
+                    old,
+                    [v.float() for v in values],
+                    list(torch.split(advantages, sizes)),
+                    list(torch.split(returns, sizes)),
+                )
+            )
+        if self.hyper.whiten_advantages:
+            flat = torch.cat([a for p in prepared for a in p.advantages])
+            mean, std = flat.mean(), flat.std(unbiased=False)
+            for p in prepared:
+                p.advantages = [(a - mean) / (std + 1e-8) for a in p.advantages]
+        mismatch = torch.cat(diffs)
+        return prepared, {
+            "logprob_mismatch_mean_abs": float(mismatch.mean()),
+            "logprob_mismatch_max_abs": float(mismatch.max()),
+        }
+
+    def update(
+        self, prepared: Sequence[PreparedEpisode], train_actor: bool, generator: torch.Generator
+    ) -> dict[str, float]:
+        """PPO epochs over minibatches of episodes; returns mean losses and statistics."""
+        h = self.hyper
+        stats: dict[str, list[float]] = {
+            k: [] for k in ("policy_loss", "value_loss", "kl", "clip_fraction", "ratio_mean", "actor_grad_norm")
+        }
+        self.actor.train()
+        self.critic.train()
+        for _ in range(h.ppo_epochs):
+            order = torch.randperm(len(prepared), generator=generator).tolist()
+            for start in range(0, len(order), h.minibatch_episodes):
+                batch = [prepared[i] for i in order[start : start + h.minibatch_episodes]]
+                segments = [s for p in batch for s in p.sample.segments]
+                old_lp = torch.cat([x for p in batch for x in p.old_logprobs])
+                old_v = torch.cat([x for p in batch for x in p.old_values])
+                adv = torch.cat([x for p in batch for x in p.advantages])
+                ret = torch.cat([x for p in batch for x in p.returns])
+                with self._autocast():
+                    values = torch.cat(token_values(self.critic, segments, self.pad_id)).float()
+                if h.value_clip_range is not None:
+                    clipped = old_v + (values - old_v).clamp(-h.value_clip_range, h.value_clip_range)
+                    value_loss = 0.5 * torch.max((values - ret) ** 2, (clipped - ret) ** 2).mean()
+                else:
+                    value_loss = 0.5 * ((values - ret) ** 2).mean()
+                self.critic_optimizer.zero_grad()
+                value_loss.backward()
+                nn.utils.clip_grad_norm_(self.critic.parameters(), h.max_grad_norm)
+                self.critic_optimizer.step()
+                stats["value_loss"].append(float(value_loss.detach()))
+                if not train_actor:
+                    continue
+                with self._autocast():
+                    new_lp = torch.cat(token_logprobs(self.actor, segments, self.pad_id)).float()
+                ratio = torch.exp(new_lp - old_lp)
+                unclipped = ratio * adv
+                clipped_obj = ratio.clamp(1 - h.clip_range, 1 + h.clip_range) * adv
+                policy_loss = -torch.min(unclipped, clipped_obj).mean()
+                loss = policy_loss
+                kl_value = 0.0
+                if h.kl_coef > 0:
+                    with torch.no_grad(), self.actor.disable_adapter(), self._autocast():
+                        ref_lp = torch.cat(token_logprobs(self.actor, segments, self.pad_id)).float()
+                    log_ratio = ref_lp - new_lp
+                    kl = (torch.exp(log_ratio) - log_ratio - 1).mean()  # k3 estimator, >= 0
+                    loss = loss + h.kl_coef * kl
+                    kl_value = float(kl)
+                self.actor_optimizer.zero_grad()
+                loss.backward()
+                grad_norm = nn.utils.clip_grad_norm_(
+                    [p for p in self.actor.parameters() if p.requires_grad], h.max_grad_norm
+                )
+                self.actor_optimizer.step()
+                stats["policy_loss"].append(float(policy_loss.detach()))
+                stats["kl"].append(kl_value)
+                stats["clip_fraction"].append(float(((ratio - 1).abs() > h.clip_range).float().mean()))
+                stats["ratio_mean"].append(float(ratio.mean()))
+                stats["actor_grad_norm"].append(float(grad_norm))
+        return {k: (sum(v) / len(v) if v else math.nan) for k, v in stats.items()}
