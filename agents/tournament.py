@@ -64,15 +64,16 @@ def tournament_specs(config: TournamentConfig) -> list[EpisodeSpec]:
     return specs
 
 
-def _seat_agents(
-    env_id: str, scenario: Scenario, names: Sequence[str], seed: int
-) -> Callable[[], dict[str, Agent]]:
+def _seat_agents(env_id: str, scenario: Scenario, names: Sequence[str], seed: int) -> Callable[[], dict[str, Agent]]:
     def build() -> dict[str, Agent]:
         # Seats can depend on the scenario, so read them off a freshly reset environment.
         env = make(env_id)
         env.reset(scenario, seed)
         seats = env.agent_ids
-        return {seat: make_code_agent(name, seed=seed + 7919 * i) for i, (seat, name) in enumerate(zip(seats, names, strict=True))}
+        return {
+            seat: make_code_agent(name, seed=seed + 7919 * i)
+            for i, (seat, name) in enumerate(zip(seats, names, strict=True))
+        }
 
     return build
 

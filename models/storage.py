@@ -35,6 +35,7 @@ class TableStore:
 
     def append(self, table: str, rows: Iterable[Mapping[str, Any]]) -> Path | None:
         """Write rows as one new shard; returns its path (None when there are no rows)."""
+        directory = self.table_dir(table)
         rows = list(rows)
         if not rows:
             return None
@@ -43,7 +44,6 @@ class TableStore:
         if extra:
             raise ValueError(f"table {table}: columns {sorted(extra)} are not in the schema")
         frame = pd.DataFrame([{col: row.get(col) for col in schema} for row in rows], columns=list(schema))
-        directory = self.table_dir(table)
         directory.mkdir(parents=True, exist_ok=True)
         final = directory / f"{uuid.uuid4().hex}.parquet"
         tmp = directory / f".{final.name}.tmp"

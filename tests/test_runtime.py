@@ -129,7 +129,9 @@ def run(coro: Any) -> Any:
 def test_each_agent_sees_only_its_own_events() -> None:
     keeper = ScriptedAgent(["I will not tell you"])
     guesser = ScriptedAgent(["GUESS 1", "GUESS 2", "GUESS 3"])
-    result = run(run_episode(GuessEnv(), {"keeper": keeper, "guesser": guesser}, GuessScenario("s", 7), keep_inboxes=True))
+    result = run(
+        run_episode(GuessEnv(), {"keeper": keeper, "guesser": guesser}, GuessScenario("s", 7), keep_inboxes=True)
+    )
     assert all(e.to == "guesser" for e in guesser.seen)
     assert all(e.to == "keeper" for e in keeper.seen)
     assert not any("secret is 7" in getattr(e, "text", "") for e in guesser.seen)
@@ -166,7 +168,12 @@ def test_timeout_counts_as_a_failed_attempt() -> None:
     keeper = ScriptedAgent(["hi"])
     slow = ScriptedAgent(["GUESS 1"] * 10, delay=5.0)
     result = run(
-        run_episode(GuessEnv(max_invalid_retries=0), {"keeper": keeper, "guesser": slow}, GuessScenario("s", 1), turn_timeout=0.02)
+        run_episode(
+            GuessEnv(max_invalid_retries=0),
+            {"keeper": keeper, "guesser": slow},
+            GuessScenario("s", 1),
+            turn_timeout=0.02,
+        )
     )
     assert result.timeouts["guesser"] == 3
     assert result.outcome.roles["guesser"].invalid_actions == 3
