@@ -17,12 +17,10 @@ BUILTIN_MODULES = (
     "calendar_scheduling",
     "red_black",
     "sugarscape",
+    "keyword",
 )
-from importlib.util import find_spec  # TEMPORARY while modules are being written
-
 for _name in BUILTIN_MODULES:
-    if find_spec(f"environments.{_name}") is not None:  # TEMPORARY
-        import_module(f"environments.{_name}")
+    import_module(f"environments.{_name}")
 
 SOCIALRL_ENV_IDS = (
     "dnd-v0",
