@@ -44,7 +44,9 @@ def main(argv: list[str] | None = None) -> int:
         print("\nMean reward by code agent (all seats):\n")
         by_agent = agent_summary(store, run_id)
         print(by_agent.pivot(index="agent", columns="env_id", values="mean_reward").round(3).to_string())
-    print(f"\nTables: {store.root} (Parquet; query with DuckDB, e.g. SELECT * FROM read_parquet('{store.root}/episodes/*.parquet'))")
+    print(
+        f"\nTables: {store.root} (Parquet; query with DuckDB, e.g. SELECT * FROM read_parquet('{store.root}/episodes/*.parquet'))"
+    )
     return 0
 
 
