@@ -50,13 +50,17 @@ async def vllm_batch(base_url: str, model: str, messages: list[list[dict]], max_
         return sum(await asyncio.gather(*(one(m) for m in messages)))
 
 
-def hf_batch(model: torch.nn.Module, tokenizer, messages: list[list[dict]], max_tokens: int) -> int:  # noqa: ANN001
+def hf_batch(model: torch.nn.Module, tokenizer, messages: list[list[dict]], max_tokens: int) -> int:
     texts = [tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m in messages]
     tokenizer.padding_side = "left"
     batch = tokenizer(texts, return_tensors="pt", padding=True)
     with torch.no_grad():
         out = model.generate(
-            **batch, max_new_tokens=max_tokens, min_new_tokens=max_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id
+            **batch,
+            max_new_tokens=max_tokens,
+            min_new_tokens=max_tokens,
+            do_sample=False,
+            pad_token_id=tokenizer.pad_token_id,
         )
     return int((out.shape[1] - batch["input_ids"].shape[1]) * out.shape[0])
 
