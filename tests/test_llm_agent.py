@@ -1,0 +1,372 @@
+"""The LLM agent: prompt rendering, the ToM scaffold, and whole episodes through the proxy on the real engine."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import httpx
+import pytest
+
+from agents.code_agents import make_code_agent
+from agents.llm_agent import LLMAgent, LLMAgentConfig, LLMAgentError, parse_tom
+from environments.base import ActionSpec, Environment, Outcome, ParseError, PrivateFact, RoleOutcome, Scenario
+from environments.craigslist import CraigslistEnv, CraigslistScenario
+from environments.events import RAW_TEXT, Action, Event, Notification, NotificationKind, Observation
+from environments.runtime import EpisodeSpec, run_episode, run_episodes
+from models.engine import free_port
+from models.proxy import ProxyConfig, ProxyServer
+from models.storage import TableStore
+
+SCENARIO = CraigslistScenario(
+    scenario_id="test:bike",
+    category="bike",
+    title="Trek hybrid bike, 54 cm",
+    description=("Shimano gears", "New tyres", "Small rust spot", "Lock included"),
+    listing_price=320.0,
+    buyer_target=224.0,
+    max_turns=4,
+)
+
+
+def config(base_url: str = "http://127.0.0.1:9/v1", **overrides: Any) -> LLMAgentConfig:
+    values: dict[str, Any] = {"base_url": base_url, "model": "tiny", "max_tokens": 16, "temperature": 1.0}
+    return LLMAgentConfig(**(values | overrides))
+
+
+async def deliver(agents: dict[str, LLMAgent], events: list[Event]) -> None:
+    for event in events:
+        await agents[event.to].observe(event)
+
+
+# ------------------------------------------------------------------------------------------ rendering
+def test_the_prompt_holds_the_private_facts_and_grammar_and_only_the_seats_own_events() -> None:
+    env = CraigslistEnv()
+    events = env.reset(SCENARIO, seed=0)
+    agents = {seat: LLMAgent(config()) for seat in env.agent_ids}
+
+    async def play() -> None:
+        for seat, agent in agents.items():
+            await agent.reset(seat, env.env_id, env.action_spec(seat), "ep-1")
+        await deliver(agents, events)
+
+    asyncio.run(play())
+    buyer, seller = agents["buyer"], agents["seller"]
+    system = buyer.system_prompt()
+    assert "Your private target price is $224" in system
+    assert env.action_spec("buyer").grammar in system
+    assert "OFFER $150" in system  # the spec's examples
+    assert '"buyer"' in system and "craigslist-v0" in system
+    assert buyer.messages()[1:] == [{"role": "user", "content": "Your turn (1/4)."}]
+    # The seller sees the full description but never the buyer's target; it has not been asked anything yet.
+    assert "224" not in seller.system_prompt() and "Lock included" in seller.system_prompt()
+    assert "Lock included" not in system  # the buyer sees only the first half of the description
+    assert seller.messages() == [{"role": "system", "content": seller.system_prompt()}]
+
+    # The buyer's reply becomes an assistant message; the seller gets the relay and its turn as ONE user message.
+    buyer.record_reply("Would you take less?\nOFFER $200")
+    asyncio.run(deliver(agents, env.step(Action("buyer", RAW_TEXT, "Would you take less?\nOFFER $200"))))
+    assert [m["role"] for m in buyer.messages()] == ["system", "user", "assistant"]
+    assert buyer.messages()[-1]["content"] == "Would you take less?\nOFFER $200"
+    last = seller.messages()[-1]
+    assert last["role"] == "user"
+    assert "The buyer says: Would you take less?" in last["content"] and "Your turn (2/4)." in last["content"]
+    assert "Standing offer from the buyer: $200" in last["content"]
+    assert len(seller.messages()) == 2
+
+
+def test_a_malformed_reply_brings_the_parser_error_into_the_next_prompt() -> None:
+    env = CraigslistEnv()
+    events = env.reset(SCENARIO, seed=0)
+    buyer = LLMAgent(config())
+    asyncio.run(buyer.reset("buyer", env.env_id, env.action_spec("buyer"), "ep-2"))
+    asyncio.run(deliver({"buyer": buyer}, [e for e in events if e.to == "buyer"]))
+    buyer.record_reply("OFFER $")
+    asyncio.run(deliver({"buyer": buyer}, env.step(Action("buyer", RAW_TEXT, "OFFER $"))))
+    retry = buyer.messages()[-1]["content"]
+    assert "`OFFER` needs a price" in retry and "Your turn (1/4)." in retry
+    assert buyer.metrics["invalid_actions"] == 1 and buyer._retry_pending
+
+
+def test_tom_mode_adds_the_three_part_instructions() -> None:
+    agent = LLMAgent(config(tom=True))
+    asyncio.run(agent.reset("buyer", "craigslist-v0", CraigslistEnv().action_spec("buyer"), "e"))
+    prompt = agent.system_prompt()
+    assert "INFER:" in prompt and "ACT:" in prompt and "ANTICIPATE:" in prompt
+    assert "INFER:" not in LLMAgent(config()).system_prompt()
+    assert agent.describe() == "llm-tom(tiny)"
+
+
+def test_config_is_checked() -> None:
+    with pytest.raises(ValueError, match="placeholder"):
+        config(system_prompt_template="You are {role}")
+    with pytest.raises(ValueError, match="max_tokens"):
+        config(max_tokens=0)
+    with pytest.raises(ValueError, match="base_url"):
+        config(base_url="localhost:8000")
+    assert config(system_prompt_template="{private}\n{grammar}").max_retries == 1
+
+
+# ------------------------------------------------------------------------------------------ ToM parsing
+def test_tom_parsing_of_a_well_formed_reply() -> None:
+    parts = parse_tom(
+        "INFER: They want a low price.\nACT: It has a rust spot.\nOFFER $150\nANTICIPATE: A counter at 130."
+    )
+    assert parts.infer == "They want a low price."
+    assert parts.act == "It has a rust spot.\nOFFER $150"
+    assert parts.anticipate == "A counter at 130."
+
+
+@pytest.mark.parametrize(
+    ("text", "infer", "act", "anticipate"),
+    [
+        (
+            "**Infer:** wants it cheap\n\n**Act:**\nDeal!\nACCEPT\n\n**Anticipate:** none",
+            "wants it cheap",
+            "Deal!\nACCEPT",
+            "none",
+        ),
+        (
+            "## INFER\nprice sensitive\n## ACT\nOFFER $120\n## ANTICIPATE\na counter",
+            "price sensitive",
+            "OFFER $120",
+            "a counter",
+        ),
+        ("infer - a cheap buyer\nact: OFFER $99", "a cheap buyer", "OFFER $99", None),
+        ("INFER: x ACT: OFFER $5 ANTICIPATE: y", "x", "OFFER $5", "y"),
+        ("1. Inference: a\n2. Action: b\n3. Anticipation: c", "a", "b", "c"),
+        ("ACT: QUIT", None, "QUIT", None),
+        ("INFER:\nACT:   \nANTICIPATE: z", None, None, "z"),
+        ("I think it is time to act: now.\nOFFER $3", None, None, None),
+        ("", None, None, None),
+    ],
+)
+def test_tom_parsing_is_tolerant(text: str, infer: str | None, act: str | None, anticipate: str | None) -> None:
+    parts = parse_tom(text)
+    assert (parts.infer, parts.act, parts.anticipate) == (infer, act, anticipate)
+
+
+# ------------------------------------------------------------------------------------ engine episodes
+@pytest.fixture(scope="module")
+def recording_proxy(vllm_engine: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxyServer]:
+    root = tmp_path_factory.mktemp("agent-tables")
+    config = ProxyConfig(upstreams=(vllm_engine.base_url,), table_root=root, flush_every=1)
+    with ProxyServer(config, log_path=root / "proxy.log") as server:
+        yield server
+
+
+def recorded(proxy: ProxyServer, episode_id: str) -> list[dict[str, Any]]:
+    frame = TableStore(proxy.config.table_root).query(
+        "SELECT * FROM recorded_calls WHERE episode_id = ? ORDER BY created_at", [episode_id]
+    )
+    return frame.to_dict("records")
+
+
+def check_prefix_consistency(rows: list[dict[str, Any]]) -> None:
+    """Each call's prompt is the previous call's prompt + its reply + the new events: what the model said
+    is replayed verbatim as assistant messages."""
+    replies = [r["completion_text"] for r in rows]
+    for i, row in enumerate(rows):
+        messages = json.loads(row["request_messages"])
+        assert messages[0]["role"] == "system"
+        assistants = [m["content"] for m in messages if m["role"] == "assistant"]
+        assert assistants == replies[:i]
+        assert [m["role"] for m in messages[1:]] == ["user", "assistant"] * i + ["user"]
+
+
+def test_an_llm_buyer_plays_craigslist_against_a_code_seller(recording_proxy: ProxyServer) -> None:
+    buyer = LLMAgent(config(recording_proxy.base_url))
+    seller = make_code_agent("boulware")
+    result = asyncio.run(
+        run_episode(CraigslistEnv(), {"buyer": buyer, "seller": seller}, SCENARIO, seed=1, episode_id="ep-cl-1")
+    )
+    assert result.outcome.rounds <= SCENARIO.max_turns
+    assert result.outcome.metrics["ending"] in {"deal", "quit", "max_turns"}
+    rows = recorded(recording_proxy, "ep-cl-1")
+    assert len(rows) == buyer.metrics["calls"] >= 1
+    assert {r["agent_id"] for r in rows} == {"buyer"}
+    assert all(
+        r["status_code"] == 200 and len(r["completion_token_ids"]) == len(r["completion_logprobs"]) for r in rows
+    )
+    turns = sorted({r["turn_index"] for r in rows})
+    assert turns == list(range(buyer.metrics["turns"]))
+    for turn in turns:  # attempts within a turn count up from 0
+        attempts = [r["attempt"] for r in rows if r["turn_index"] == turn]
+        assert attempts == list(range(len(attempts)))
+    check_prefix_consistency(rows)
+    system = json.loads(rows[0]["request_messages"])[0]["content"]
+    assert "Your private target price is $224" in system and "OFFER $<price>" in system
+    assert buyer._own_client is None  # closed at the end of the episode
+
+
+def test_an_llm_that_only_says_nothing_ends_craigslist_through_the_invalid_action_rules(
+    recording_proxy: ProxyServer, tiny_model_dir: Path
+) -> None:
+    from transformers import AutoTokenizer
+
+    eos = AutoTokenizer.from_pretrained(tiny_model_dir).eos_token_id
+    # vLLM's allowed_token_ids: the model can only end its reply at once, so every reply is empty and
+    # the environment rejects it ("empty reply"); no local retries, so all retries are the environment's.
+    buyer = LLMAgent(config(recording_proxy.base_url, max_retries=0, extra_body={"allowed_token_ids": [eos]}))
+    env = CraigslistEnv()  # max_invalid_retries=2: three attempts per turn, then the turn is forfeited
+    result = asyncio.run(
+        run_episode(env, {"buyer": buyer, "seller": make_code_agent("boulware")}, SCENARIO, episode_id="ep-cl-empty")
+    )
+    outcome = result.outcome
+    assert not outcome.agreement and outcome.metrics["ending"] == "max_turns"
+    assert outcome.rounds == SCENARIO.max_turns
+    assert outcome.roles["buyer"].invalid_actions == buyer.metrics["invalid_actions"] == 6
+    assert [e.agent_id for e in result.transcript] == ["seller", "seller"]  # the buyer forfeited both its turns
+    rows = recorded(recording_proxy, "ep-cl-empty")
+    assert [(r["turn_index"], r["attempt"]) for r in rows] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
+    assert all(r["completion_text"] == "" and list(r["completion_token_ids"]) == [eos] for r in rows)
+    assert all(len(r["completion_logprobs"]) == 1 for r in rows)
+    retry = json.loads(rows[1]["request_messages"])[-1]["content"]
+    assert "Invalid action: empty reply" in retry and "Your turn (1/4)." in retry
+    check_prefix_consistency(rows)
+
+
+def test_llm_vs_llm_with_tom_keeps_each_seat_to_its_own_events(recording_proxy: ProxyServer) -> None:
+    buyer = LLMAgent(config(recording_proxy.base_url, tom=True, max_retries=1))
+    seller = LLMAgent(config(recording_proxy.base_url))
+    asyncio.run(
+        run_episode(CraigslistEnv(), {"buyer": buyer, "seller": seller}, SCENARIO, seed=2, episode_id="ep-cl-tom")
+    )
+    rows = recorded(recording_proxy, "ep-cl-tom")
+    seller_rows = [r for r in rows if r["agent_id"] == "seller"]
+    buyer_rows = [r for r in rows if r["agent_id"] == "buyer"]
+    assert len(buyer_rows) == buyer.metrics["calls"] and len(seller_rows) == seller.metrics["calls"]
+    assert all("private target price" not in r["request_messages"] for r in seller_rows)
+    assert all("private target price" in r["request_messages"] for r in buyer_rows)
+    assert "ANTICIPATE:" in json.loads(buyer_rows[0]["request_messages"])[0]["content"]
+    check_prefix_consistency(buyer_rows)
+    check_prefix_consistency(seller_rows)
+    # Every buyer call is kept with its (probably missing) parts; gibberish has no ACT, so it is retried once.
+    assert [(t["turn_index"], t["attempt"]) for t in buyer.tom_records] == [
+        (r["turn_index"], r["attempt"]) for r in buyer_rows
+    ]
+    assert [t["raw"] for t in buyer.tom_records] == [r["completion_text"] for r in buyer_rows]
+    missing_act = sum(t["act"] is None for t in buyer.tom_records)
+    assert buyer.metrics["malformed_replies"] >= missing_act
+
+
+@dataclass(frozen=True)
+class PasswordScenario(Scenario):
+    turns: int = 2
+
+
+class PasswordEnv(Environment[PasswordScenario]):
+    """One seat that must say `PASS <4 digits>`; anything else is invalid. Gibberish never passes, so each
+    turn is tried 1 + max_invalid_retries times and then forfeited; the episode ends after `turns` turns."""
+
+    env_id: ClassVar[str] = "password-v0"
+    scenario_type: ClassVar[type[Scenario]] = PasswordScenario
+
+    @property
+    def agent_ids(self) -> tuple[str, ...]:
+        return ("player",)
+
+    @classmethod
+    def sample_scenario(cls, rng: random.Random) -> PasswordScenario:
+        return PasswordScenario("gen")
+
+    def action_spec(self, agent_id: str) -> ActionSpec:
+        return ActionSpec({"pass": "say the password"}, "Reply with exactly `PASS <4 digits>`.")
+
+    def parse(self, agent_id: str, text: str) -> Action | ParseError:
+        words = text.split()
+        if len(words) == 2 and words[0] == "PASS" and words[1].isdigit() and len(words[1]) == 4:
+            return Action(agent_id, "pass", text)
+        return ParseError("the reply must be exactly `PASS <4 digits>`")
+
+    def private_facts(self, agent_id: str) -> tuple[PrivateFact, ...]:
+        return ()
+
+    def _reset(self, scenario: PasswordScenario) -> list[Event]:
+        self.turn = 0
+        return [Observation("player", "The vault wants a password.", private=True), self._ask()]
+
+    def _ask(self) -> Notification:
+        return self._request_turn("player", ["pass"], f"Password attempt {self.turn + 1}.")
+
+    def _validate(self, action: Action) -> str | None:
+        return None
+
+    def _apply(self, action: Action) -> list[Event]:
+        return self._next()
+
+    def _next(self) -> list[Event]:
+        self.turn += 1
+        return self._finish() if self.turn >= self.scenario.turns else [self._ask()]
+
+    def _on_retries_exhausted(self, agent_id: str) -> list[Event]:
+        return self._next()
+
+    def _compute_outcome(self) -> Outcome:
+        return Outcome(self.env_id, self.scenario.scenario_id, False, self.turn, {"player": RoleOutcome(0.0, 0.0)})
+
+
+def test_malformed_replies_are_retried_with_the_parser_error_and_tagged_by_attempt(
+    recording_proxy: ProxyServer,
+) -> None:
+    agent = LLMAgent(config(recording_proxy.base_url, max_retries=0))
+    result = asyncio.run(
+        run_episode(PasswordEnv(max_invalid_retries=2), {"player": agent}, PasswordScenario("s"), episode_id="ep-pw")
+    )
+    assert result.outcome.roles["player"].invalid_actions == 6
+    assert agent.metrics["invalid_actions"] == 6
+    rows = recorded(recording_proxy, "ep-pw")
+    assert [(r["turn_index"], r["attempt"]) for r in rows] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
+    retry_prompt = json.loads(rows[1]["request_messages"])[-1]["content"]
+    assert "must be exactly `PASS <4 digits>`" in retry_prompt and "retries left" in retry_prompt
+    check_prefix_consistency(rows)
+
+
+def test_concurrent_episodes_share_one_client_and_are_tagged_apart(recording_proxy: ProxyServer) -> None:
+    async def run() -> list[Any]:
+        async with httpx.AsyncClient(timeout=60) as client:
+            specs = [
+                EpisodeSpec(
+                    make_env=CraigslistEnv,
+                    make_agents=lambda: {
+                        "buyer": LLMAgent(config(recording_proxy.base_url), client=client),
+                        "seller": make_code_agent("conceder"),
+                    },
+                    scenario=SCENARIO,
+                    seed=i,
+                    episode_id=f"ep-conc-{i}",
+                )
+                for i in range(4)
+            ]
+            return await run_episodes(specs, concurrency=4)
+
+    results = asyncio.run(run())
+    for result in results:
+        rows = recorded(recording_proxy, result.episode_id)
+        assert rows and {r["agent_id"] for r in rows} == {"buyer"}
+        assert sorted({r["turn_index"] for r in rows}) == list(range(len({r["turn_index"] for r in rows})))
+
+
+def test_an_unreachable_endpoint_raises_or_forfeits_as_configured() -> None:
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    request = Notification("buyer", NotificationKind.TURN, "Your turn.", ("message",))
+
+    async def ask(agent: LLMAgent) -> Action:
+        await agent.reset("buyer", "craigslist-v0", CraigslistEnv().action_spec("buyer"), "e")
+        await agent.observe(request)
+        try:
+            return await agent.act(request)
+        finally:
+            await agent.aclose()
+
+    with pytest.raises(LLMAgentError, match="failed"):
+        asyncio.run(ask(LLMAgent(config(dead, request_retries=1))))
+    quiet = LLMAgent(config(dead, request_retries=0, fail_on_request_error=False, max_retries=0))
+    action = asyncio.run(ask(quiet))
+    assert action.kind == RAW_TEXT and action.text == ""
+    assert quiet.metrics["request_errors"] == 1
