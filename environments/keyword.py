@@ -8,8 +8,9 @@
 | reward | min(1, occurrences of the scenario's target string in the text (case-insensitive) / target_count) |
 | termination | after the single `write` (or after the retries of an empty reply run out, reward 0) |
 
-The reward is dense on purpose: a tiny random-weight model produces the target letter by chance in some
-replies, so a policy-gradient learner has a signal to climb from the first iteration.
+Used to check that a learner learns: with the engine's sampling restricted to a few tokens (vLLM's
+`allowed_token_ids`, e.g. " yes" and " no"), even a tiny random-weight model writes the target in about
+half of its tokens by chance, so a policy-gradient learner has a dense signal from the first iteration.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ WRITER = "writer"
 class KeywordScenario(Scenario):
     """What to write about and which string is rewarded."""
 
-    target: str = "e"
-    """The rewarded string."""
+    target: str = "no"
+    """The rewarded string ("no": a tiny random model restricted to " yes" / " no" prefers " yes")."""
     target_count: int = 8
     """Occurrences that earn the full reward."""
     topic: str = "the sea"

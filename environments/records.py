@@ -11,6 +11,8 @@ Rows are plain dicts so that this module stays free of pandas/pyarrow (environme
 | episode_turns | accepted action of an episode | (episode_id, turn_index) |
 | recorded_calls | LLM call made through the rollout proxy | request_id |
 | evaluations | evaluation run x counterpart (plus a pooled row) | (run_id, counterpart) |
+| scenarios | generated scenario of a domain and split | (run_id, env_id, scenario_id) |
+| traces | teacher episode of one seat, as chat messages | (run_id, episode_id) |
 
 Recorded calls carry the engine's own token ids and log-probs (never re-tokenised text); trainers join
 them with `episode_roles` on (episode_id, agent_id) to build PPO batches.
@@ -114,12 +116,39 @@ EVALUATIONS_COLUMNS: dict[str, str] = {
 }
 """One row per (evaluation run, counterpart), plus one pooled row with counterpart "*"."""
 
+SCENARIOS_COLUMNS: dict[str, str] = {
+    "env_id": "VARCHAR",
+    "scenario_id": "VARCHAR",
+    "split": "VARCHAR",  # train | heldout
+    "scenario": "VARCHAR",  # JSON of the scenario dataclass
+    "run_id": "VARCHAR",
+}
+
+TRACES_COLUMNS: dict[str, str] = {
+    "episode_id": "VARCHAR",
+    "run_id": "VARCHAR",
+    "env_id": "VARCHAR",
+    "seat": "VARCHAR",
+    "agent": "VARCHAR",
+    "counterpart": "VARCHAR",
+    "scenario_id": "VARCHAR",
+    "messages": "VARCHAR",  # JSON chat messages, as an LLM agent in the seat would see them
+    "reasoning": "VARCHAR",  # JSON list of INFER / ACT / ANTICIPATE dicts per turn
+    "reward": "DOUBLE",
+    "agreement": "BOOLEAN",
+    "leaked": "VARCHAR",
+    "assistant_turns": "INTEGER",
+}
+
+
 TABLES: dict[str, dict[str, str]] = {
     "episodes": EPISODES_COLUMNS,
     "episode_roles": EPISODE_ROLES_COLUMNS,
     "episode_turns": EPISODE_TURNS_COLUMNS,
     "recorded_calls": RECORDED_CALLS_COLUMNS,
     "evaluations": EVALUATIONS_COLUMNS,
+    "scenarios": SCENARIOS_COLUMNS,
+    "traces": TRACES_COLUMNS,
 }
 
 # Request headers the proxy reads the tags of a call from.

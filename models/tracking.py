@@ -579,6 +579,21 @@ class Tracker:
             shutil.rmtree(staging, ignore_errors=True)
         return final
 
+    def version_numbers(self, prefix: str = "") -> dict[str, list[int]]:
+        """Every registered model whose name starts with `prefix`, with its version numbers (ascending)."""
+        out: dict[str, list[int]] = {}
+        token = None
+        while True:
+            page = self.client.search_registered_models(max_results=100, page_token=token)
+            for model in page:
+                if model.name.startswith(prefix):
+                    versions = self.client.search_model_versions(f"name = '{model.name}'")
+                    out[model.name] = sorted(int(v.version) for v in versions)
+            token = page.token
+            if not token:
+                break
+        return out
+
     def champion_versions(self, alias: str = CHAMPION, prefix: str = "") -> list[RegisteredVersion]:
         """Every registered model (whose name starts with `prefix`) that has `alias`, with that version."""
         out = []

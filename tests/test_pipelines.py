@@ -1,0 +1,228 @@
+"""The Dagster code location: definitions, the smoke lineage materialised with the real resources, the
+webserver's GraphQL API and the asset graph in the real UI (headless Chromium)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXPECTED_ASSETS = {
+    "code_agent_tournament",
+    "scenarios",
+    "teacher_traces",
+    "sft_warmstart",
+    "specialist",
+    "specialist_eval",
+    "specialist_champion",
+    "champion_evaluations",
+}
+EXPECTED_JOBS = {
+    "tournament_job",
+    "traces_job",
+    "sft_job",
+    "specialist_job",
+    "stage1_job",
+    "champion_evaluation_job",
+    "model_version_evaluation_job",
+}
+
+
+def test_definitions_load_and_every_job_resolves() -> None:
+    from pipelines.definitions import defs
+
+    keys = {k.to_user_string() for k in defs.resolve_all_asset_keys()}
+    assert keys == EXPECTED_ASSETS
+    for name in EXPECTED_JOBS:
+        assert defs.resolve_job_def(name).name == name
+    assert defs.resolve_schedule_def("nightly_champion_evaluation").cron_schedule == "0 2 * * *"
+    assert defs.resolve_sensor_def("new_model_version_sensor").name == "new_model_version_sensor"
+    checks = {key.name for key in defs.resolve_asset_graph().asset_check_keys}
+    assert checks == {"traces_rewards_in_range", "completions_have_token_ids", "beats_champion"}
+
+
+def test_the_version_sensor_requests_each_new_version_once(tmp_path: Path) -> None:
+    from dagster import build_sensor_context
+
+    from models.tracking import Tracker, TrackingConfig
+    from pipelines.definitions import new_model_version_sensor
+    from resources import MlflowResource
+
+    # The sqlite file in RAM where there is one: MLflow's schema migrations are slow on a busy disk.
+    db_dir = Path(tempfile.mkdtemp(dir="/dev/shm" if Path("/dev/shm").is_dir() else None))
+    config = TrackingConfig(tracking_uri=f"sqlite:///{db_dir}/m.db", artifact_root=str(tmp_path / "a"))
+    tracker = Tracker(config)
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text("{}")
+    resource = MlflowResource(tracking_uri=config.tracking_uri, artifact_root=config.artifact_root)
+
+    def register() -> int:
+        with tracker.start_run("t") as run:
+            run.log_artifact_dir(adapter, "adapter")
+        return tracker.register_adapter(run.run_id, "adapter", "socialrl-dnd-specialist")
+
+    register()
+    context = build_sensor_context(resources={"mlflow": resource})
+    first = new_model_version_sensor(context)
+    assert [r.run_key for r in first] == ["socialrl-dnd-specialist-v1"]
+    cursor = context.cursor
+    again = new_model_version_sensor(build_sensor_context(cursor=cursor, resources={"mlflow": resource}))
+    assert not isinstance(again, list)  # a SkipReason: nothing new
+    register()
+    third = new_model_version_sensor(build_sensor_context(cursor=cursor, resources={"mlflow": resource}))
+    assert [r.run_config["ops"]["evaluate_model_version"]["config"]["version"] for r in third] == [2]
+
+
+@pytest.mark.slow
+def test_smoke_lineage_materialises_with_real_resources(tmp_path: Path, tiny_model_dir: Path) -> None:
+    from dagster import AssetSelection, DagsterInstance, materialize
+
+    from models.storage import TableStore
+    from models.tracking import Tracker, TrackingConfig
+    from pipelines.definitions import all_assets, all_checks, build_resources
+
+    data = tmp_path / "data"
+    (data / "models").mkdir(parents=True)
+    shutil.copytree(tiny_model_dir, data / "models" / "tiny-random-llama")  # the smoke profile's model
+    os.environ["SOCIALRL_DATA_DIR"] = str(data)
+    try:
+        resources = build_resources(profile="smoke", data_dir=str(data))
+        instance = DagsterInstance.ephemeral()
+        start = time.perf_counter()
+        tournament = materialize(
+            all_assets, selection=AssetSelection.assets("code_agent_tournament"), resources=resources, instance=instance
+        )
+        assert tournament.success
+        stage1 = AssetSelection.groups("socialrl") - AssetSelection.assets("code_agent_tournament")
+        for domain in ("craigslist-v0", "dnd-v0"):
+            result = materialize(
+                [*all_assets, *all_checks],
+                selection=stage1,
+                partition_key=domain,
+                resources=resources,
+                instance=instance,
+            )
+            assert result.success, domain
+            checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+            assert checks["traces_rewards_in_range"] and checks["completions_have_token_ids"]
+        print(f"smoke lineage (tournament + 2 domains): {time.perf_counter() - start:.0f} s")
+    finally:
+        os.environ.pop("SOCIALRL_DATA_DIR", None)
+
+    store = TableStore(data / "tables")
+    traces = store.query(
+        "SELECT env_id, count(*) AS n, min(reward) AS lo, max(reward) AS hi FROM traces GROUP BY env_id"
+    )
+    assert set(traces.env_id) == {"craigslist-v0", "dnd-v0"}
+    assert (traces.lo >= 0).all() and (traces.hi <= 1).all()
+    calls = store.query(
+        "SELECT count(*) AS n FROM recorded_calls WHERE starts_with(episode_id, 'craigslist-specialist:')"
+    )
+    assert int(calls.n[0]) > 0
+    evaluations = store.query("SELECT DISTINCT policy_name FROM evaluations")
+    assert {"craigslist-v0:base", "craigslist-v0:sft", "craigslist-v0:ppo", "dnd-v0:base", "dnd-v0:ppo"} <= set(
+        evaluations.policy_name
+    )
+    tracker = Tracker(
+        TrackingConfig(
+            tracking_uri=f"sqlite:///{data}/mlflow/mlflow.db", artifact_root=str(data / "mlflow" / "artifacts")
+        )
+    )
+    champions = {v.name: v.version for v in tracker.champion_versions(prefix="socialrl-")}
+    assert champions == {"socialrl-craigslist-specialist": 1, "socialrl-dnd-specialist": 1}
+    local = tracker.lookup("socialrl-craigslist-specialist", alias="champion")
+    assert (local.path / "adapter_config.json").is_file()
+
+
+@pytest.fixture(scope="module")
+def dagster_webserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`dagster-webserver` on the code location (workspace.yaml), on a free port."""
+    from models.engine import free_port
+
+    home = tmp_path_factory.mktemp("dagster_home")
+    port = free_port()
+    env = {**os.environ, "DAGSTER_HOME": str(home), "SOCIALRL_PROFILE": "smoke"}
+    process = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "dagster-webserver"),
+            "-w",
+            "workspace.yaml",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{url}/server_info", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(1)
+        else:
+            pytest.fail("dagster-webserver did not start within 120 s")
+        yield url
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(30)
+
+
+def _graphql(url: str, query: str) -> dict:
+    deadline = time.monotonic() + 60
+    while True:
+        data = httpx.post(f"{url}/graphql", json={"query": query}, timeout=30).json()
+        if "errors" not in data or time.monotonic() > deadline:
+            return data
+        time.sleep(2)  # the code location may still be loading
+
+
+def test_webserver_graphql_lists_the_asset_graph_and_partitions(dagster_webserver: str) -> None:
+    data = _graphql(
+        dagster_webserver,
+        "{ assetNodes { assetKey { path } partitionKeys dependencyKeys { path } } }",
+    )
+    nodes = {tuple(n["assetKey"]["path"])[-1]: n for n in data["data"]["assetNodes"]}
+    assert set(nodes) == EXPECTED_ASSETS
+    assert nodes["specialist"]["partitionKeys"] == [
+        "dnd-v0", "casino-v0", "craigslist-v0", "marketplace-v0", "job-interview-v0", "calendar-v0"
+    ]  # fmt: skip
+    assert ["sft_warmstart"] in [d["path"] for d in nodes["specialist"]["dependencyKeys"]]
+
+
+def test_the_ui_lists_the_assets_in_headless_chromium(dagster_webserver: str, tmp_path: Path) -> None:
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.fail("chromium is not installed (make test installs Debian's chromium)")
+    _graphql(dagster_webserver, "{ assetNodes { id } }")
+    url = f"{dagster_webserver}/assets"  # the asset catalog (the lineage canvas draws lazily, off-DOM)
+    proc = subprocess.run(
+        [
+            chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=20000", "--dump-dom", url,
+        ],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    dom = proc.stdout
+    for name in ("teacher_traces", "sft_warmstart", "specialist_eval"):
+        assert name in dom, f"{name} not in the rendered asset graph"
