@@ -38,6 +38,10 @@ setup: $(VENV)/.installed engine
 run: setup
 	$(PY) -m pipelines.run_tournament
 
+# Dagster (webserver + daemon) and MLflow UIs; Ctrl-C stops both.
+ui: setup
+	$(PY) -m pipelines.ui
+
 # Debian's Chromium, for the test that loads the Dagster UI headless.
 browser:
 	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)

@@ -1,0 +1,62 @@
+"""`make ui`: the Dagster UI (webserver + daemon, so schedules and sensors run) and the MLflow UI over the
+project's store; prints both URLs and stops both on Ctrl-C.
+
+    python -m pipelines.ui [--dagster-port 3000] [--mlflow-port 5000]
+"""
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from models.settings import REPO_ROOT, data_dir
+from models.tracking import TrackingConfig, quiet_environment, server_command
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dagster-port", type=int, default=3000)
+    parser.add_argument("--mlflow-port", type=int, default=5000)
+    args = parser.parse_args(argv)
+    home = data_dir() / "dagster_home"
+    home.mkdir(parents=True, exist_ok=True)
+    bin_dir = Path(sys.executable).parent
+    dagster_env = {**os.environ, "DAGSTER_HOME": str(home)}
+    processes = [
+        subprocess.Popen(
+            [str(bin_dir / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(args.dagster_port)],
+            cwd=REPO_ROOT,
+            env=dagster_env,
+            start_new_session=True,
+        ),
+        subprocess.Popen(
+            server_command(TrackingConfig.from_env(), port=args.mlflow_port),
+            cwd=REPO_ROOT,
+            env={**os.environ, **quiet_environment()},
+            start_new_session=True,
+        ),
+    ]
+    print(f"Dagster UI: http://127.0.0.1:{args.dagster_port}   MLflow UI: http://127.0.0.1:{args.mlflow_port}")
+    print("Ctrl-C stops both.", flush=True)
+    try:
+        while all(p.poll() is None for p in processes):
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in processes:
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
