@@ -321,7 +321,7 @@ class PPOLearner:
                 self.actor_optimizer.step()
                 stats["policy_loss"].append(float(policy_loss.detach()))
                 stats["kl"].append(kl_value)
-                stats["clip_fraction"].append(float(((ratio - 1).abs() > h.clip_range).float().mean()))
-                stats["ratio_mean"].append(float(ratio.mean()))
+                stats["clip_fraction"].append(float(((ratio.detach() - 1).abs() > h.clip_range).float().mean()))
+                stats["ratio_mean"].append(float(ratio.detach().mean()))
                 stats["actor_grad_norm"].append(float(grad_norm))
         return {k: (sum(v) / len(v) if v else math.nan) for k, v in stats.items()}

@@ -40,19 +40,15 @@ all_assets = load_assets_from_modules([socialrl, monitoring])
 all_checks = load_asset_checks_from_modules([socialrl])
 
 tournament_job = define_asset_job("tournament_job", AssetSelection.assets(socialrl.code_agent_tournament))
-traces_job = define_asset_job(
-    "traces_job", AssetSelection.assets(socialrl.scenarios, socialrl.teacher_traces), partitions_def=socialrl.DOMAINS
-)
-sft_job = define_asset_job("sft_job", AssetSelection.assets(socialrl.sft_warmstart), partitions_def=socialrl.DOMAINS)
+traces_job = define_asset_job("traces_job", AssetSelection.assets(socialrl.scenarios, socialrl.teacher_traces))
+sft_job = define_asset_job("sft_job", AssetSelection.assets(socialrl.sft_warmstart))
 specialist_job = define_asset_job(
     "specialist_job",
     AssetSelection.assets(socialrl.specialist, socialrl.specialist_eval, socialrl.specialist_champion),
-    partitions_def=socialrl.DOMAINS,
 )
 stage1_job = define_asset_job(
     "stage1_job",
     AssetSelection.groups(socialrl.GROUP) - AssetSelection.assets(socialrl.code_agent_tournament),
-    partitions_def=socialrl.DOMAINS,
 )
 champion_evaluation_job = define_asset_job(
     "champion_evaluation_job", AssetSelection.assets(monitoring.champion_evaluations)
