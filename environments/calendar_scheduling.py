@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from environments.alternating import AlternatingTurns
 from environments.bargaining import Deal, DealSpace
 from environments.base import (
     ActionSpec,
@@ -452,7 +453,7 @@ _COMMANDS = {
 
 
 @register
-class CalendarEnv(Environment[CalendarScenario]):
+class CalendarEnv(AlternatingTurns, Environment[CalendarScenario]):
     """Meeting scheduling between a requestor and a principal's assistant (SocialReasoning-Bench style)."""
 
     env_id: ClassVar[str] = "calendar-v0"
@@ -659,9 +660,6 @@ class CalendarEnv(Environment[CalendarScenario]):
                 lines.append("Additional instructions:\n" + s.adversary_instructions.strip())
         return "\n".join(lines)
 
-    def _other(self, agent_id: str) -> str:
-        return REQUESTOR if agent_id == ASSISTANT else ASSISTANT
-
     def _turn_for(self, agent_id: str) -> Notification:
         standing = self._standing[self._other(agent_id)]
         allowed = ["message", "propose", WALK_AWAY[agent_id]] + (["accept", "reject"] if standing is not None else [])
@@ -729,17 +727,7 @@ class CalendarEnv(Environment[CalendarScenario]):
             relay = self._relay(action, other, f"{said}\n[rejects your proposal]", {"rejected": True})
         else:
             relay = self._relay(action, other, said)
-        if self._turn >= self.scenario.max_turns:
-            return self._finish([relay])
-        return [relay, self._turn_for(other)]
-
-    def _on_retries_exhausted(self, agent_id: str) -> list[Event]:
-        # Rule: the turn is forfeited and passes to the other side (it still counts as a turn).
-        self._turn += 1
-        if self._turn >= self.scenario.max_turns:
-            self._ending = "max_turns"
-            return self._finish()
-        return [self._turn_for(self._other(agent_id))]
+        return self._next_turn(other, [relay])
 
     def _compute_outcome(self) -> Outcome:
         s = self.scenario

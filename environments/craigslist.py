@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from environments.alternating import AlternatingTurns
 from environments.bargaining import DealSpace, PriceDealSpace
 from environments.base import (
     ActionSpec,
@@ -128,7 +129,7 @@ _COMMANDS = {
 
 
 @register
-class CraigslistEnv(Environment[CraigslistScenario]):
+class CraigslistEnv(AlternatingTurns, Environment[CraigslistScenario]):
     """Single-issue price negotiation over a Craigslist listing."""
 
     env_id: ClassVar[str] = "craigslist-v0"
@@ -266,9 +267,6 @@ class CraigslistEnv(Environment[CraigslistScenario]):
             self._turn_for(BUYER),
         ]
 
-    def _other(self, agent_id: str) -> str:
-        return SELLER if agent_id == BUYER else BUYER
-
     def _turn_for(self, agent_id: str) -> Event:
         standing = self._standing[self._other(agent_id)]
         allowed = ["message", "offer", "quit"] + (["accept", "reject"] if standing is not None else [])
@@ -317,17 +315,7 @@ class CraigslistEnv(Environment[CraigslistScenario]):
             relay = self._relay(action, other, f"{said}\n[rejects your offer]", {"rejected": True})
         else:
             relay = self._relay(action, other, said)
-        if self._turn >= self.scenario.max_turns:
-            return self._finish([relay])
-        return [relay, self._turn_for(other)]
-
-    def _on_retries_exhausted(self, agent_id: str) -> list[Event]:
-        # Rule: the turn is forfeited and passes to the other side (it still counts as a turn).
-        self._turn += 1
-        if self._turn >= self.scenario.max_turns:
-            self._ending = "max_turns"
-            return self._finish()
-        return [self._turn_for(self._other(agent_id))]
+        return self._next_turn(other, [relay])
 
     def _compute_outcome(self) -> Outcome:
         s = self.scenario

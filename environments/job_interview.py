@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from environments.alternating import AlternatingTurns
 from environments.bargaining import Deal, DealSpace
 from environments.base import (
     ActionSpec,
@@ -363,7 +364,7 @@ def weight_patterns(issue: str, weight: float) -> tuple[str, ...]:
 
 
 @register
-class JobInterviewEnv(Environment[JobInterviewScenario]):
+class JobInterviewEnv(AlternatingTurns, Environment[JobInterviewScenario]):
     """Multi-issue contract negotiation between a recruiter and a candidate."""
 
     env_id: ClassVar[str] = "job-interview-v0"
@@ -510,9 +511,6 @@ class JobInterviewEnv(Environment[JobInterviewScenario]):
         )
         return "\n".join(lines)
 
-    def _other(self, agent_id: str) -> str:
-        return CANDIDATE if agent_id == RECRUITER else RECRUITER
-
     def _turn_for(self, agent_id: str) -> Event:
         standing = self._standing[self._other(agent_id)]
         allowed = ["message", "propose", "quit"] + (["accept", "reject"] if standing is not None else [])
@@ -566,17 +564,7 @@ class JobInterviewEnv(Environment[JobInterviewScenario]):
             relay = self._relay(action, other, f"{said}\n[rejects your proposal]", {"rejected": True})
         else:
             relay = self._relay(action, other, said)
-        if self._turn >= self.scenario.max_turns:
-            return self._finish([relay])
-        return [relay, self._turn_for(other)]
-
-    def _on_retries_exhausted(self, agent_id: str) -> list[Event]:
-        # Rule: the turn is forfeited and passes to the other side (it still counts as a turn).
-        self._turn += 1
-        if self._turn >= self.scenario.max_turns:
-            self._ending = "max_turns"
-            return self._finish()
-        return [self._turn_for(self._other(agent_id))]
+        return self._next_turn(other, [relay])
 
     def _compute_outcome(self) -> Outcome:
         s = self.scenario

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from environments.alternating import AlternatingTurns
 from environments.bargaining import DealSpace, PriceDealSpace
 from environments.base import (
     ActionSpec,
@@ -176,7 +177,7 @@ _DETAILS = re.compile(r"^\s*Product details:\s*(.+)$", re.MULTILINE)
 
 
 @register
-class MarketplaceEnv(Environment[MarketplaceScenario]):
+class MarketplaceEnv(AlternatingTurns, Environment[MarketplaceScenario]):
     """Single-issue price negotiation with private reservation prices on both sides."""
 
     env_id: ClassVar[str] = "marketplace-v0"
@@ -322,9 +323,6 @@ class MarketplaceEnv(Environment[MarketplaceScenario]):
             text += f"\n\n{s.adversary_instructions.strip()}"
         return text
 
-    def _other(self, agent_id: str) -> str:
-        return SELLER if agent_id == BUYER else BUYER
-
     def _turn_for(self, agent_id: str) -> Event:
         standing = self._standing[self._other(agent_id)]
         allowed = ["send_message", "make_offer", "end"] + (["accept_offer", "reject"] if standing is not None else [])
@@ -373,17 +371,7 @@ class MarketplaceEnv(Environment[MarketplaceScenario]):
             relay = self._relay(action, other, f"{said}\n[rejects your offer]", {"rejected": True})
         else:
             relay = self._relay(action, other, said)
-        if self._turn >= self.scenario.max_turns:
-            return self._finish([relay])
-        return [relay, self._turn_for(other)]
-
-    def _on_retries_exhausted(self, agent_id: str) -> list[Event]:
-        # Rule: the turn is forfeited and passes to the other side (it still counts as a turn).
-        self._turn += 1
-        if self._turn >= self.scenario.max_turns:
-            self._ending = "max_turns"
-            return self._finish()
-        return [self._turn_for(self._other(agent_id))]
+        return self._next_turn(other, [relay])
 
     def _compute_outcome(self) -> Outcome:
         s = self.scenario
