@@ -35,8 +35,10 @@ engine: $(ENGINE_VENV)/.installed
 
 setup: $(VENV)/.installed engine
 
+# The whole lineage on the default profile ($SOCIALRL_PROFILE, default cpu); DOMAINS=a-v0,b-v0 overrides
+# the profile's domains.
 run: setup
-	$(PY) -m pipelines.run_tournament
+	$(PY) -m pipelines.run_lineage $(if $(DOMAINS),--domains $(DOMAINS))
 
 # Dagster (webserver + daemon) and MLflow UIs; Ctrl-C stops both.
 ui: setup

@@ -185,7 +185,8 @@ def specialist(
     profile = settings.get_profile()
     settings.root()
     init = Path(sft_warmstart["adapter_dir"]) if sft_warmstart.get("adapter_dir") else None
-    output = _work_dir(settings, "ppo", env_id, _run_id(context))
+    # Keyed by the root run, so "re-execute from failure" resumes PPO from its last checkpoint.
+    output = _work_dir(settings, "ppo", env_id, (context.run.root_run_id or context.run.run_id)[:8])
     services = Services(engine.client, engine.proxy_base_url, store.store())
     critic_dir = resolve_model(profile.critic_model)
     result, run_id, version = specialists.train_specialist(
@@ -200,6 +201,11 @@ def specialist(
             "mlflow_run_id": run_id,
             "model_name": specialists.registered_name(env_id),
             "model_version": version,
+            "seat": specialists.specialist_seat(env_id, profile),
+            "iterations": [
+                {k: m[k] for k in ("iteration", "reward_mean", "time_rollout_s", "time_train_s", "time_sync_s")}
+                for m in result.history
+            ],
         },
         metadata={
             "reward_curve": MetadataValue.json(curve),
@@ -239,8 +245,9 @@ def specialist_eval(
     mlflow: MlflowResource,
 ) -> Output[dict]:
     """Base model, SFT warm-start and PPO specialist on the domain's held-out scenarios against the fixed
-    counterparts: mean reward with a 95% CI, agreement, Pareto-optimal, invalid-action and leakage rates,
-    stored in the `evaluations` table and on the model version."""
+    counterparts, all in the specialist's seat: mean reward with a 95% CI, agreement, Pareto-optimal,
+    invalid-action and leakage rates (Craigslist: the buyer's below-target opening rate too), stored in the
+    `evaluations` table and on the model version."""
     from models.evaluation import store_evaluation
 
     env_id = context.partition_key
@@ -257,7 +264,10 @@ def specialist_eval(
     for label, model in policies.items():
         result = specialists.evaluate_model(env_id, profile, engine.proxy_base_url, model)
         store_evaluation(store.store(), result, f"{env_id}:{label}", f"eval-{run_id}-{label}")
-        summaries[label] = {k: v for k, v in result.summary.as_dict().items() if isinstance(v, int | float)}
+        summaries[label] = {
+            **{k: v for k, v in result.summary.as_dict().items() if isinstance(v, int | float)},
+            **specialists.behaviour_metrics(result),
+        }
     # Held-out evaluation of the candidate, kept on the model version (the champion comparison reads it).
     mlflow.tracker().record_evaluation(
         specialist["model_name"],
@@ -269,9 +279,20 @@ def specialist_eval(
         f"{v['invalid_action_rate']:.2f} | {v['leakage_rate']:.2f} |"
         for k, v in summaries.items()
     )
+    behaviour = {
+        f"{label}_{name}": value
+        for label, summary in summaries.items()
+        for name, value in summary.items()
+        if name in ("below_target_opening_rate", "buyer_offer_rate")
+    }
     return Output(
         {**specialist, "evaluation": summaries, "eval_run_id": run_id},
-        metadata={"evaluation": MetadataValue.md(table), "ppo_mean_reward": summaries["ppo"]["mean_reward"]},
+        metadata={
+            "evaluation": MetadataValue.md(table),
+            "seat": specialist["seat"],
+            "ppo_mean_reward": summaries["ppo"]["mean_reward"],
+            **behaviour,
+        },
     )
 
 

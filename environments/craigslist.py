@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -33,6 +33,7 @@ from environments.base import (
     RoleOutcome,
     Scenario,
     ScenarioError,
+    TranscriptEntry,
 )
 from environments.data import DataFileError, dataset_path
 from environments.events import Action, Event, Observation
@@ -116,6 +117,22 @@ def rewards_for_price(scenario: CraigslistScenario, price: float) -> dict[str, f
     buyer = (scenario.listing_price - price) / corridor
     seller = (price - scenario.buyer_target) / corridor
     return {BUYER: min(1.0, max(0.0, buyer)), SELLER: min(1.0, max(0.0, seller))}
+
+
+def opening_offer(transcript: Sequence[TranscriptEntry], seat: str) -> float | None:
+    """The first price `seat` offered in an episode; None when it never made an offer."""
+    for entry in transcript:
+        if entry.agent_id == seat and entry.kind == "offer":
+            return float(entry.payload["price"])
+    return None
+
+
+def opens_below_target(scenario: CraigslistScenario, transcript: Sequence[TranscriptEntry]) -> bool:
+    """The anchoring behaviour the SocialRL paper tracks (3% of untrained buyers, 78% after RL): the buyer's
+    first offer is strictly below its private target. A buyer that never offers (it accepts the seller's
+    price, quits or only talks) did not open below its target."""
+    price = opening_offer(transcript, BUYER)
+    return price is not None and price < scenario.buyer_target
 
 
 _PRICE_TAIL = r"\s*(?:[:=\-]|\bof\b|\bat\b)?\s*"

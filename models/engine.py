@@ -72,6 +72,9 @@ class EngineConfig:
     """CPU KV-cache size in GiB (VLLM_CPU_KVCACHE_SPACE); ignored on GPU."""
     seed: int = 0
     """Engine sampling seed."""
+    logprobs_mode: str = "processed_logprobs"
+    """What the returned log-probs are: "processed_logprobs" (after temperature, i.e. of the distribution
+    actually sampled from, which PPO's old policy must be) or vLLM's default "raw_logprobs"."""
     startup_timeout_s: float = 300.0
     """How long to wait for /health before giving up."""
     extra_args: tuple[str, ...] = ()
@@ -206,6 +209,7 @@ class VLLMEngine:
             "--max-model-len", str(c.max_model_len),
             "--dtype", c.dtype,
             "--seed", str(c.seed),
+            "--logprobs-mode", c.logprobs_mode,
         ]  # fmt: skip
         if c.enforce_eager:
             cmd.append("--enforce-eager")

@@ -137,7 +137,8 @@ def adapter_name(config: PPOConfig, iteration: int) -> str:
     return f"{config.run_name}-v{iteration}"
 
 
-def _seat(config: PPOConfig) -> str:
+def learning_seat(config: PPOConfig) -> str:
+    """The seat the policy learns in: the configured one, else the environment's first seat."""
     if config.seat is not None:
         return config.seat
     env = make(config.env_id)
@@ -147,7 +148,7 @@ def _seat(config: PPOConfig) -> str:
 
 def rollout_specs(config: PPOConfig, iteration: int, proxy_base_url: str, model: str) -> list[EpisodeSpec]:
     """The iteration's episodes: deterministic in (seed, iteration)."""
-    seat = _seat(config)
+    seat = learning_seat(config)
     scenarios = sample_scenarios(config.env_id, config.episodes_per_iteration, seed=config.seed * 100_003 + iteration)
     specs = []
     for index, scenario in enumerate(scenarios):
@@ -263,7 +264,18 @@ def _build_learner(
         actor = get_peft_model(base, config.lora.peft_config())
     critic = ValueModel.from_pretrained(critic_model_dir)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    return PPOLearner(actor, critic, config.hyper, pad_id=pad_id, bf16=config.bf16), tokenizer
+    return (
+        PPOLearner(
+            actor,
+            critic,
+            config.hyper,
+            pad_id=pad_id,
+            bf16=config.bf16,
+            temperature=config.temperature,
+            allowed_token_ids=config.sampling_extra.get("allowed_token_ids"),
+        ),
+        tokenizer,
+    )
 
 
 @dataclass(frozen=True)
@@ -311,7 +323,7 @@ def train_ppo(
         random.setstate(saved["rng"]["python"])
         state = PPOState(**json.loads((checkpoint / "state.json").read_text()))
         resumed_from = state.iteration
-    seat = _seat(config)
+    seat = learning_seat(config)
     served = _sync_adapter(config, learner, services.engine, output, state.iteration, previous=None)
     while state.iteration < config.iterations:
         iteration = state.iteration

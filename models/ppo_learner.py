@@ -186,14 +186,30 @@ def _pad(segments: Sequence[Segment], pad_id: int) -> tuple[torch.Tensor, torch.
     return ids, mask
 
 
-def token_logprobs(model: nn.Module, segments: Sequence[Segment], pad_id: int) -> list[torch.Tensor]:
-    """Log-prob of every agent token of every segment under `model` (a causal LM)."""
+def token_logprobs(
+    model: nn.Module,
+    segments: Sequence[Segment],
+    pad_id: int,
+    temperature: float = 1.0,
+    allowed_token_ids: Sequence[int] | None = None,
+) -> list[torch.Tensor]:
+    """Log-prob of every agent token of every segment under `model` (a causal LM), for the distribution the
+    engine samples from: logits divided by `temperature` and, when given, restricted to
+    `allowed_token_ids` (the engine's processed log-probs, see models.engine.EngineConfig.logprobs_mode)."""
     ids, mask = _pad(segments, pad_id)
-    logits = model(input_ids=ids, attention_mask=mask).logits.float()
+    logits = model(input_ids=ids, attention_mask=mask).logits
+    blocked = None
+    if allowed_token_ids is not None:
+        blocked = torch.ones(logits.shape[-1], dtype=torch.bool)
+        blocked[list(allowed_token_ids)] = False
     out = []
     for row, segment in enumerate(segments):
         positions = torch.tensor(segment.agent_positions)
-        logp = torch.log_softmax(logits[row, positions - 1], dim=-1)
+        # Only the agent positions go to float32 (a whole sequence's logits are seq x vocab).
+        scaled = logits[row, positions - 1].float() / temperature
+        if blocked is not None:
+            scaled = scaled.masked_fill(blocked, float("-inf"))
+        logp = torch.log_softmax(scaled, dim=-1)
         out.append(logp.gather(-1, ids[row, positions].unsqueeze(-1)).squeeze(-1))
     return out
 
@@ -219,8 +235,23 @@ class PreparedEpisode:
 class PPOLearner:
     """Holds actor (PEFT model), critic and their optimisers; prepares batches and runs updates."""
 
-    def __init__(self, actor: nn.Module, critic: ValueModel, hyper: PPOHyper, pad_id: int, bf16: bool = False) -> None:
+    def __init__(
+        self,
+        actor: nn.Module,
+        critic: ValueModel,
+        hyper: PPOHyper,
+        pad_id: int,
+        bf16: bool = False,
+        temperature: float = 1.0,
+        allowed_token_ids: Sequence[int] | None = None,
+    ) -> None:
         self.actor, self.critic, self.hyper, self.pad_id, self.bf16 = actor, critic, hyper, pad_id, bf16
+        if temperature <= 0:
+            raise ValueError(f"PPO needs a sampling temperature > 0, got {temperature}")
+        self.temperature = temperature
+        """The rollouts' sampling temperature: the policy being optimised is the tempered one."""
+        self.allowed_token_ids = list(allowed_token_ids) if allowed_token_ids is not None else None
+        """Tokens the rollouts may sample (vLLM's allowed_token_ids); None = the whole vocabulary."""
         self.actor_optimizer = torch.optim.AdamW([p for p in actor.parameters() if p.requires_grad], lr=hyper.actor_lr)
         self.critic_optimizer = torch.optim.AdamW(critic.parameters(), lr=hyper.critic_lr)
 
@@ -235,7 +266,9 @@ class PPOLearner:
         self.critic.eval()
         for sample in samples:
             with self._autocast():
-                trainer_logprobs = token_logprobs(self.actor, sample.segments, self.pad_id)
+                trainer_logprobs = token_logprobs(
+                    self.actor, sample.segments, self.pad_id, self.temperature, self.allowed_token_ids
+                )
                 values = token_values(self.critic, sample.segments, self.pad_id)
             engine_logprobs = [torch.tensor(s.old_logprobs, dtype=torch.float32) for s in sample.segments]
             diffs += [(t.float() - e).abs() for t, e in zip(trainer_logprobs, engine_logprobs, strict=True)]
@@ -299,7 +332,9 @@ class PPOLearner:
                 if not train_actor:
                     continue
                 with self._autocast():
-                    new_lp = torch.cat(token_logprobs(self.actor, segments, self.pad_id)).float()
+                    new_lp = torch.cat(
+                        token_logprobs(self.actor, segments, self.pad_id, self.temperature, self.allowed_token_ids)
+                    ).float()
                 ratio = torch.exp(new_lp - old_lp)
                 unclipped = ratio * adv
                 clipped_obj = ratio.clamp(1 - h.clip_range, 1 + h.clip_range) * adv
@@ -308,7 +343,9 @@ class PPOLearner:
                 kl_value = 0.0
                 if h.kl_coef > 0:
                     with torch.no_grad(), self.actor.disable_adapter(), self._autocast():
-                        ref_lp = torch.cat(token_logprobs(self.actor, segments, self.pad_id)).float()
+                        ref_lp = torch.cat(
+                            token_logprobs(self.actor, segments, self.pad_id, self.temperature, self.allowed_token_ids)
+                        ).float()
                     log_ratio = ref_lp - new_lp
                     kl = (torch.exp(log_ratio) - log_ratio - 1).mean()  # k3 estimator, >= 0
                     loss = loss + h.kl_coef * kl

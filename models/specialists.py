@@ -8,6 +8,8 @@ so it runs the same from a test, a script or an asset.
 from __future__ import annotations
 
 import json
+import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -17,10 +19,11 @@ from agents.llm_agent import LLMAgent, LLMAgentConfig
 from agents.teacher import make_teacher
 from agents.traces import Trace, collect_traces, filter_traces, reward_summary
 from environments import Scenario
+from environments.craigslist import BUYER, opening_offer, opens_below_target
 from environments.runtime import Agent
 from models.engine import EngineClient
 from models.evaluation import EvaluationResult, evaluate_policy, held_out_scenarios, training_scenarios
-from models.ppo import PPOResult, Services, train_ppo
+from models.ppo import PPOResult, Services, learning_seat, train_ppo
 from models.profiles import Profile
 from models.sft import SFTResult, run_sft
 from models.tracking import Tracker
@@ -29,6 +32,30 @@ from models.tracking import Tracker
 def registered_name(env_id: str) -> str:
     """The MLflow registry name of a domain's specialist, e.g. socialrl-craigslist-specialist."""
     return f"socialrl-{env_id.removesuffix('-v0')}-specialist"
+
+
+def specialist_seat(env_id: str, profile: Profile) -> str:
+    """The seat a domain's specialist is trained and evaluated in (PPO's learning seat)."""
+    return learning_seat(profile.ppo_for(env_id))
+
+
+def behaviour_metrics(result: EvaluationResult) -> dict[str, float]:
+    """Domain behaviour beyond reward, over the policy's episodes. Craigslist (the SocialRL paper's anchoring
+    measure, 3% of untrained buyers -> 78% trained): the share of buyer episodes whose first buyer offer is
+    below the buyer's target, the share with any buyer offer, and the median first offer / target."""
+    if result.env_id != "craigslist-v0":
+        return {}
+    buyer = [e for e, p in zip(result.episodes, result.policy_episodes, strict=True) if p.seat == BUYER]
+    if not buyer:
+        return {}
+    ratios = [
+        price / e.scenario.buyer_target for e in buyer if (price := opening_offer(e.transcript, BUYER)) is not None
+    ]
+    return {
+        "below_target_opening_rate": sum(opens_below_target(e.scenario, e.transcript) for e in buyer) / len(buyer),
+        "buyer_offer_rate": len(ratios) / len(buyer),
+        "median_opening_over_target": statistics.median(ratios) if ratios else math.nan,
+    }
 
 
 def domain_scenarios(env_id: str, profile: Profile, seed: int = 0) -> dict[str, list[Scenario]]:
@@ -155,15 +182,18 @@ def evaluate_model(
     model: str,
     seed: int = 0,
     scenarios: Sequence[Scenario] | None = None,
+    seat: str | None = None,
 ) -> EvaluationResult:
-    """A served model (base or adapter) on the domain's held-out scenarios against the fixed counterparts."""
+    """A served model (base or adapter) on the domain's held-out scenarios against the fixed counterparts,
+    in `seat` (None: the specialist's seat, the one PPO trains, so base, SFT and PPO compare like for like)."""
     held_out = list(scenarios) if scenarios is not None else held_out_scenarios(env_id, profile.heldout_scenarios, seed)
     counter = iter(range(10**9))
 
     def make_policy() -> Agent:
         return llm_policy(base_url, model, profile, seed=seed * 7919 + next(counter))
 
-    return evaluate_policy(env_id, make_policy, None, profile.eval_counterparts, held_out, seed=seed, concurrency=16)
+    seat = seat or specialist_seat(env_id, profile)
+    return evaluate_policy(env_id, make_policy, seat, profile.eval_counterparts, held_out, seed=seed, concurrency=16)
 
 
 @dataclass(frozen=True)

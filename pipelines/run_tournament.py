@@ -1,5 +1,6 @@
-"""The main job until the Dagster code location lands: a code-agent tournament over the six SocialRL
-environments, stored as Parquet tables queried with DuckDB, printed as a per-environment table.
+"""The code-agent tournament alone, outside Dagster (seconds): the six SocialRL environments, stored as
+Parquet tables queried with DuckDB, printed as a per-environment table. `make run` materialises it as the
+`code_agent_tournament` asset together with the rest of the lineage.
 
     python -m pipelines.run_tournament [--scenarios N] [--seed S] [--data-dir DIR]
 """

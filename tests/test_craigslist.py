@@ -11,7 +11,13 @@ import pytest
 from agents.code_agents import CODE_AGENTS, make_code_agent
 from environments import make, sample_scenarios
 from environments.base import ParseError, ScenarioError
-from environments.craigslist import CraigslistEnv, CraigslistScenario, rewards_for_price
+from environments.craigslist import (
+    CraigslistEnv,
+    CraigslistScenario,
+    opening_offer,
+    opens_below_target,
+    rewards_for_price,
+)
 from environments.data import DataFileError, dataset_path
 from environments.events import RAW_TEXT, Action, NotificationKind
 from environments.runtime import run_episode
@@ -53,6 +59,27 @@ def test_a_full_deal_through_raw_text() -> None:
     assert outcome.roles["buyer"].utility == pytest.approx(20.0)
     ends = [e for e in events if getattr(e, "kind", None) == NotificationKind.EPISODE_END]
     assert {e.to for e in ends} == {"buyer", "seller"}
+
+
+def _transcript_of(*replies: tuple[str, str]) -> tuple:
+    env = CraigslistEnv()
+    env.reset(SCENARIO, seed=1)
+    for seat, text in replies:
+        env.step(Action(seat, RAW_TEXT, text))
+    return env.transcript
+
+
+def test_opening_offer_and_below_target_opening() -> None:
+    # The buyer talks first, then opens at $130: below its $140 target (anchoring).
+    low = _transcript_of(("buyer", "Is it still available?"), ("seller", "Yes."), ("buyer", "OFFER $130"))
+    assert opening_offer(low, "buyer") == 130.0 and opening_offer(low, "seller") is None
+    assert opens_below_target(SCENARIO, low)
+    # Opening exactly at the target is not below it; the later lower offer does not count.
+    at_target = _transcript_of(("buyer", "OFFER $140"), ("seller", "OFFER $190"), ("buyer", "OFFER $120"))
+    assert opening_offer(at_target, "buyer") == 140.0 and not opens_below_target(SCENARIO, at_target)
+    # A buyer that never offers (accepts the seller's price) did not open below target.
+    accepted = _transcript_of(("buyer", "Hello"), ("seller", "OFFER $190"), ("buyer", "ACCEPT"))
+    assert opening_offer(accepted, "buyer") is None and not opens_below_target(SCENARIO, accepted)
 
 
 def test_parser_good_sloppy_and_malformed() -> None:

@@ -86,39 +86,37 @@ def test_the_version_sensor_requests_each_new_version_once(tmp_path: Path) -> No
 
 @pytest.mark.slow
 def test_smoke_lineage_materialises_with_real_resources(tmp_path: Path, tiny_model_dir: Path) -> None:
-    from dagster import AssetSelection, DagsterInstance, materialize
-
+    """What `make run` does (pipelines/run_lineage.py), on the smoke profile and two domains."""
     from models.storage import TableStore
     from models.tracking import Tracker, TrackingConfig
-    from pipelines.definitions import all_assets, all_checks, build_resources
+    from pipelines.run_lineage import domain_report, run_lineage
 
     data = tmp_path / "data"
     (data / "models").mkdir(parents=True)
     shutil.copytree(tiny_model_dir, data / "models" / "tiny-random-llama")  # the smoke profile's model
-    os.environ["SOCIALRL_DATA_DIR"] = str(data)
+    saved = {k: os.environ.get(k) for k in ("SOCIALRL_DATA_DIR", "DAGSTER_HOME")}
     try:
-        resources = build_resources(profile="smoke", data_dir=str(data))
-        instance = DagsterInstance.ephemeral()
         start = time.perf_counter()
-        tournament = materialize(
-            all_assets, selection=AssetSelection.assets("code_agent_tournament"), resources=resources, instance=instance
-        )
-        assert tournament.success
-        stage1 = AssetSelection.groups("socialrl") - AssetSelection.assets("code_agent_tournament")
-        for domain in ("craigslist-v0", "dnd-v0"):
-            result = materialize(
-                [*all_assets, *all_checks],
-                selection=stage1,
-                partition_key=domain,
-                resources=resources,
-                instance=instance,
-            )
-            assert result.success, domain
-            checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-            assert checks["traces_rewards_in_range"] and checks["completions_have_token_ids"]
-        print(f"smoke lineage (tournament + 2 domains): {time.perf_counter() - start:.0f} s")
+        steps = run_lineage("smoke", ("craigslist-v0", "dnd-v0"), with_monitoring=True, data=data)
+        print(f"smoke lineage (tournament + 2 domains + champion evaluations): {time.perf_counter() - start:.0f} s")
     finally:
-        os.environ.pop("SOCIALRL_DATA_DIR", None)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    assert [s.name for s in steps] == ["code_agent_tournament", "craigslist-v0", "dnd-v0", "champion_evaluations"]
+    assert all(s.success for s in steps), [(s.name, s.error) for s in steps]
+    # First specialists of an empty registry are always promoted.
+    assert [s.promoted for s in steps] == [None, True, True, None]
+    craigslist = steps[1].evaluation
+    assert craigslist["seat"] == "buyer" and set(craigslist["evaluation"]) == {"base", "sft", "ppo"}
+    assert 0.0 <= craigslist["evaluation"]["ppo"]["below_target_opening_rate"] <= 1.0
+    assert [it["iteration"] for it in craigslist["iterations"]] == [0, 1]
+    assert "| ppo |" in domain_report(steps[1]) and "below-target opening" in domain_report(steps[1])
+    assert "below_target_opening_rate" not in steps[2].evaluation["evaluation"]["ppo"]  # Craigslist only
+    # The runs are on the instance `make ui` opens.
+    assert (data / "dagster_home").is_dir()
 
     store = TableStore(data / "tables")
     traces = store.query(
@@ -141,6 +139,8 @@ def test_smoke_lineage_materialises_with_real_resources(tmp_path: Path, tiny_mod
     )
     champions = {v.name: v.version for v in tracker.champion_versions(prefix="socialrl-")}
     assert champions == {"socialrl-craigslist-specialist": 1, "socialrl-dnd-specialist": 1}
+    nightly = store.query("SELECT DISTINCT policy_name FROM evaluations WHERE starts_with(run_id, 'nightly-')")
+    assert {"socialrl-craigslist-specialist@v1", "socialrl-dnd-specialist@v1"} <= set(nightly.policy_name)
     local = tracker.lookup("socialrl-craigslist-specialist", alias="champion")
     assert (local.path / "adapter_config.json").is_file()
 

@@ -77,6 +77,15 @@ def test_token_logprobs_align_with_a_manual_forward(tiny_actor: torch.nn.Module)
     manual = torch.log_softmax(logits, -1)
     assert got[0].tolist() == pytest.approx([manual[2, 8].item(), manual[3, 9].item()], abs=1e-5)
     assert got[1].shape == (1,)
+    # At a sampling temperature the policy is softmax(logits / T), as the engine's processed log-probs are.
+    tempered = token_logprobs(tiny_actor, [segment], pad_id=0, temperature=0.5)[0]
+    manual_tempered = torch.log_softmax(logits / 0.5, -1)
+    assert tempered.tolist() == pytest.approx([manual_tempered[2, 8].item(), manual_tempered[3, 9].item()], abs=1e-5)
+    assert tempered.tolist() != pytest.approx(got[0].tolist(), abs=1e-3)
+    # Restricted to allowed tokens (vLLM's allowed_token_ids), the log-probs renormalise over that set.
+    restricted = token_logprobs(tiny_actor, [segment], pad_id=0, allowed_token_ids=[8, 9, 11])[0]
+    expected = [torch.log_softmax(logits[p, [8, 9, 11]], -1)[i].item() for p, i in ((2, 0), (3, 1))]
+    assert restricted.tolist() == pytest.approx(expected, abs=1e-5)
 
 
 def test_an_update_raises_the_probability_of_rewarded_tokens(tiny_actor: torch.nn.Module, tiny_model_dir: Path) -> None:
