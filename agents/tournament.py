@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from agents.code_agents import CODE_AGENTS, make_code_agent
-from environments import SOCIALRL_ENV_IDS, Scenario, make, sample_scenarios
+from environments import SOCIALRL_ENV_IDS, Scenario, make, sample_scenarios, seats
 from environments.runtime import Agent, EpisodeResult, EpisodeSpec, run_episodes
 
 
@@ -66,13 +66,9 @@ def tournament_specs(config: TournamentConfig) -> list[EpisodeSpec]:
 
 def _seat_agents(env_id: str, scenario: Scenario, names: Sequence[str], seed: int) -> Callable[[], dict[str, Agent]]:
     def build() -> dict[str, Agent]:
-        # Seats can depend on the scenario, so read them off a freshly reset environment.
-        env = make(env_id)
-        env.reset(scenario, seed)
-        seats = env.agent_ids
         return {
             seat: make_code_agent(name, seed=seed + 7919 * i)
-            for i, (seat, name) in enumerate(zip(seats, names, strict=True))
+            for i, (seat, name) in enumerate(zip(seats(env_id, scenario, seed), names, strict=True))
         }
 
     return build

@@ -20,7 +20,7 @@ from typing import Any
 
 from agents.code_agents import make_code_agent
 from agents.llm_agent import LLMAgent, LLMAgentConfig
-from environments import make
+from environments import make, seats
 from environments.base import ActionSpec, Scenario
 from environments.events import RAW_TEXT, Action, Event, Notification
 from environments.runtime import Agent, EpisodeResult, EpisodeSpec, run_episodes
@@ -108,10 +108,10 @@ def collect_traces(
     run_tag: str = "traces",
 ) -> list[Trace]:
     """Play the teacher in every seat of every scenario against the counterparts (cycled); trace it."""
-    seats = _seats(env_id, scenarios[0]) if scenarios else ()
+    seat_ids = seats(env_id, scenarios[0]) if scenarios else ()
     jobs: list[tuple[EpisodeSpec, str, str, TracedAgent]] = []
     for index, scenario in enumerate(scenarios):
-        for seat_index, seat in enumerate(seats):
+        for seat_index, seat in enumerate(seat_ids):
             counterpart = counterparts[(index + seat_index) % len(counterparts)]
             episode_seed = seed * 1_000_003 + index * 17 + seat_index
             traced = TracedAgent(make_teacher(episode_seed))
@@ -147,17 +147,11 @@ def collect_traces(
     return traces
 
 
-def _seats(env_id: str, scenario: Scenario) -> tuple[str, ...]:
-    env = make(env_id)
-    env.reset(scenario)
-    return env.agent_ids
-
-
 def _agents_for(
     env_id: str, scenario: Scenario, seat: str, traced: TracedAgent, counterpart: str, seed: int
 ) -> Callable[[], dict[str, Agent]]:
     def build() -> dict[str, Agent]:
-        return {s: traced if s == seat else make_code_agent(counterpart, seed=seed) for s in _seats(env_id, scenario)}
+        return {s: traced if s == seat else make_code_agent(counterpart, seed=seed) for s in seats(env_id, scenario)}
 
     return build
 

@@ -5,7 +5,7 @@ from importlib import import_module
 
 from environments.base import Environment, Outcome, ParseError, RoleOutcome, Scenario
 from environments.events import RAW_TEXT, Action, Event, Notification, NotificationKind, Observation
-from environments.registry import env_class, list_env_ids, make, register, sample_scenarios
+from environments.registry import env_class, list_env_ids, make, register, sample_scenarios, seats
 
 # Importing a module registers its environment.
 BUILTIN_MODULES = (
@@ -51,4 +51,5 @@ __all__ = [
     "make",
     "register",
     "sample_scenarios",
+    "seats",
 ]

@@ -42,6 +42,14 @@ def make(env_id: str, **config: Any) -> Environment:
     return env_class(env_id)(**config)
 
 
+def seats(env_id: str, scenario: Scenario, seed: int = 0, **config: Any) -> tuple[str, ...]:
+    """The seats of an episode of `scenario`, read off a freshly reset environment (seats can depend on the
+    scenario, e.g. Red-Black's team sizes)."""
+    env = make(env_id, **config)
+    env.reset(scenario, seed)
+    return tuple(env.agent_ids)
+
+
 def list_env_ids() -> list[str]:
     _ensure_builtin()
     return sorted(_REGISTRY)

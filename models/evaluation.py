@@ -63,7 +63,7 @@ import pandas as pd
 from agents.code_agents import make_code_agent
 from environments.base import Scenario
 from environments.records import EVALUATIONS_COLUMNS, TABLES, rows_for
-from environments.registry import env_class, make, sample_scenarios
+from environments.registry import env_class, make, sample_scenarios, seats
 from environments.runtime import Agent, EpisodeResult, EpisodeSpec, run_episodes
 from models.storage import TableStore
 
@@ -339,12 +339,6 @@ def _breakdown(
 
 
 # ---------------------------------------------------------------------------------------- evaluation
-def _seats(env_id: str, scenario: Scenario, seed: int, env_config: Mapping[str, Any]) -> tuple[str, ...]:
-    env = make(env_id, **env_config)
-    env.reset(scenario, seed)
-    return tuple(env.agent_ids)
-
-
 async def evaluate_policy_async(
     env_id: str,
     make_policy: Callable[[], Agent],
@@ -377,31 +371,33 @@ async def evaluate_policy_async(
         raise ValueError("no scenarios to evaluate on")
     prefix = episode_prefix or f"eval:{env_id}:{uuid.uuid4().hex[:12]}"
 
-    # Seats can depend on the scenario, so read them off a freshly reset environment.
     plan: list[tuple[Scenario, int, str, tuple[str, ...]]] = []
     for index, scenario in enumerate(scenario_list):
         episode_seed = seed * 1_000_003 + index
-        seats = _seats(env_id, scenario, episode_seed, env_config)
+        seat_ids = seats(env_id, scenario, episode_seed, **env_config)
         if seat is not None:
-            if seat not in seats:
-                raise ValueError(f"{env_id}: no seat {seat!r} in scenario {scenario.scenario_id}; seats: {seats}")
+            if seat not in seat_ids:
+                raise ValueError(f"{env_id}: no seat {seat!r} in scenario {scenario.scenario_id}; seats: {seat_ids}")
             policy_seat = seat
-        elif len(seats) == 2:
-            policy_seat = seats[index % 2]
+        elif len(seat_ids) == 2:
+            policy_seat = seat_ids[index % 2]
         else:
-            raise ValueError(f"{env_id} has {len(seats)} seats {seats}; name the policy's seat")
-        plan.append((scenario, episode_seed, policy_seat, seats))
+            raise ValueError(f"{env_id} has {len(seat_ids)} seats {seat_ids}; name the policy's seat")
+        plan.append((scenario, episode_seed, policy_seat, seat_ids))
 
     specs: list[EpisodeSpec] = []
     labels: list[tuple[str, str]] = []
     for name in counterparts:
-        for index, (scenario, episode_seed, policy_seat, seats) in enumerate(plan):
+        for index, (scenario, episode_seed, policy_seat, scenario_seats) in enumerate(plan):
 
             def build(
-                name: str = name, episode_seed: int = episode_seed, policy_seat: str = policy_seat, seats=seats
+                name: str = name,
+                episode_seed: int = episode_seed,
+                policy_seat: str = policy_seat,
+                seat_ids=scenario_seats,
             ) -> dict[str, Agent]:
                 agents: dict[str, Agent] = {policy_seat: make_policy()}
-                for k, other in enumerate(s for s in seats if s != policy_seat):
+                for k, other in enumerate(s for s in seat_ids if s != policy_seat):
                     agents[other] = make_counterpart(name, episode_seed + 7919 * (k + 1))
                 return agents
 

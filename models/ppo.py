@@ -36,7 +36,7 @@ import torch
 
 from agents.code_agents import CODE_AGENTS, make_code_agent
 from agents.llm_agent import LLMAgent, LLMAgentConfig
-from environments import make, sample_scenarios
+from environments import make, sample_scenarios, seats
 from environments.records import rows_for
 from environments.runtime import EpisodeResult, EpisodeSpec, run_episodes
 from models.engine import EngineClient
@@ -141,9 +141,7 @@ def learning_seat(config: PPOConfig) -> str:
     """The seat the policy learns in: the configured one, else the environment's first seat."""
     if config.seat is not None:
         return config.seat
-    env = make(config.env_id)
-    env.reset(sample_scenarios(config.env_id, 1, 0)[0])
-    return env.agent_ids[0]
+    return seats(config.env_id, sample_scenarios(config.env_id, 1, 0)[0])[0]
 
 
 def rollout_specs(config: PPOConfig, iteration: int, proxy_base_url: str, model: str) -> list[EpisodeSpec]:
@@ -166,11 +164,9 @@ def rollout_specs(config: PPOConfig, iteration: int, proxy_base_url: str, model:
         )
 
         def agents(scenario=scenario, agent_config=agent_config, counterpart=counterpart, episode_seed=episode_seed):
-            env = make(config.env_id)
-            env.reset(scenario, episode_seed)
             return {
                 s: LLMAgent(agent_config) if s == seat else make_code_agent(counterpart, seed=episode_seed)
-                for s in env.agent_ids
+                for s in seats(config.env_id, scenario, episode_seed)
             }
 
         specs.append(
