@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -165,20 +163,3 @@ def filter_traces(traces: Sequence[Trace], min_reward: float = 0.0, drop_leaks: 
         and not (drop_leaks and t.leaked)
         and any(m["role"] == "assistant" for m in t.messages)
     ]
-
-
-def reward_summary(traces: Sequence[Trace]) -> dict[str, float]:
-    """Mean reward with a normal-approximation 95% interval, agreement and leak rates."""
-    rewards = [t.reward for t in traces]
-    if not rewards:
-        return {"n": 0}
-    mean = statistics.fmean(rewards)
-    half = 1.96 * statistics.stdev(rewards) / math.sqrt(len(rewards)) if len(rewards) > 1 else 0.0
-    return {
-        "n": len(rewards),
-        "mean_reward": mean,
-        "ci_low": mean - half,
-        "ci_high": mean + half,
-        "agreement_rate": sum(t.agreement for t in traces) / len(traces),
-        "leak_rate": sum(bool(t.leaked) for t in traces) / len(traces),
-    }

@@ -17,12 +17,18 @@ from typing import Any
 
 from agents.llm_agent import LLMAgent, LLMAgentConfig
 from agents.teacher import make_teacher
-from agents.traces import Trace, collect_traces, filter_traces, reward_summary
+from agents.traces import Trace, collect_traces, filter_traces
 from environments import Scenario
 from environments.craigslist import BUYER, opening_offer, opens_below_target
 from environments.runtime import Agent
 from models.engine import EngineClient
-from models.evaluation import EvaluationResult, evaluate_policy, held_out_scenarios, training_scenarios
+from models.evaluation import (
+    EvaluationResult,
+    confidence_interval,
+    evaluate_policy,
+    held_out_scenarios,
+    training_scenarios,
+)
 from models.ppo import PPOResult, Services, learning_seat, train_ppo
 from models.profiles import Profile
 from models.sft import SFTResult, run_sft
@@ -212,4 +218,16 @@ def serve_adapter(engine: EngineClient, name: str, path: Path) -> ServedAdapter:
 
 
 def trace_summary(traces: Sequence[Trace]) -> dict[str, float]:
-    return reward_summary(traces)
+    """Mean teacher reward with the evaluations' 95% t interval, agreement and leak rates."""
+    if not traces:
+        return {"n": 0}
+    rewards = [t.reward for t in traces]
+    low, high = confidence_interval(rewards)
+    return {
+        "n": len(traces),
+        "mean_reward": statistics.fmean(rewards),
+        "ci_low": low,
+        "ci_high": high,
+        "agreement_rate": sum(t.agreement for t in traces) / len(traces),
+        "leak_rate": sum(bool(t.leaked) for t in traces) / len(traces),
+    }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agents.teacher import make_teacher
-from agents.traces import collect_traces, filter_traces, reward_summary
+from agents.traces import collect_traces, filter_traces
 from environments import make, sample_scenarios
 
 
@@ -49,5 +49,11 @@ def test_filters_and_summary(craigslist_traces: list) -> None:
     assert len(filter_traces(craigslist_traces, min_reward=1.01)) == 0
     kept = filter_traces(craigslist_traces, min_reward=0.0)
     assert len(kept) == len(craigslist_traces)
-    summary = reward_summary(craigslist_traces)
-    assert summary["n"] == 6 and summary["ci_low"] <= summary["mean_reward"] <= summary["ci_high"]
+    from models.evaluation import confidence_interval
+    from models.specialists import trace_summary
+
+    summary = trace_summary(craigslist_traces)
+    rewards = [t.reward for t in craigslist_traces]
+    assert summary["n"] == 6 and summary["mean_reward"] == pytest.approx(sum(rewards) / 6)
+    assert (summary["ci_low"], summary["ci_high"]) == pytest.approx(confidence_interval(rewards))
+    assert trace_summary([]) == {"n": 0}
