@@ -21,6 +21,12 @@ turn, then 1, 2, ... for every further call in that turn, whether the environmen
 ToM scaffold (`tom=True`): the model answers in three labelled parts, INFER (the counterpart's likely
 preferences) -> ACT (the move, in the environment's grammar) -> ANTICIPATE (the counterpart's next move).
 Only ACT goes to the environment; all three are kept per call in `agent.tom_records`.
+
+Context window: when the engine rejects a prompt as longer than the model's context (HTTP 400 naming the
+context length), the agent drops its oldest exchange (one user and one assistant message; the system
+prompt stays) and asks again, until the prompt fits or only the system prompt and the pending turn are
+left. Its own history is kept whole; only that call's prompt is shortened (counted in
+`metrics["context_trims"]`). A long negotiation thus goes on instead of failing the episode.
 """
 
 from __future__ import annotations
@@ -56,6 +62,17 @@ ANTICIPATE: the other side's most likely next move."""
 
 _TEMPLATE_FIELDS = {"env_id": "", "agent_id": "", "private": "", "grammar": "", "examples": "", "tom": ""}
 _RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
+# vLLM's and OpenAI's wording when a prompt does not fit the model's context.
+_CONTEXT_OVERFLOW = re.compile(r"maximum context length|context_length_exceeded|context length", re.IGNORECASE)
+
+
+def drop_oldest_exchange(messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """`messages` without its oldest exchange: everything after the system prompt up to and including the
+    first assistant message (a user turn and the reply to it). The last message always stays."""
+    head = messages[:1] if messages and messages[0]["role"] == "system" else []
+    rest = messages[len(head) :]
+    cut = next((i + 1 for i, m in enumerate(rest[:-1]) if m["role"] == "assistant"), max(0, len(rest) - 1))
+    return head + rest[cut:]
 
 
 class LLMAgentError(RuntimeError):
@@ -212,6 +229,7 @@ class LLMAgent:
             "invalid_actions": 0,
             "malformed_replies": 0,
             "request_errors": 0,
+            "context_trims": 0,
             "prompt_tokens": 0,
             "completion_tokens": 0,
         }
@@ -393,6 +411,9 @@ class LLMAgent:
                     continue
             self.metrics["request_errors"] += 1
             problem = f"HTTP {response.status_code}: {response.text[:500]}"
+            if response.status_code == 400 and _CONTEXT_OVERFLOW.search(response.text) and len(messages) > 2:
+                self.metrics["context_trims"] += 1
+                return await self._complete(drop_oldest_exchange(messages))
             if response.status_code not in _RETRYABLE_STATUS:
                 break
         message = f"{self.describe()} ({self.agent_id}, episode {self.episode_id}): the call to {url} failed: {problem}"

@@ -7,8 +7,9 @@ Data flow: the rollout proxy records each LLM call with the engine's prompt and 
 per-token log-probs; `episode_samples` turns one episode's calls (one seat, in turn order) plus the
 episode's terminal reward into `EpisodeSample`s without re-tokenising any text. When the chat template is
 prefix-stable (turn k+1's prompt starts with turn k's prompt + completion, checked on the recorded ids)
-the episode is one packed sequence with only the agent's completion tokens in the loss; otherwise each
-turn is its own segment. Either way GAE runs over the agent's tokens across all its turns (environment
+the episode is one packed sequence with only the agent's completion tokens in the loss. Where it is not
+(a re-tokenised reply, or a prompt the LLM agent shortened to fit the context), a new segment starts:
+each maximal prefix-stable run of turns is one packed segment. Either way GAE runs over the agent's tokens across all its turns (environment
 tokens are masked), with the outcome-only reward on the last agent token.
 """
 
@@ -62,6 +63,7 @@ class EpisodeSample:
     segments: list[Segment]
     reward: float
     packed: bool
+    """Whether the whole episode is one packed sequence."""
 
 
 def is_prefix_stable(turns: Sequence[RecordedTurn]) -> bool:
@@ -73,6 +75,17 @@ def is_prefix_stable(turns: Sequence[RecordedTurn]) -> bool:
     return True
 
 
+def prefix_stable_runs(turns: Sequence[RecordedTurn]) -> list[list[RecordedTurn]]:
+    """`turns` split into maximal runs in which each prompt extends the previous prompt + completion."""
+    runs: list[list[RecordedTurn]] = []
+    for turn in turns:
+        if runs and is_prefix_stable([runs[-1][-1], turn]):
+            runs[-1].append(turn)
+        else:
+            runs.append([turn])
+    return runs
+
+
 def episode_samples(episode_id: str, turns: Sequence[RecordedTurn], reward: float, pack: bool = True) -> EpisodeSample:
     """Build the training view of an episode (see the module docstring)."""
     if not turns:
@@ -80,24 +93,17 @@ def episode_samples(episode_id: str, turns: Sequence[RecordedTurn], reward: floa
     turns = [t for t in turns if t.completion_ids]
     if not turns:
         raise ValueError(f"episode {episode_id}: every recorded completion is empty")
-    if pack and is_prefix_stable(turns):
-        last = turns[-1]
-        ids = list(last.prompt_ids + last.completion_ids)
+    runs = prefix_stable_runs(turns) if pack else [[t] for t in turns]
+    segments = []
+    for run in runs:
+        last = run[-1]
         positions, logprobs = [], []
-        for turn in turns:
+        for turn in run:
             start = len(turn.prompt_ids)
             positions += list(range(start, start + len(turn.completion_ids)))
             logprobs += list(turn.logprobs)
-        return EpisodeSample(episode_id, [Segment(ids, positions, logprobs)], float(reward), packed=True)
-    segments = [
-        Segment(
-            list(t.prompt_ids + t.completion_ids),
-            list(range(len(t.prompt_ids), len(t.prompt_ids) + len(t.completion_ids))),
-            list(t.logprobs),
-        )
-        for t in turns
-    ]
-    return EpisodeSample(episode_id, segments, float(reward), packed=False)
+        segments.append(Segment(list(last.prompt_ids + last.completion_ids), positions, logprobs))
+    return EpisodeSample(episode_id, segments, float(reward), packed=pack and len(segments) == 1)
 
 
 def gae(rewards: torch.Tensor, values: torch.Tensor, gamma: float, lam: float) -> tuple[torch.Tensor, torch.Tensor]:

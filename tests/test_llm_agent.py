@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from agents.code_agents import make_code_agent
-from agents.llm_agent import LLMAgent, LLMAgentConfig, LLMAgentError, parse_tom
+from agents.llm_agent import LLMAgent, LLMAgentConfig, LLMAgentError, drop_oldest_exchange, parse_tom
 from environments.base import ActionSpec, Environment, Outcome, ParseError, PrivateFact, RoleOutcome, Scenario
 from environments.craigslist import CraigslistEnv, CraigslistScenario
 from environments.events import RAW_TEXT, Action, Event, Notification, NotificationKind, Observation
@@ -202,6 +202,46 @@ def test_an_llm_buyer_plays_craigslist_against_a_code_seller(recording_proxy: Pr
     system = json.loads(rows[0]["request_messages"])[0]["content"]
     assert "Your private target price is $224" in system and "OFFER $<price>" in system
     assert buyer._own_client is None  # closed at the end of the episode
+
+
+def test_drop_oldest_exchange_keeps_the_system_prompt_and_the_pending_turn() -> None:
+    system, u1, a1, u2, a2, u3 = (
+        {"role": r, "content": c}
+        for r, c in [
+            ("system", "s"),
+            ("user", "u1"),
+            ("assistant", "a1"),
+            ("user", "u2"),
+            ("assistant", "a2"),
+            ("user", "u3"),
+        ]
+    )
+    assert drop_oldest_exchange([system, u1, a1, u2, a2, u3]) == [system, u2, a2, u3]
+    assert drop_oldest_exchange([system, u2, a2, u3]) == [system, u3]
+    assert drop_oldest_exchange([system, u3]) == [system, u3]  # nothing left to drop
+    assert drop_oldest_exchange([u1, a1, u3]) == [u3]
+
+
+def test_a_negotiation_longer_than_the_context_goes_on_with_the_oldest_turns_dropped(
+    recording_proxy: ProxyServer,
+) -> None:
+    # The test engine's context is 1024 tokens; 64-token replies over 40 turns outgrow it.
+    long = CraigslistScenario(**{**SCENARIO.__dict__, "scenario_id": "test:long", "max_turns": 40})
+    buyer = LLMAgent(config(recording_proxy.base_url, max_tokens=64, extra_body={"ignore_eos": True}))
+    result = asyncio.run(
+        run_episode(
+            CraigslistEnv(), {"buyer": buyer, "seller": make_code_agent("boulware")}, long, episode_id="ep-long"
+        )
+    )
+    assert result.outcome.rounds > 20  # the episode went on well past the point the context filled up
+    assert buyer.metrics["context_trims"] > 0
+    rows = recorded(recording_proxy, "ep-long")
+    rejected = [r for r in rows if r["status_code"] == 400]
+    assert len(rejected) == buyer.metrics["context_trims"]
+    answered = [json.loads(r["request_messages"]) for r in rows if r["status_code"] == 200]
+    assert answered[-1][0]["role"] == "system"
+    assert len(answered[-1]) < 2 * buyer.metrics["turns"]  # the last prompt no longer holds the whole history
+    assert len(buyer.history) >= 2 * (buyer.metrics["turns"] - 1)  # the agent's own history stays whole
 
 
 def test_an_llm_that_only_says_nothing_ends_craigslist_through_the_invalid_action_rules(

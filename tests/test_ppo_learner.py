@@ -52,6 +52,21 @@ def test_unstable_template_falls_back_to_one_segment_per_turn() -> None:
     assert [s.agent_positions for s in sample.segments] == [[3, 4], [6]]
 
 
+def test_a_shortened_prompt_starts_a_new_packed_segment() -> None:
+    t1 = RecordedTurn((1, 2, 3), (10, 11), (-0.1, -0.2))
+    t2 = RecordedTurn((1, 2, 3, 10, 11, 4), (12,), (-0.3,))
+    t3 = RecordedTurn((1, 4, 12, 5), (13, 14), (-0.4, -0.5))  # the agent dropped its oldest exchange
+    t4 = RecordedTurn((1, 4, 12, 5, 13, 14, 6), (15,), (-0.6,))
+    sample = episode_samples("e", [t1, t2, t3, t4], reward=1.0)
+    assert not sample.packed and len(sample.segments) == 2
+    first, second = sample.segments
+    assert first.input_ids == [1, 2, 3, 10, 11, 4, 12] and first.agent_positions == [3, 4, 6]
+    assert second.input_ids == [1, 4, 12, 5, 13, 14, 6, 15] and second.agent_positions == [4, 5, 7]
+    assert second.old_logprobs == [-0.4, -0.5, -0.6]
+    unpacked = episode_samples("e", [t1, t2, t3, t4], reward=1.0, pack=False)
+    assert len(unpacked.segments) == 4 and not unpacked.packed
+
+
 def test_recorded_turn_rejects_misaligned_logprobs() -> None:
     with pytest.raises(ValueError, match="2 completion tokens but 1 log-probs"):
         RecordedTurn((1,), (2, 3), (-0.1,))
