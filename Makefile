@@ -36,9 +36,9 @@ engine: $(ENGINE_VENV)/.installed
 setup: $(VENV)/.installed engine
 
 # The whole lineage on the default profile ($SOCIALRL_PROFILE, default cpu); DOMAINS=a-v0,b-v0 overrides
-# the profile's domains.
+# the profile's domains; what is already materialised is skipped unless FORCE=1.
 run: setup
-	$(PY) -m pipelines.run_lineage $(if $(DOMAINS),--domains $(DOMAINS))
+	$(PY) -m pipelines.run_lineage $(if $(DOMAINS),--domains $(DOMAINS)) $(if $(FORCE),--force)
 
 # Dagster (webserver + daemon) and MLflow UIs; Ctrl-C stops both.
 ui: setup

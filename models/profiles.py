@@ -3,7 +3,7 @@
 | profile | model | where | what it is for |
 | --- | --- | --- | --- |
 | `smoke` | tiny random Llama (SmolLM2 tokenizer) | CPU, minutes | tests and CI: the whole lineage end to end, numbers meaningless |
-| `cpu` | SmolLM2-135M-Instruct (shipped GGUF) | CPU, ~30 min | a real but small run on a laptop: the Craigslist specialist (SFT warm-start, 3 PPO iterations); other domains on request |
+| `cpu` | SmolLM2-135M-Instruct (shipped GGUF) | CPU, about half an hour | a real but small run on a laptop: the Craigslist specialist (SFT warm-start, 2 PPO iterations); other domains on request |
 | `paper` | Qwen3-4B-Instruct-2507, critic Qwen3-1.7B | GPUs with vLLM | the SocialRL paper's hyper-parameters (actor lr 2e-6, critic lr 1e-5, batch 144 / minibatch 36, grad-norm 5, <= 200 steps, critic warmed 30 steps) |
 
 Selected by $SOCIALRL_PROFILE (default `cpu`) or by the Dagster settings resource.
@@ -109,29 +109,31 @@ CPU = Profile(
     name="cpu",
     base_model="smollm2-135m-instruct",
     critic_model="smollm2-135m-instruct",
-    # Sized for a 2-core machine (measured there): training costs ~6 ms per token (SFT: ~15 s per step of
-    # 4 examples), so one domain, a short warm-start, three small PPO iterations and 24 evaluation
-    # episodes per policy. Other domains: `make run DOMAINS=...` or their partitions in the UI.
+    # Sized for a 2-core machine, where training costs ~6 ms per token (SFT: ~15-25 s per step of 4
+    # examples) and a Craigslist episode of the warm-started model runs all 20 turns: one domain, a short
+    # warm-start, two PPO iterations of 4 episodes (the first warms the critic), 12 evaluation episodes
+    # per policy. Other domains: `make run DOMAINS=...` or their partitions in the UI.
     domains=("craigslist-v0",),
     sft_domains=("craigslist-v0",),
     train_scenarios=64,
-    heldout_scenarios=8,
+    heldout_scenarios=4,
     teacher_episodes=32,
     trace_min_reward=0.3,
     sft=SFTSettings(learning_rate=3e-4, max_steps=24, batch_size=4, max_length=1024, bf16=True),
     ppo=PPOConfig(
         env_id="craigslist-v0",
-        iterations=3,
-        episodes_per_iteration=8,
+        iterations=2,
+        episodes_per_iteration=4,
         max_new_tokens=64,
-        concurrency=8,
+        concurrency=4,
         critic_warmup_iterations=1,
         temperature=0.7,
         bf16=True,
-        hyper=PPOHyper(actor_lr=2e-5, critic_lr=5e-5, minibatch_episodes=4, kl_coef=0.01),
+        hyper=PPOHyper(actor_lr=2e-5, critic_lr=5e-5, minibatch_episodes=2, kl_coef=0.01),
     ),
     max_new_tokens=64,
-    engine=EngineSettings(max_model_len=4096, kv_cache_gib=2.0),
+    # Prompts longer than the context are shortened by the LLM agent (oldest exchange first).
+    engine=EngineSettings(max_model_len=2048, kv_cache_gib=2.0),
 )
 
 PAPER = Profile(

@@ -5,10 +5,11 @@ Order: the code-agent tournament; then, per domain partition, scenarios -> teach
 sft_warmstart -> specialist -> specialist_eval -> specialist_champion (one Dagster run per domain, with
 its checks); then `champion_evaluations`, the nightly re-evaluation of every champion. A domain that fails
 does not stop the others; the command exits non-zero and names it. Each domain's run starts and stops
-its own vLLM server and proxy (about 40 s each on CPU).
+its own vLLM server and proxy (about 40 s each on CPU). What this instance already materialised with the
+same profile is skipped unless --force (see `run_lineage`).
 
     python -m pipelines.run_lineage [--profile smoke|cpu|paper] [--domains craigslist-v0,dnd-v0]
-                                    [--data-dir DIR] [--skip-monitoring]
+                                    [--data-dir DIR] [--skip-monitoring] [--force]
 """
 
 import argparse
@@ -25,6 +26,8 @@ from models.profiles import PROFILE_NAMES, get_profile
 from models.settings import data_dir, tables_dir
 from models.storage import TableStore
 from models.tracking import TrackingConfig
+
+PROFILE_TAG = "socialrl/profile"
 
 
 @dataclass(frozen=True)
@@ -45,9 +48,27 @@ class StepResult:
     """A domain run's `specialist_eval` output: the specialist, its PPO iterations and the evaluations."""
     promoted: bool | None = None
     """Whether the domain's new specialist became `champion` (None: not a domain run)."""
+    skipped: bool = False
+    """Already materialised with this profile (today, for the nightly asset): not run again."""
 
 
-def _materialise(name: str, assets: list, selection, resources: dict, instance, partition_key: str | None = None):
+def _latest(instance, asset: str, profile: str, partition: str | None = None) -> tuple[str, float] | None:
+    """(run id, timestamp) of the newest materialisation of `asset` (`partition`) made with `profile`."""
+    from dagster import AssetKey, AssetRecordsFilter
+
+    records = instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[partition] if partition else None), limit=20
+    ).records
+    for record in records:  # newest first
+        run = instance.get_run_by_id(record.run_id)
+        if run is not None and run.tags.get(PROFILE_TAG) == profile:
+            return record.run_id, record.timestamp
+    return None
+
+
+def _materialise(
+    name: str, assets: list, selection, resources: dict, instance, profile: str, partition_key: str | None = None
+):
     from dagster import materialize
 
     start = time.perf_counter()
@@ -59,7 +80,7 @@ def _materialise(name: str, assets: list, selection, resources: dict, instance, 
             instance=instance,
             partition_key=partition_key,
             raise_on_error=False,
-            tags={"socialrl/launched_by": "make run"},
+            tags={"socialrl/launched_by": "make run", PROFILE_TAG: profile},
         )
     except Exception as exc:  # a definition error: report it, keep the other domains going
         return StepResult(name, False, time.perf_counter() - start, "", f"{type(exc).__name__}: {exc}")
@@ -89,9 +110,16 @@ def _materialise(name: str, assets: list, selection, resources: dict, instance, 
 
 
 def run_lineage(
-    profile: str, domains: tuple[str, ...], with_monitoring: bool = True, data: Path | None = None
+    profile: str,
+    domains: tuple[str, ...],
+    with_monitoring: bool = True,
+    data: Path | None = None,
+    force: bool = False,
 ) -> list[StepResult]:
-    """Materialise the lineage; returns one StepResult per Dagster run."""
+    """Materialise the lineage; returns one StepResult per Dagster run. Without `force`, what this
+    instance already materialised with the same profile is skipped (the tournament, each domain's
+    `specialist_eval`, and `champion_evaluations` if it ran today, UTC), so a second `make run` only
+    completes what is missing."""
     from dagster import AssetSelection, DagsterInstance
 
     from pipelines.definitions import all_assets, all_checks, build_resources
@@ -104,25 +132,33 @@ def run_lineage(
     instance = DagsterInstance.get()
     resources = build_resources(profile=profile, data_dir=str(root))
     everything = [*all_assets, *all_checks]
-    steps = [
-        _materialise(
-            "code_agent_tournament", everything, AssetSelection.assets("code_agent_tournament"), resources, instance
-        )
-    ]
-    _report(steps[-1])
     stage1 = AssetSelection.groups("socialrl") - AssetSelection.assets("code_agent_tournament")
-    for domain in domains:
-        steps.append(_materialise(domain, everything, stage1, resources, instance, partition_key=domain))
-        _report(steps[-1])
+    plan: list[tuple[str, str, object, str | None]] = [
+        ("code_agent_tournament", "code_agent_tournament", AssetSelection.assets("code_agent_tournament"), None)
+    ]
+    plan += [(domain, "specialist_eval", stage1, domain) for domain in domains]
     if with_monitoring:
-        selection = AssetSelection.assets("champion_evaluations")
-        steps.append(_materialise("champion_evaluations", everything, selection, resources, instance))
+        plan.append(
+            ("champion_evaluations", "champion_evaluations", AssetSelection.assets("champion_evaluations"), None)
+        )
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    steps = []
+    for name, marker, selection, partition in plan:
+        done = None if force else _latest(instance, marker, profile, partition)
+        if done is not None and marker == "champion_evaluations":
+            done = done if time.strftime("%Y-%m-%d", time.gmtime(done[1])) == today else None
+        if done is not None:
+            steps.append(StepResult(name, True, 0.0, done[0], skipped=True))
+        else:
+            steps.append(_materialise(name, everything, selection, resources, instance, profile, partition))
         _report(steps[-1])
     return steps
 
 
 def _report(step: StepResult) -> None:
     status = "ok" if step.success else f"FAILED: {step.error}"
+    if step.skipped:
+        status = "already materialised with this profile, skipped (FORCE=1 redoes it)"
     if step.promoted is not None:
         status += ", promoted to champion" if step.promoted else ", not promoted (the champion stays)"
     print(f"[make run] {step.name}: {status} ({step.seconds:.0f} s, run {step.run_id[:8]})", flush=True)
@@ -183,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--domains", default="", help="comma-separated environment ids (default: the profile's)")
     parser.add_argument("--data-dir", type=Path, default=None, help="overrides $SOCIALRL_DATA_DIR")
     parser.add_argument("--skip-monitoring", action="store_true", help="leave out champion_evaluations")
+    parser.add_argument("--force", action="store_true", help="materialise again what is already materialised")
     args = parser.parse_args(argv)
     profile = get_profile(args.profile)
     domains = tuple(d for d in args.domains.split(",") if d) or profile.domains
@@ -192,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     root = (args.data_dir or data_dir()).resolve()
     print(f"[make run] profile {profile.name}, domains {', '.join(domains)}, data {root}", flush=True)
     start = time.perf_counter()
-    steps = run_lineage(profile.name, domains, not args.skip_monitoring, root)
+    steps = run_lineage(profile.name, domains, not args.skip_monitoring, root, force=args.force)
     elapsed = time.perf_counter() - start
     print(f"\n[make run] lineage finished in {elapsed / 60:.1f} min\n")
     for step in steps:

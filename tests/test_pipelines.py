@@ -99,6 +99,8 @@ def test_smoke_lineage_materialises_with_real_resources(tmp_path: Path, tiny_mod
         start = time.perf_counter()
         steps = run_lineage("smoke", ("craigslist-v0", "dnd-v0"), with_monitoring=True, data=data)
         print(f"smoke lineage (tournament + 2 domains + champion evaluations): {time.perf_counter() - start:.0f} s")
+        # A second run skips what this instance already materialised with the profile.
+        again = run_lineage("smoke", ("craigslist-v0", "dnd-v0"), with_monitoring=True, data=data)
     finally:
         for key, value in saved.items():
             if value is None:
@@ -115,6 +117,7 @@ def test_smoke_lineage_materialises_with_real_resources(tmp_path: Path, tiny_mod
     assert [it["iteration"] for it in craigslist["iterations"]] == [0, 1]
     assert "| ppo |" in domain_report(steps[1]) and "below-target opening" in domain_report(steps[1])
     assert "below_target_opening_rate" not in steps[2].evaluation["evaluation"]["ppo"]  # Craigslist only
+    assert [(s.skipped, s.run_id) for s in again] == [(True, s.run_id) for s in steps]
     # The runs are on the instance `make ui` opens.
     assert (data / "dagster_home").is_dir()
 
