@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import os
 import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +39,20 @@ class EngineError(RuntimeError):
 def engine_python() -> Path:
     """The interpreter of the engine's virtual environment ($SOCIALRL_ENGINE_PYTHON or .venv-vllm)."""
     return Path(os.environ.get("SOCIALRL_ENGINE_PYTHON", REPO_ROOT / ".venv-vllm" / "bin" / "python"))
+
+
+def _terminate_with_parent(parent_pid: int):
+    """A Popen preexec_fn: on Linux, deliver SIGTERM to the child when its parent dies (PR_SET_PDEATHSIG)."""
+
+    def bind() -> None:
+        if sys.platform != "linux":
+            return
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent_pid:  # the parent died before the binding took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return bind
 
 
 def free_port() -> int:
@@ -243,8 +260,16 @@ class VLLMEngine:
             raise EngineError(f"no engine environment at {self.python}; run `make engine` (part of `make setup`)")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("wb")
+        bound = threading.current_thread() is threading.main_thread()
         self.process = subprocess.Popen(
-            self.command(), stdout=log, stderr=subprocess.STDOUT, env=self.environment(), start_new_session=True
+            self.command(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=self.environment(),
+            start_new_session=True,
+            # From the main thread, the server also gets SIGTERM when this process dies without running its
+            # exit handlers (SIGKILL, an unhandled SIGTERM): a killed run no longer leaves a vLLM behind.
+            preexec_fn=_terminate_with_parent(os.getpid()) if bound else None,
         )
         log.close()
         _LIVE.add(self.process)
