@@ -23,9 +23,10 @@ preferences) -> ACT (the move, in the environment's grammar) -> ANTICIPATE (the 
 Only ACT goes to the environment; all three are kept per call in `agent.tom_records`.
 
 Context window: when the engine rejects a prompt as longer than the model's context (HTTP 400 naming the
-context length), the agent drops its oldest exchange (one user and one assistant message; the system
-prompt stays) and asks again, until the prompt fits or only the system prompt and the pending turn are
-left. Its own history is kept whole; only that call's prompt is shortened (counted in
+context length), the agent drops the oldest half of the exchanges in the prompt (pairs of user and
+assistant messages; the system prompt and the pending turn stay) and asks again, until the prompt fits.
+Later prompts start from the same point, so they extend each other again (PPO packs them) until the
+context fills up once more. Its own history is kept whole; only prompts are shortened (counted in
 `metrics["context_trims"]`). A long negotiation thus goes on instead of failing the episode.
 """
 
@@ -216,6 +217,7 @@ class LLMAgent:
         self.agent_id, self.env_id, self.spec, self.episode_id = agent_id, env_id, spec, episode_id
         self.private_texts: list[str] = []
         self.history: list[dict[str, str]] = []
+        self._window_start = 0  # history messages left out of prompts since the context filled up
         self._pending: list[str] = []
         self._opening = True  # still in the run of private observations that opens the episode
         self._system: str | None = None
@@ -331,7 +333,7 @@ class LLMAgent:
 
     def messages(self) -> list[dict[str, str]]:
         """The chat messages the next call sends: system, history, and the pending events as one user turn."""
-        messages = [{"role": "system", "content": self.system_prompt()}, *self.history]
+        messages = [{"role": "system", "content": self.system_prompt()}, *self.history[self._window_start :]]
         if self._pending:
             messages.append({"role": "user", "content": "\n".join(self._pending)})
         return messages
@@ -412,8 +414,14 @@ class LLMAgent:
             self.metrics["request_errors"] += 1
             problem = f"HTTP {response.status_code}: {response.text[:500]}"
             if response.status_code == 400 and _CONTEXT_OVERFLOW.search(response.text) and len(messages) > 2:
+                # Drop half the exchanges in the prompt (at least one) and keep that window for later turns,
+                # so the following prompts extend each other again until the context fills up once more.
                 self.metrics["context_trims"] += 1
-                return await self._complete(drop_oldest_exchange(messages))
+                shorter = messages
+                for _ in range(max(1, sum(m["role"] == "assistant" for m in messages) // 2)):
+                    shorter = drop_oldest_exchange(shorter)
+                self._window_start += len(messages) - len(shorter)  # `messages` is self.messages()
+                return await self._complete(shorter)
             if response.status_code not in _RETRYABLE_STATUS:
                 break
         message = f"{self.describe()} ({self.agent_id}, episode {self.episode_id}): the call to {url} failed: {problem}"

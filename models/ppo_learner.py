@@ -166,14 +166,16 @@ class PPOHyper:
     """Gradient-norm clip for actor and critic."""
     whiten_advantages: bool = True
     """Normalise advantages over the batch."""
+    micro_batch_tokens: int = 8192
+    """Most padded tokens per forward pass; larger minibatches accumulate gradients over micro-batches."""
     old_logprobs: str = "engine"
     """'engine': the recorded engine log-probs are the old policy (as specified); 'trainer': recomputed."""
 
     def __post_init__(self) -> None:
         if self.actor_lr <= 0 or self.critic_lr <= 0:
             raise ValueError("learning rates must be > 0")
-        if self.minibatch_episodes < 1 or self.ppo_epochs < 1:
-            raise ValueError("minibatch_episodes and ppo_epochs must be >= 1")
+        if self.minibatch_episodes < 1 or self.ppo_epochs < 1 or self.micro_batch_tokens < 1:
+            raise ValueError("minibatch_episodes, ppo_epochs and micro_batch_tokens must be >= 1")
         if not 0 < self.clip_range < 1:
             raise ValueError(f"clip_range must lie in (0, 1), got {self.clip_range}")
         if not 0 <= self.gamma <= 1 or not 0 <= self.lam <= 1:
@@ -190,6 +192,22 @@ def _pad(segments: Sequence[Segment], pad_id: int) -> tuple[torch.Tensor, torch.
         ids[row, : len(segment.input_ids)] = torch.tensor(segment.input_ids)
         mask[row, : len(segment.input_ids)] = 1
     return ids, mask
+
+
+def micro_batches(segments: Sequence[Segment], max_tokens: int) -> list[tuple[int, int]]:
+    """Consecutive [start, end) ranges of `segments` whose padded size (count x longest) is at most
+    `max_tokens`; a segment longer than that goes alone."""
+    ranges: list[tuple[int, int]] = []
+    start, width = 0, 0
+    for i, segment in enumerate(segments):
+        wider = max(width, len(segment.input_ids))
+        if i > start and wider * (i - start + 1) > max_tokens:
+            ranges.append((start, i))
+            start, wider = i, len(segment.input_ids)
+        width = wider
+    if segments:
+        ranges.append((start, len(segments)))
+    return ranges
 
 
 def token_logprobs(
@@ -271,11 +289,14 @@ class PPOLearner:
         self.actor.eval()
         self.critic.eval()
         for sample in samples:
-            with self._autocast():
-                trainer_logprobs = token_logprobs(
-                    self.actor, sample.segments, self.pad_id, self.temperature, self.allowed_token_ids
-                )
-                values = token_values(self.critic, sample.segments, self.pad_id)
+            trainer_logprobs, values = [], []
+            for a, b in micro_batches(sample.segments, self.hyper.micro_batch_tokens):
+                with self._autocast():
+                    part = sample.segments[a:b]
+                    trainer_logprobs += token_logprobs(
+                        self.actor, part, self.pad_id, self.temperature, self.allowed_token_ids
+                    )
+                    values += token_values(self.critic, part, self.pad_id)
             engine_logprobs = [torch.tensor(s.old_logprobs, dtype=torch.float32) for s in sample.segments]
             diffs += [(t.float() - e).abs() for t, e in zip(trainer_logprobs, engine_logprobs, strict=True)]
             old = engine_logprobs if self.hyper.old_logprobs == "engine" else [t.float() for t in trainer_logprobs]
@@ -307,7 +328,9 @@ class PPOLearner:
     def update(
         self, prepared: Sequence[PreparedEpisode], train_actor: bool, generator: torch.Generator
     ) -> dict[str, float]:
-        """PPO epochs over minibatches of episodes; returns mean losses and statistics."""
+        """PPO epochs over minibatches of episodes; returns mean losses and statistics. Each minibatch's
+        segments go through the models in micro-batches of at most `micro_batch_tokens` padded tokens whose
+        gradients accumulate, so memory is bounded and the update is the same as one pass over all of them."""
         h = self.hyper
         stats: dict[str, list[float]] = {
             k: [] for k in ("policy_loss", "value_loss", "kl", "clip_fraction", "ratio_mean", "actor_grad_norm")
@@ -323,48 +346,63 @@ class PPOLearner:
                 old_v = torch.cat([x for p in batch for x in p.old_values])
                 adv = torch.cat([x for p in batch for x in p.advantages])
                 ret = torch.cat([x for p in batch for x in p.returns])
-                with self._autocast():
-                    values = torch.cat(token_values(self.critic, segments, self.pad_id)).float()
-                if h.value_clip_range is not None:
-                    clipped = old_v + (values - old_v).clamp(-h.value_clip_range, h.value_clip_range)
-                    value_loss = 0.5 * torch.max((values - ret) ** 2, (clipped - ret) ** 2).mean()
-                else:
-                    value_loss = 0.5 * ((values - ret) ** 2).mean()
+                offsets = [0, *itertools.accumulate(len(s.agent_positions) for s in segments)]
+                n_tokens = offsets[-1]
+                chunks = [
+                    (offsets[a], offsets[b], segments[a:b]) for a, b in micro_batches(segments, h.micro_batch_tokens)
+                ]
+
                 self.critic_optimizer.zero_grad()
-                value_loss.backward()
+                value_loss = 0.0
+                for lo, hi, part in chunks:
+                    with self._autocast():
+                        values = torch.cat(token_values(self.critic, part, self.pad_id)).float()
+                    squared = (values - ret[lo:hi]) ** 2
+                    if h.value_clip_range is not None:
+                        clipped = old_v[lo:hi] + (values - old_v[lo:hi]).clamp(-h.value_clip_range, h.value_clip_range)
+                        squared = torch.max(squared, (clipped - ret[lo:hi]) ** 2)
+                    loss = 0.5 * squared.sum() / n_tokens
+                    loss.backward()
+                    value_loss += float(loss.detach())
                 nn.utils.clip_grad_norm_(self.critic.parameters(), h.max_grad_norm)
                 self.critic_optimizer.step()
-                stats["value_loss"].append(float(value_loss.detach()))
+                stats["value_loss"].append(value_loss)
                 if not train_actor:
                     continue
-                with self._autocast():
-                    new_lp = torch.cat(
-                        token_logprobs(self.actor, segments, self.pad_id, self.temperature, self.allowed_token_ids)
-                    ).float()
-                ratio = torch.exp(new_lp - old_lp)
-                unclipped = ratio * adv
-                clipped_obj = ratio.clamp(1 - h.clip_range, 1 + h.clip_range) * adv
-                policy_loss = -torch.min(unclipped, clipped_obj).mean()
-                loss = policy_loss
-                kl_value = 0.0
-                if h.kl_coef > 0:
-                    with torch.no_grad(), self.actor.disable_adapter(), self._autocast():
-                        ref_lp = torch.cat(
-                            token_logprobs(self.actor, segments, self.pad_id, self.temperature, self.allowed_token_ids)
-                        ).float()
-                    log_ratio = ref_lp - new_lp
-                    kl = (torch.exp(log_ratio) - log_ratio - 1).mean()  # k3 estimator, >= 0
-                    loss = loss + h.kl_coef * kl
-                    kl_value = float(kl)
+
                 self.actor_optimizer.zero_grad()
-                loss.backward()
+                policy_loss = kl_total = clipped_count = ratio_total = 0.0
+                for lo, hi, part in chunks:
+                    with self._autocast():
+                        new_lp = torch.cat(
+                            token_logprobs(self.actor, part, self.pad_id, self.temperature, self.allowed_token_ids)
+                        ).float()
+                    ratio = torch.exp(new_lp - old_lp[lo:hi])
+                    objective = torch.min(
+                        ratio * adv[lo:hi], ratio.clamp(1 - h.clip_range, 1 + h.clip_range) * adv[lo:hi]
+                    )
+                    part_policy = -objective.sum() / n_tokens
+                    loss = part_policy
+                    if h.kl_coef > 0:
+                        with torch.no_grad(), self.actor.disable_adapter(), self._autocast():
+                            ref_lp = torch.cat(
+                                token_logprobs(self.actor, part, self.pad_id, self.temperature, self.allowed_token_ids)
+                            ).float()
+                        log_ratio = ref_lp - new_lp
+                        part_kl = (torch.exp(log_ratio) - log_ratio - 1).sum() / n_tokens  # k3 estimator, >= 0
+                        loss = loss + h.kl_coef * part_kl
+                        kl_total += float(part_kl.detach())
+                    loss.backward()
+                    policy_loss += float(part_policy.detach())
+                    clipped_count += float(((ratio.detach() - 1).abs() > h.clip_range).sum())
+                    ratio_total += float(ratio.detach().sum())
                 grad_norm = nn.utils.clip_grad_norm_(
                     [p for p in self.actor.parameters() if p.requires_grad], h.max_grad_norm
                 )
                 self.actor_optimizer.step()
-                stats["policy_loss"].append(float(policy_loss.detach()))
-                stats["kl"].append(kl_value)
-                stats["clip_fraction"].append(float(((ratio.detach() - 1).abs() > h.clip_range).float().mean()))
-                stats["ratio_mean"].append(float(ratio.detach().mean()))
+                stats["policy_loss"].append(policy_loss)
+                stats["kl"].append(kl_total)
+                stats["clip_fraction"].append(clipped_count / n_tokens)
+                stats["ratio_mean"].append(ratio_total / n_tokens)
                 stats["actor_grad_norm"].append(float(grad_norm))
         return {k: (sum(v) / len(v) if v else math.nan) for k, v in stats.items()}

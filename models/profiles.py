@@ -129,7 +129,7 @@ CPU = Profile(
         critic_warmup_iterations=1,
         temperature=0.7,
         bf16=True,
-        hyper=PPOHyper(actor_lr=2e-5, critic_lr=5e-5, minibatch_episodes=2, kl_coef=0.01),
+        hyper=PPOHyper(actor_lr=2e-5, critic_lr=5e-5, minibatch_episodes=2, kl_coef=0.01, micro_batch_tokens=4096),
     ),
     max_new_tokens=64,
     # Prompts longer than the context are shortened by the LLM agent (oldest exchange first).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import random
 from collections.abc import Iterator
@@ -242,6 +243,10 @@ def test_a_negotiation_longer_than_the_context_goes_on_with_the_oldest_turns_dro
     assert answered[-1][0]["role"] == "system"
     assert len(answered[-1]) < 2 * buyer.metrics["turns"]  # the last prompt no longer holds the whole history
     assert len(buyer.history) >= 2 * (buyer.metrics["turns"] - 1)  # the agent's own history stays whole
+    # After a trim, later prompts start from the same point: they extend each other (PPO packs them).
+    assert buyer.metrics["context_trims"] < buyer.metrics["turns"] // 2
+    breaks = sum(1 for a, b in itertools.pairwise(answered) if b[: len(a)] != a)
+    assert 1 <= breaks <= buyer.metrics["context_trims"]
 
 
 def test_an_llm_that_only_says_nothing_ends_craigslist_through_the_invalid_action_rules(

@@ -16,6 +16,7 @@ from models.ppo_learner import (
     episode_samples,
     gae,
     is_prefix_stable,
+    micro_batches,
     token_logprobs,
 )
 
@@ -129,3 +130,50 @@ def test_an_update_raises_the_probability_of_rewarded_tokens(tiny_actor: torch.n
     assert stats["value_loss"] >= 0 and 0 <= stats["clip_fraction"] <= 1
     # Engine log-probs were recorded as -10: the mismatch metric must show it.
     assert mismatch["logprob_mismatch_mean_abs"] > 0.1
+
+
+def test_micro_batches_bound_the_padded_size() -> None:
+    segments = [Segment(list(range(n)), [n - 1], [0.0]) for n in (3, 3, 5, 2, 9, 1)]
+    # 2x3 = 6 (a third at width 5 would be 15); 2x5 = 10 fits; 9 alone; 2x9 > 10
+    assert micro_batches(segments, 10) == [(0, 2), (2, 4), (4, 5), (5, 6)]
+    assert micro_batches(segments, 1) == [(i, i + 1) for i in range(6)]  # never empty, long ones alone
+    assert micro_batches(segments, 1000) == [(0, 6)]
+    assert micro_batches([], 10) == []
+
+
+def test_micro_batched_update_equals_one_pass(tiny_model_dir: Path) -> None:
+    """Gradient accumulation over micro-batches gives the same update as one forward over the minibatch."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    def learner(micro_batch_tokens: int) -> PPOLearner:
+        torch.manual_seed(0)
+        base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+        actor = get_peft_model(
+            base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+        )
+        hyper = PPOHyper(
+            actor_lr=1e-2, critic_lr=1e-2, minibatch_episodes=4, kl_coef=0.1, micro_batch_tokens=micro_batch_tokens
+        )
+        return PPOLearner(actor, ValueModel.from_pretrained(tiny_model_dir), hyper, pad_id=0, temperature=0.8)
+
+    turns = [
+        [RecordedTurn((1, 2, 3), (10, 11), (-1.0, -2.0)), RecordedTurn((1, 2, 3, 10, 11, 4), (12,), (-1.5,))],
+        [RecordedTurn((5, 6), (13,), (-0.5,)), RecordedTurn((7, 8, 9, 5), (14, 15), (-1.0, -1.0))],
+        [RecordedTurn((1, 9), (16, 17, 18), (-2.0, -2.0, -2.0))],
+    ]
+    samples = [episode_samples(f"e{i}", t, reward=float(i % 2)) for i, t in enumerate(turns)]
+    results = []
+    for budget in (10_000, 1):
+        trainer = learner(budget)
+        prepared, _ = trainer.prepare(samples)
+        stats = trainer.update(prepared, train_actor=True, generator=torch.Generator().manual_seed(0))
+        weights = [p.detach().clone() for p in trainer.actor.parameters() if p.requires_grad]
+        results.append((stats, weights, [p.detach().clone() for p in trainer.critic.parameters()]))
+    (one, actor_one, critic_one), (micro, actor_micro, critic_micro) = results
+    for key in ("policy_loss", "value_loss", "kl", "ratio_mean"):
+        assert micro[key] == pytest.approx(one[key], rel=1e-4, abs=1e-6), key
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(actor_one, actor_micro, strict=True))
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(critic_one, critic_micro, strict=True))
+    untouched = [p.detach() for p in learner(1).actor.parameters() if p.requires_grad]
+    assert any(not torch.allclose(a, b) for a, b in zip(actor_one, untouched, strict=True))  # it did update
