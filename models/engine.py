@@ -41,7 +41,7 @@ def engine_python() -> Path:
     return Path(os.environ.get("SOCIALRL_ENGINE_PYTHON", REPO_ROOT / ".venv-vllm" / "bin" / "python"))
 
 
-def _terminate_with_parent(parent_pid: int):
+def terminate_with_parent(parent_pid: int):
     """A Popen preexec_fn: on Linux, deliver SIGTERM to the child when its parent dies (PR_SET_PDEATHSIG)."""
 
     def bind() -> None:
@@ -269,7 +269,7 @@ class VLLMEngine:
             start_new_session=True,
             # From the main thread, the server also gets SIGTERM when this process dies without running its
             # exit handlers (SIGKILL, an unhandled SIGTERM): a killed run no longer leaves a vLLM behind.
-            preexec_fn=_terminate_with_parent(os.getpid()) if bound else None,
+            preexec_fn=terminate_with_parent(os.getpid()) if bound else None,
         )
         log.close()
         _LIVE.add(self.process)

@@ -417,3 +417,36 @@ def test_config_is_checked() -> None:
         ProxyConfig(upstreams=("http://a/v1",), upstream_kind="tgi")
     config = ProxyConfig(upstreams=("http://a/v1/",), routes={"m": "http://a/v1"})
     assert config.upstreams == ("http://a/v1",)
+
+
+def test_a_proxy_does_not_outlive_a_killed_parent(tmp_path: Path) -> None:
+    """The proxy subprocess goes with the process that started it, even one killed by SIGKILL."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        f"""
+        from pathlib import Path
+        from models.proxy import ProxyConfig, ProxyServer
+        config = ProxyConfig(upstreams=("http://127.0.0.1:9/v1",), table_root=Path({str(tmp_path)!r}), port=0)
+        server = ProxyServer(config).start()
+        print(server.process.pid, flush=True)
+        import time
+        time.sleep(300)
+        """
+    )
+    root = Path(__file__).resolve().parent.parent
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=root)
+    proxy_pid = int(parent.stdout.readline())
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait(10)
+    deadline = time.monotonic() + 15
+    while Path(f"/proc/{proxy_pid}").exists() and time.monotonic() < deadline:
+        if Path(f"/proc/{proxy_pid}/stat").read_text().split()[2] == "Z":
+            break
+        time.sleep(0.1)
+    stat = Path(f"/proc/{proxy_pid}/stat")
+    assert not stat.exists() or stat.read_text().split()[2] == "Z"
