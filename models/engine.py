@@ -55,6 +55,22 @@ def terminate_with_parent(parent_pid: int):
     return bind
 
 
+def spawn_server(command: list[str], log: Any, env: dict[str, str], cwd: Path | None = None) -> subprocess.Popen[bytes]:
+    """Start a server subprocess in its own session (so its whole process group can be stopped), output to
+    `log`. From the main thread it also gets SIGTERM when this process dies without running its exit
+    handlers (SIGKILL, an unhandled SIGTERM): a killed run leaves no server behind."""
+    bound = threading.current_thread() is threading.main_thread()
+    return subprocess.Popen(
+        command,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,
+        preexec_fn=terminate_with_parent(os.getpid()) if bound else None,
+    )
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -260,17 +276,7 @@ class VLLMEngine:
             raise EngineError(f"no engine environment at {self.python}; run `make engine` (part of `make setup`)")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("wb")
-        bound = threading.current_thread() is threading.main_thread()
-        self.process = subprocess.Popen(
-            self.command(),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=self.environment(),
-            start_new_session=True,
-            # From the main thread, the server also gets SIGTERM when this process dies without running its
-            # exit handlers (SIGKILL, an unhandled SIGTERM): a killed run no longer leaves a vLLM behind.
-            preexec_fn=terminate_with_parent(os.getpid()) if bound else None,
-        )
+        self.process = spawn_server(self.command(), log, self.environment())
         log.close()
         _LIVE.add(self.process)
         self.client = EngineClient(self.base_url)

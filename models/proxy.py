@@ -783,19 +783,9 @@ class ProxyServer:
             env[UPSTREAM_API_KEY_ENV] = self.config.upstream_api_key
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log_file = self.log_path.open("wb")
-        from models.engine import terminate_with_parent
+        from models.engine import spawn_server
 
-        bound = threading.current_thread() is threading.main_thread()
-        self.process = subprocess.Popen(
-            self.command(),
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=REPO_ROOT,
-            start_new_session=True,
-            # Like the engine: gone with this process even when it dies without its exit handlers.
-            preexec_fn=terminate_with_parent(os.getpid()) if bound else None,
-        )
+        self.process = spawn_server(self.command(), log_file, env, cwd=REPO_ROOT)
         log_file.close()
         _LIVE.add(self.process)
         deadline = time.monotonic() + self.startup_timeout_s
