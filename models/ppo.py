@@ -41,7 +41,7 @@ from environments.records import rows_for
 from environments.runtime import EpisodeResult, EpisodeSpec, run_episodes
 from models.engine import EngineClient
 from models.ppo_learner import EpisodeSample, PPOHyper, PPOLearner, RecordedTurn, ValueModel, episode_samples
-from models.sft import LoraSettings
+from models.sft import LoraSettings, load_lora_model
 from models.storage import TableStore
 
 
@@ -248,16 +248,8 @@ def latest_checkpoint(output: Path) -> Path | None:
 def _build_learner(
     config: PPOConfig, base_model_dir: Path, critic_model_dir: Path, init_adapter: Path | None
 ) -> tuple[PPOLearner, Any]:
-    from peft import PeftModel, get_peft_model
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     torch.manual_seed(config.seed)
-    tokenizer = AutoTokenizer.from_pretrained(base_model_dir)
-    base = AutoModelForCausalLM.from_pretrained(base_model_dir, dtype=torch.float32)
-    if init_adapter is not None:
-        actor = PeftModel.from_pretrained(base, init_adapter, is_trainable=True)
-    else:
-        actor = get_peft_model(base, config.lora.peft_config())
+    actor, tokenizer = load_lora_model(base_model_dir, config.lora, init_adapter)
     critic = ValueModel.from_pretrained(critic_model_dir)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     return (

@@ -720,7 +720,22 @@ def _stop_all() -> None:
                 process.kill()
 
 
-class ProxyServer:
+class _ProxyAddress:
+    """Where a running proxy listens (`config.host`, `port`)."""
+
+    config: ProxyConfig
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.config.host}:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.url}/v1"
+
+
+class ProxyServer(_ProxyAddress):
     """The proxy as a subprocess (`python -m models.proxy`); a context manager that always stops it.
 
     `stop()` sends SIGTERM (uvicorn shuts down gracefully, the lifespan flushes the buffer) and SIGKILLs
@@ -740,14 +755,6 @@ class ProxyServer:
         self.log_path = log_path or data_dir() / "logs" / f"proxy-{self.port}.log"
         self.startup_timeout_s = startup_timeout_s
         self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.config.host}:{self.port}"
-
-    @property
-    def base_url(self) -> str:
-        return f"{self.url}/v1"
 
     def command(self) -> list[str]:
         c = self.config
@@ -833,7 +840,7 @@ class ProxyServer:
         self.stop()
 
 
-class ProxyThread:
+class ProxyThread(_ProxyAddress):
     """The proxy in this process: uvicorn.Server in a background thread (for tests and notebooks)."""
 
     def __init__(self, config: ProxyConfig, startup_timeout_s: float = 30.0) -> None:
@@ -853,14 +860,6 @@ class ProxyThread:
     @property
     def proxy(self) -> RolloutProxy:
         return self.app.state.proxy
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.config.host}:{self.port}"
-
-    @property
-    def base_url(self) -> str:
-        return f"{self.url}/v1"
 
     def start(self) -> ProxyThread:
         self.thread = threading.Thread(target=self.server.run, name=f"proxy-{self.port}", daemon=True)

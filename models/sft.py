@@ -108,6 +108,20 @@ def prompt_completion_examples(conversations: Sequence[Sequence[dict[str, str]]]
     return examples
 
 
+def load_lora_model(base_model_dir: Path, lora: LoraSettings, init_adapter_dir: Path | None = None) -> tuple[Any, Any]:
+    """The base model in float32 with a trainable LoRA adapter (`init_adapter_dir`'s, else a new one shaped
+    by `lora`), and its tokenizer. Seed torch first for a reproducible new adapter."""
+    import torch
+    from peft import PeftModel, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(base_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(base_model_dir, dtype=torch.float32)
+    if init_adapter_dir is not None:
+        return PeftModel.from_pretrained(model, init_adapter_dir, is_trainable=True), tokenizer
+    return get_peft_model(model, lora.peft_config()), tokenizer
+
+
 def run_sft(
     base_model_dir: Path,
     train_conversations: Sequence[Sequence[dict[str, str]]],
@@ -119,8 +133,6 @@ def run_sft(
     """Train a LoRA adapter on the assistant turns of `train_conversations`; save it to output_dir/adapter."""
     import torch
     from datasets import Dataset
-    from peft import PeftModel, get_peft_model
-    from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
     start = time.perf_counter()
@@ -129,12 +141,7 @@ def run_sft(
         raise ValueError("no assistant turns in the training conversations")
     held_out = prompt_completion_examples(eval_conversations)
     torch.manual_seed(settings.seed)
-    tokenizer = AutoTokenizer.from_pretrained(base_model_dir)
-    model = AutoModelForCausalLM.from_pretrained(base_model_dir, dtype=torch.float32)
-    if init_adapter_dir is not None:
-        model = PeftModel.from_pretrained(model, init_adapter_dir, is_trainable=True)
-    else:
-        model = get_peft_model(model, settings.lora.peft_config())
+    model, tokenizer = load_lora_model(base_model_dir, settings.lora, init_adapter_dir)
     config = SFTConfig(
         output_dir=str(output_dir / "trainer"),
         learning_rate=settings.learning_rate,
