@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from environments.base import ActionSpec
-from environments.events import RAW_TEXT, Action, Event, Notification, NotificationKind, Observation
+from environments.core.base import ActionSpec
+from environments.core.events import RAW_TEXT, Action, Event, Notification, NotificationKind, Observation
 
 
 class HumanAgent:

@@ -40,9 +40,8 @@ from typing import Any
 
 import httpx
 
-from environments.base import ActionSpec
-from environments.events import RAW_TEXT, Action, Event, Notification, NotificationKind, Observation
-from environments.records import HEADER_AGENT, HEADER_ATTEMPT, HEADER_EPISODE, HEADER_TURN
+from environments.core.base import ActionSpec
+from environments.core.events import RAW_TEXT, Action, Event, Notification, NotificationKind, Observation
 
 DEFAULT_SYSTEM_TEMPLATE = """\
 You negotiate on behalf of your principal in "{env_id}", playing the role "{agent_id}". Serve your principal's \
@@ -60,6 +59,12 @@ Answer every turn in exactly three labelled parts, in this order:
 INFER: what the other side most likely wants and how far they may move.
 ACT: your move, written exactly as the rules above require. Only this part is sent.
 ANTICIPATE: the other side's most likely next move."""
+
+# Request headers that tag every call; the rollout proxy (models/serving/proxy.py) records them.
+HEADER_EPISODE = "X-Episode-Id"
+HEADER_AGENT = "X-Agent-Id"
+HEADER_TURN = "X-Turn-Index"
+HEADER_ATTEMPT = "X-Attempt"
 
 _TEMPLATE_FIELDS = {"env_id": "", "agent_id": "", "private": "", "grammar": "", "examples": "", "tom": ""}
 _RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}

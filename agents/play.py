@@ -9,10 +9,10 @@ import argparse
 import asyncio
 import random
 
-from agents.code_agents import CODE_AGENTS, make_code_agent
 from agents.human import HumanAgent
+from agents.socialrl.code_agents import CODE_AGENTS, make_code_agent
 from environments import make
-from environments.runtime import run_episode
+from environments.core.runtime import run_episode
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,12 +16,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.code_agents import make_code_agent
 from agents.llm_agent import LLMAgent, LLMAgentConfig
+from agents.socialrl.code_agents import make_code_agent
 from environments import make, seats
-from environments.base import ActionSpec, Scenario
-from environments.events import RAW_TEXT, Action, Event, Notification
-from environments.runtime import Agent, EpisodeResult, EpisodeSpec, run_episodes
+from environments.core.base import ActionSpec, Scenario
+from environments.core.events import RAW_TEXT, Action, Event, Notification
+from environments.core.runtime import Agent, EpisodeResult, EpisodeSpec, run_episodes
 
 _RENDER_ONLY = LLMAgentConfig(base_url="http://render.invalid/v1", model="render-only", api_key_env=None)
 

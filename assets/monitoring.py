@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 from dagster import AssetExecutionContext, Config, MetadataValue, OpExecutionContext, Output, asset, op
 
 from environments import SOCIALRL_ENV_IDS
-from models import specialists
-from models.evaluation import store_evaluation
+from models.evaluation.policy import store_evaluation
+from models.socialrl import stage1
 from resources import EngineResource, MlflowResource, SettingsResource, StoreResource
 
 GROUP = "monitoring"
@@ -16,7 +16,7 @@ GROUP = "monitoring"
 
 def _env_of(model_name: str) -> str | None:
     for env_id in SOCIALRL_ENV_IDS:
-        if specialists.registered_name(env_id) == model_name:
+        if stage1.registered_name(env_id) == model_name:
             return env_id
     return None
 
@@ -36,8 +36,8 @@ def _evaluate_version(
         raise ValueError(f"{model_name} is not a SocialRL specialist name")
     profile = settings.get_profile()
     local = mlflow.tracker().lookup(model_name, alias=None, version=version)
-    served = specialists.serve_adapter(engine.client, f"{env_id}-v{version}", local.path)
-    result = specialists.evaluate_model(env_id, profile, engine.proxy_base_url, served.name, seed=seed)
+    served = stage1.serve_adapter(engine.client, f"{env_id}-v{version}", local.path)
+    result = stage1.evaluate_model(env_id, profile, engine.proxy_base_url, served.name, seed=seed)
     store_evaluation(store.store(), result, f"{model_name}@v{version}", run_id)
     return result.summary.as_dict()
 

@@ -1,6 +1,6 @@
 """SocialRL stage 1 as Dagster assets: scenarios -> teacher_traces -> sft_warmstart -> specialist ->
 specialist_eval -> specialist_champion, plus the code-agent tournament. Thin: each asset reads its
-settings, calls one function of models/specialists.py or agents/, stores tables and returns a summary.
+settings, calls one function of models/socialrl/stage1.py or agents/, stores tables and returns a summary.
 """
 
 import json
@@ -19,13 +19,13 @@ from dagster import (
     asset_check,
 )
 
-from agents.tournament import TournamentConfig, run_tournament
+from agents.socialrl.tournament import TournamentConfig, run_tournament
 from environments import SOCIALRL_ENV_IDS
-from environments.records import rows_for
-from models import specialists
-from models.model_store import resolve_model
-from models.ppo import Services
-from models.reports import environment_summary
+from models.evaluation.reports import environment_summary
+from models.records import rows_for
+from models.serving.model_store import resolve_model
+from models.socialrl import stage1
+from models.training.config import Services
 from resources import EngineResource, MlflowResource, SettingsResource, StoreResource
 
 DOMAINS = StaticPartitionsDefinition(list(SOCIALRL_ENV_IDS))
@@ -80,9 +80,9 @@ def scenarios(context: AssetExecutionContext, settings: SettingsResource, store:
     env_id = context.partition_key
     profile = settings.get_profile()
     settings.root()
-    split = specialists.domain_scenarios(env_id, profile)
+    split = stage1.domain_scenarios(env_id, profile)
     run_id = _run_id(context)
-    store.store().append("scenarios", specialists.scenario_rows(env_id, split, run_id))
+    store.store().append("scenarios", stage1.scenario_rows(env_id, split, run_id))
     ids = {name: [s.scenario_id for s in items] for name, items in split.items()}
     return Output(
         {"run_id": run_id, **ids},
@@ -101,9 +101,9 @@ def teacher_traces(
     profile = settings.get_profile()
     settings.root()
     run_id = _run_id(context)
-    traces = specialists.teacher_traces(env_id, profile, run_tag=f"traces-{run_id}")
+    traces = stage1.teacher_traces(env_id, profile, run_tag=f"traces-{run_id}")
     store.store().append("traces", [t.row(run_id) for t in traces])
-    summary = specialists.trace_summary(traces)
+    summary = stage1.trace_summary(traces)
     best = max(traces, key=lambda t: t.reward)
     return Output(
         {"run_id": run_id, "episodes": len(traces), **summary},
@@ -154,7 +154,7 @@ def sft_warmstart(
     ]  # fmt: skip
     base_dir = resolve_model(profile.base_model)
     output = _work_dir(settings, "sft", env_id, _run_id(context))
-    result, run_id = specialists.warmstart(env_id, traces, profile, base_dir, output, mlflow.tracker())
+    result, run_id = stage1.warmstart(env_id, traces, profile, base_dir, output, mlflow.tracker())
     return Output(
         {"adapter_dir": str(result.adapter_dir), "mlflow_run_id": run_id},
         metadata={
@@ -189,7 +189,7 @@ def specialist(
     output = _work_dir(settings, "ppo", env_id, (context.run.root_run_id or context.run.run_id)[:8])
     services = Services(engine.client, engine.proxy_base_url, store.store())
     critic_dir = resolve_model(profile.critic_model)
-    result, run_id, version = specialists.train_specialist(
+    result, run_id, version = stage1.train_specialist(
         env_id, profile, engine.model_dir, critic_dir, services, output, init, mlflow.tracker()
     )
     curve = [round(float(m["reward_mean"]), 4) for m in result.history]
@@ -199,9 +199,9 @@ def specialist(
             "adapter_dir": str(result.adapter_dir),
             "run_name": profile.ppo_for(env_id).run_name,
             "mlflow_run_id": run_id,
-            "model_name": specialists.registered_name(env_id),
+            "model_name": stage1.registered_name(env_id),
             "model_version": version,
-            "seat": specialists.specialist_seat(env_id, profile),
+            "seat": stage1.specialist_seat(env_id, profile),
             "iterations": [
                 {k: m[k] for k in ("iteration", "reward_mean", "time_rollout_s", "time_train_s", "time_sync_s")}
                 for m in result.history
@@ -215,7 +215,7 @@ def specialist(
                 [round(last["time_rollout_s"], 1), round(last["time_train_s"], 1), round(last["time_sync_s"], 1)]
             ),
             "mlflow_run_id": run_id or "",
-            "model": f"{specialists.registered_name(env_id)} v{version}",
+            "model": f"{stage1.registered_name(env_id)} v{version}",
         },
     )
 
@@ -248,7 +248,7 @@ def specialist_eval(
     counterparts, all in the specialist's seat: mean reward with a 95% CI, agreement, Pareto-optimal,
     invalid-action and leakage rates (Craigslist: the buyer's below-target opening rate too), stored in the
     `evaluations` table and on the model version."""
-    from models.evaluation import store_evaluation
+    from models.evaluation.policy import store_evaluation
 
     env_id = context.partition_key
     profile = settings.get_profile()
@@ -256,17 +256,15 @@ def specialist_eval(
     run_id = _run_id(context)
     policies: dict[str, str] = {"base": "base"}
     if sft_warmstart.get("adapter_dir"):
-        policies["sft"] = specialists.serve_adapter(
-            engine.client, f"{env_id}-sft", Path(sft_warmstart["adapter_dir"])
-        ).name
-    policies["ppo"] = specialists.serve_adapter(engine.client, f"{env_id}-ppo", Path(specialist["adapter_dir"])).name
+        policies["sft"] = stage1.serve_adapter(engine.client, f"{env_id}-sft", Path(sft_warmstart["adapter_dir"])).name
+    policies["ppo"] = stage1.serve_adapter(engine.client, f"{env_id}-ppo", Path(specialist["adapter_dir"])).name
     summaries: dict[str, Any] = {}
     for label, model in policies.items():
-        result = specialists.evaluate_model(env_id, profile, engine.proxy_base_url, model)
+        result = stage1.evaluate_model(env_id, profile, engine.proxy_base_url, model)
         store_evaluation(store.store(), result, f"{env_id}:{label}", f"eval-{run_id}-{label}")
         summaries[label] = {
             **{k: v for k, v in result.summary.as_dict().items() if isinstance(v, int | float)},
-            **specialists.behaviour_metrics(result),
+            **stage1.behaviour_metrics(result),
         }
     # Held-out evaluation of the candidate, kept on the model version (the champion comparison reads it).
     mlflow.tracker().record_evaluation(

@@ -22,8 +22,8 @@ from pathlib import Path
 import httpx
 import torch
 
-from models.engine import EngineConfig, VLLMEngine
-from models.model_store import resolve_model
+from models.serving.engine import EngineConfig, VLLMEngine
+from models.serving.model_store import resolve_model
 
 RESULTS = Path(__file__).resolve().parent / "results" / "engine.json"
 PROMPTS = [

@@ -16,9 +16,9 @@ import platform
 import time
 from pathlib import Path
 
-from agents.tournament import TournamentConfig, tournament_specs
+from agents.socialrl.tournament import TournamentConfig, tournament_specs
 from environments import SOCIALRL_ENV_IDS
-from environments.runtime import run_episode, run_episodes
+from environments.core.runtime import run_episode, run_episodes
 
 RESULTS = Path(__file__).resolve().parent / "results" / "episodes.json"
 

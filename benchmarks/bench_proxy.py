@@ -36,9 +36,9 @@ from typing import Any
 
 import httpx
 
-from models.engine import EngineConfig, VLLMEngine
-from models.model_store import TINY, resolve_model
-from models.proxy import ProxyConfig, ProxyServer
+from models.serving.engine import EngineConfig, VLLMEngine
+from models.serving.model_store import TINY, resolve_model
+from models.serving.proxy import ProxyConfig, ProxyServer
 from models.storage import TableStore
 
 RESULTS = Path(__file__).resolve().parent / "results" / "proxy.json"
@@ -94,7 +94,7 @@ def median_loss_pct(numerator: list[float], denominator: list[float]) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default=TINY, help="model reference (models.model_store.resolve_model)")
+    parser.add_argument("--model", default=TINY, help="model reference (models.serving.model_store.resolve_model)")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 32])
     parser.add_argument("--requests-per-slot", type=int, default=4, help="requests per batch = this x concurrency")
     parser.add_argument("--min-requests", type=int, default=16)

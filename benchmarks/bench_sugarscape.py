@@ -35,8 +35,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from environments.data import dataset_path
-from environments.sugarscape_core import SUGAR_MAP_PARTS, SugarscapeConfig, SugarscapeWorld, load_sugar_map
+from environments.core.data import dataset_path
+from environments.yoao.sugarscape_core import SUGAR_MAP_PARTS, SugarscapeConfig, SugarscapeWorld, load_sugar_map
 
 RESULTS = Path(__file__).resolve().parent / "results" / "sugarscape.json"
 NO_AGEING = 10**9

@@ -1,6 +1,6 @@
 """The strategic code teacher against the Boulware and conceder baselines, per domain.
 
-Paired design (agents/teacher/evaluation.py): the teacher, `boulware` and `conceder` each play the same
+Paired design (agents/socialrl/teacher/evaluation.py): the teacher, `boulware` and `conceder` each play the same
 seeded scenarios, in both seats, against the same five code-agent counterparts with the same seeds.
 Writes benchmarks/results/teacher.json with, per domain and candidate, the mean reward and its 95% CI,
 the agreement rate, the leak rate and invalid actions, plus the paired differences teacher - baseline.
@@ -16,7 +16,7 @@ import platform
 import time
 from pathlib import Path
 
-from agents.teacher.evaluation import CANDIDATES, COUNTERPARTS, run_paired, summarise
+from agents.socialrl.teacher.evaluation import CANDIDATES, COUNTERPARTS, run_paired, summarise
 from environments import SOCIALRL_ENV_IDS
 
 RESULTS = Path(__file__).resolve().parent / "results" / "teacher.json"

@@ -1,23 +1,29 @@
-"""Pure-Python environments (no torch, no dagster): events, the environment contract, the async runtime,
-scoring helpers, and the SocialRL and YOAO environments, registered by versioned id."""
+"""Pure-Python environments (no torch, no dagster), registered by versioned id.
+
+- `environments.core`: events, the environment contract, the async runtime, the registry, grammar and
+  leakage helpers, scoring, data-file access; nothing paper-specific.
+- `environments.socialrl`: the six negotiation domains of the SocialRL paper and their shared deal spaces.
+- `environments.yoao`: the Red-Black game and Sugarscape of the YOAO paper.
+- `environments.toy`: tiny tasks that check a learner learns.
+"""
 
 from importlib import import_module
 
-from environments.base import Environment, Outcome, ParseError, RoleOutcome, Scenario
-from environments.events import RAW_TEXT, Action, Event, Notification, NotificationKind, Observation
-from environments.registry import env_class, list_env_ids, make, register, sample_scenarios, seats
+from environments.core.base import Environment, Outcome, ParseError, RoleOutcome, Scenario
+from environments.core.events import RAW_TEXT, Action, Event, Notification, NotificationKind, Observation
+from environments.core.registry import env_class, list_env_ids, make, register, sample_scenarios, seats
 
 # Importing a module registers its environment.
 BUILTIN_MODULES = (
-    "dnd",
-    "casino",
-    "craigslist",
-    "marketplace",
-    "job_interview",
-    "calendar_scheduling",
-    "red_black",
-    "sugarscape",
-    "keyword",
+    "socialrl.dnd",
+    "socialrl.casino",
+    "socialrl.craigslist",
+    "socialrl.marketplace",
+    "socialrl.job_interview",
+    "socialrl.calendar_scheduling",
+    "yoao.red_black",
+    "yoao.sugarscape",
+    "toy.keyword",
 )
 for _name in BUILTIN_MODULES:
     import_module(f"environments.{_name}")

@@ -15,9 +15,7 @@ import os
 from dataclasses import dataclass, field, replace
 
 from environments import SOCIALRL_ENV_IDS
-from models.ppo import PPOConfig
-from models.ppo_learner import PPOHyper
-from models.sft import LoraSettings, SFTSettings
+from models.training.config import LoraSettings, PPOConfig, PPOHyper, SFTSettings
 
 PROFILE_NAMES = ("smoke", "cpu", "paper")
 
@@ -43,7 +41,7 @@ class Profile:
     name: str
     """smoke, cpu or paper."""
     base_model: str
-    """Model reference (models.model_store.resolve_model)."""
+    """Model reference (models.serving.model_store.resolve_model)."""
     critic_model: str
     """The critic's backbone (the paper uses a smaller model than the actor)."""
     domains: tuple[str, ...] = SOCIALRL_ENV_IDS

@@ -18,7 +18,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from environments.records import TABLES
+from models.records import TABLES
 
 
 class TableStore:

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from agents.tournament import TournamentConfig, run_tournament
-from environments.records import rows_for
-from models.reports import agent_summary, environment_summary
+from agents.socialrl.tournament import TournamentConfig, run_tournament
+from models.evaluation.reports import agent_summary, environment_summary
+from models.records import rows_for
 from models.settings import tables_dir
 from models.storage import TableStore
 

@@ -15,9 +15,9 @@ from pathlib import Path
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import Field, PrivateAttr
 
-from models.engine import EngineClient, EngineConfig, VLLMEngine
-from models.model_store import resolve_model
-from models.proxy import ProxyConfig, ProxyServer
+from models.serving.engine import EngineClient, EngineConfig, VLLMEngine
+from models.serving.model_store import resolve_model
+from models.serving.proxy import ProxyConfig, ProxyServer
 from models.settings import tables_dir
 from resources.settings import SettingsResource
 

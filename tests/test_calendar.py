@@ -9,10 +9,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agents.code_agents import CODE_AGENTS, make_code_agent
+from agents.socialrl.code_agents import CODE_AGENTS, make_code_agent
 from environments import make, sample_scenarios
-from environments.base import ParseError, ScenarioError
-from environments.calendar_scheduling import (
+from environments.core.base import ParseError, ScenarioError
+from environments.core.data import DataFileError, dataset_path
+from environments.core.events import RAW_TEXT, Action, Notification, NotificationKind, Observation
+from environments.core.leakage import detect_leaks
+from environments.core.runtime import run_episode
+from environments.socialrl.calendar_scheduling import (
     DATA_DIR,
     DATA_FILES,
     CalendarEnv,
@@ -22,10 +26,6 @@ from environments.calendar_scheduling import (
     parse_time,
     rewards_for_booking,
 )
-from environments.data import DataFileError, dataset_path
-from environments.events import RAW_TEXT, Action, Notification, NotificationKind, Observation
-from environments.leakage import detect_leaks
-from environments.runtime import run_episode
 
 H = 60  # minutes per hour
 

@@ -8,10 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from agents.code_agents import CODE_AGENTS, make_code_agent
+from agents.socialrl.code_agents import CODE_AGENTS, make_code_agent
 from environments import make, sample_scenarios
-from environments.base import ParseError, ScenarioError
-from environments.casino import (
+from environments.core.base import ParseError, ScenarioError
+from environments.core.data import DataFileError, dataset_path
+from environments.core.events import RAW_TEXT, Action, NotificationKind, Observation
+from environments.core.leakage import detect_leaks
+from environments.core.runtime import run_episode
+from environments.socialrl.casino import (
     CasinoEnv,
     CasinoScenario,
     human_points,
@@ -19,10 +23,6 @@ from environments.casino import (
     reference,
     rewards_for_points,
 )
-from environments.data import DataFileError, dataset_path
-from environments.events import RAW_TEXT, Action, NotificationKind, Observation
-from environments.leakage import detect_leaks
-from environments.runtime import run_episode
 
 A1, A2 = "mturk_agent_1", "mturk_agent_2"
 # Agent 1: water High (5), food Medium (4), firewood Low (3). Agent 2: food High (5), firewood Medium (4), water Low (3).

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from environments import SOCIALRL_ENV_IDS, YOAO_ENV_IDS, list_env_ids, make, sample_scenarios
-from environments.base import PrivateFact
-from environments.grammar import NUMBER, clean, find_last_command, to_number
-from environments.leakage import detect_leaks, numbers_in
-from environments.scoring import (
+from environments.core.base import PrivateFact
+from environments.core.grammar import NUMBER, clean, find_last_command, to_number
+from environments.core.leakage import detect_leaks, numbers_in
+from environments.core.scoring import (
     complement,
     enumerate_allocations,
     is_envy_free,

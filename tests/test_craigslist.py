@@ -8,19 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from agents.code_agents import CODE_AGENTS, make_code_agent
+from agents.socialrl.code_agents import CODE_AGENTS, make_code_agent
 from environments import make, sample_scenarios
-from environments.base import ParseError, ScenarioError
-from environments.craigslist import (
+from environments.core.base import ParseError, ScenarioError
+from environments.core.data import DataFileError, dataset_path
+from environments.core.events import RAW_TEXT, Action, NotificationKind
+from environments.core.runtime import run_episode
+from environments.socialrl.craigslist import (
     CraigslistEnv,
     CraigslistScenario,
     opening_offer,
     opens_below_target,
     rewards_for_price,
 )
-from environments.data import DataFileError, dataset_path
-from environments.events import RAW_TEXT, Action, NotificationKind
-from environments.runtime import run_episode
 
 SCENARIO = CraigslistScenario(
     scenario_id="t",
@@ -185,8 +185,8 @@ def test_every_code_agent_finishes_with_rewards_in_range(name: str) -> None:
 
 
 def test_concession_curves_boulware_above_conceder() -> None:
-    from agents.code_agents import ConcessionAgent
-    from environments.events import Notification
+    from agents.socialrl.code_agents import ConcessionAgent
+    from environments.core.events import Notification
 
     def target(name: str, t: int) -> float:
         agent = make_code_agent(name)

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from agents.code_agents import CODE_AGENTS, make_code_agent
+from agents.socialrl.code_agents import CODE_AGENTS, make_code_agent
 from environments import make, sample_scenarios
-from environments.allocation import reference_agreement
-from environments.base import ParseError, ScenarioError
-from environments.data import DataFileError, dataset_path
-from environments.dnd import DndEnv, DndScenario, rewards_for_split
-from environments.events import RAW_TEXT, Action, NotificationKind, Observation
-from environments.leakage import detect_leaks
-from environments.runtime import run_episode
+from environments.core.base import ParseError, ScenarioError
+from environments.core.data import DataFileError, dataset_path
+from environments.core.events import RAW_TEXT, Action, NotificationKind, Observation
+from environments.core.leakage import detect_leaks
+from environments.core.runtime import run_episode
+from environments.socialrl.allocation import reference_agreement
+from environments.socialrl.dnd import DndEnv, DndScenario, rewards_for_split
 
 # 1 book, 2 hats, 3 balls. Alice: book 4, hat 0, ball 2 (4 + 0 + 6 = 10); Bob: book 2, hat 1, ball 2 (2 + 2 + 6 = 10).
 SCENARIO = DndScenario("t", counts=(1, 2, 3), alice_values=(4, 0, 2), bob_values=(2, 1, 2), max_turns=6)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from models.engine import EngineConfig, EngineError, VLLMEngine, group_members
-from models.model_store import ModelResolutionError, resolve_model, weights_digest
+from models.serving.engine import EngineConfig, EngineError, VLLMEngine, group_members
+from models.serving.model_store import ModelResolutionError, resolve_model, weights_digest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -95,7 +95,7 @@ def test_an_engine_does_not_outlive_a_killed_parent(fake_python: Path, tmp_path:
     script = textwrap.dedent(
         f"""
         from pathlib import Path
-        from models.engine import EngineConfig, VLLMEngine
+        from models.serving.engine import EngineConfig, VLLMEngine
         config = EngineConfig(model_path=Path({str(tmp_path)!r}), startup_timeout_s=20, env={{"FAKE_MODE": "serve"}})
         engine = VLLMEngine(config, log_path=Path({str(tmp_path / "engine.log")!r}), python=Path({str(fake_python)!r}))
         engine.start()
@@ -197,7 +197,7 @@ def test_loading_a_missing_adapter_is_a_clear_error(vllm_engine: VLLMEngine, tmp
 
 
 def test_tiny_model_is_deterministic(tiny_model_dir: Path, tmp_path: Path) -> None:
-    from models.model_store import build_tiny_random_llama
+    from models.serving.model_store import build_tiny_random_llama
 
     again = build_tiny_random_llama(tmp_path / "tiny")
     assert weights_digest(again) == weights_digest(tiny_model_dir)
@@ -221,7 +221,7 @@ def test_smollm2_conversion_keeps_the_gguf_logits(tmp_path: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from models.model_store import build_smollm2, smollm2_gguf_path
+    from models.serving.model_store import build_smollm2, smollm2_gguf_path
 
     converted = build_smollm2(tmp_path / "smollm2")
     gguf = smollm2_gguf_path()

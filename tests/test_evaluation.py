@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agents.code_agents import make_code_agent
+from agents.socialrl.code_agents import make_code_agent
 from environments import SOCIALRL_ENV_IDS, sample_scenarios
-from environments.base import ActionSpec
-from environments.events import RAW_TEXT, Action, Event, Notification
-from models.evaluation import (
+from environments.core.base import ActionSpec
+from environments.core.events import RAW_TEXT, Action, Event, Notification
+from models.evaluation.policy import (
     EVALUATION_TABLES,
     EVALUATIONS_COLUMNS,
     confidence_interval,
@@ -102,7 +102,7 @@ def test_training_scenarios_are_the_sample_stream_without_the_held_out_partition
 
 
 def test_an_environment_with_its_own_held_out_split_is_sampled_through_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from environments.craigslist import CraigslistEnv
+    from environments.socialrl.craigslist import CraigslistEnv
 
     def own(cls, rng):  # e.g. held-out frames or items the training sampler never draws
         scenario = cls.sample_scenario(rng)

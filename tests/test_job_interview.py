@@ -9,11 +9,12 @@ import time
 
 import pytest
 
-from agents.code_agents import make_code_agent
+from agents.socialrl.code_agents import make_code_agent
 from environments import list_env_ids, make, sample_scenarios
-from environments.base import ParseError, ScenarioError
-from environments.events import RAW_TEXT, Action, Notification, NotificationKind, Observation
-from environments.job_interview import (
+from environments.core.base import ParseError, ScenarioError
+from environments.core.events import RAW_TEXT, Action, Notification, NotificationKind, Observation
+from environments.core.runtime import run_episode
+from environments.socialrl.job_interview import (
     CANDIDATE,
     ISSUES,
     RECRUITER,
@@ -23,7 +24,6 @@ from environments.job_interview import (
     reference_agreement,
     rewards_for_deal,
 )
-from environments.runtime import run_episode
 
 CODE_AGENTS = ("boulware", "conceder", "reciprocal", "accommodating", "random")
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from environments import make
-from environments.base import ScenarioError
-from environments.events import RAW_TEXT, Action
-from environments.keyword import KeywordScenario, keyword_reward
+from environments.core.base import ScenarioError
+from environments.core.events import RAW_TEXT, Action
+from environments.toy.keyword import KeywordScenario, keyword_reward
 
 
 def test_reward_counts_the_target_case_insensitively_and_caps_at_one() -> None:

@@ -14,14 +14,14 @@ from typing import Any, ClassVar
 import httpx
 import pytest
 
-from agents.code_agents import make_code_agent
 from agents.llm_agent import LLMAgent, LLMAgentConfig, LLMAgentError, drop_oldest_exchange, parse_tom
-from environments.base import ActionSpec, Environment, Outcome, ParseError, PrivateFact, RoleOutcome, Scenario
-from environments.craigslist import CraigslistEnv, CraigslistScenario
-from environments.events import RAW_TEXT, Action, Event, Notification, NotificationKind, Observation
-from environments.runtime import EpisodeSpec, run_episode, run_episodes
-from models.engine import free_port
-from models.proxy import ProxyConfig, ProxyServer
+from agents.socialrl.code_agents import make_code_agent
+from environments.core.base import ActionSpec, Environment, Outcome, ParseError, PrivateFact, RoleOutcome, Scenario
+from environments.core.events import RAW_TEXT, Action, Event, Notification, NotificationKind, Observation
+from environments.core.runtime import EpisodeSpec, run_episode, run_episodes
+from environments.socialrl.craigslist import CraigslistEnv, CraigslistScenario
+from models.serving.engine import free_port
+from models.serving.proxy import ProxyConfig, ProxyServer
 from models.storage import TableStore
 
 SCENARIO = CraigslistScenario(

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from agents.code_agents import make_code_agent
+from agents.socialrl.code_agents import make_code_agent
 from environments import list_env_ids, make, sample_scenarios
-from environments.base import ParseError, ScenarioError
-from environments.data import DataFileError, dataset_path
-from environments.events import RAW_TEXT, Action, Notification, NotificationKind, Observation
-from environments.marketplace import (
+from environments.core.base import ParseError, ScenarioError
+from environments.core.data import DataFileError, dataset_path
+from environments.core.events import RAW_TEXT, Action, Notification, NotificationKind, Observation
+from environments.core.runtime import run_episode
+from environments.socialrl.marketplace import (
     BUYER,
     DATA_DIR,
     DATASET_FILES,
@@ -21,7 +22,6 @@ from environments.marketplace import (
     MarketplaceScenario,
     rewards_for_price,
 )
-from environments.runtime import run_episode
 
 CODE_AGENTS = ("boulware", "conceder", "reciprocal", "accommodating", "random")
 

@@ -151,7 +151,7 @@ def test_smoke_lineage_materialises_with_real_resources(tmp_path: Path, tiny_mod
 @pytest.fixture(scope="module")
 def dagster_webserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`dagster-webserver` on the code location (workspace.yaml), on a free port."""
-    from models.engine import free_port
+    from models.serving.engine import free_port
 
     home = tmp_path_factory.mktemp("dagster_home")
     port = free_port()

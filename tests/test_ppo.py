@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from models.ppo import PPOConfig, Services, latest_checkpoint, train_ppo
-from models.ppo_learner import PPOHyper
-from models.sft import LoraSettings
 from models.storage import TableStore
+from models.training.config import LoraSettings, PPOConfig, PPOHyper, Services
+from models.training.ppo import latest_checkpoint, train_ppo
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
@@ -25,7 +24,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def proxy(vllm_engine: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    from models.proxy import ProxyConfig, ProxyServer
+    from models.serving.proxy import ProxyConfig, ProxyServer
 
     tables = tmp_path_factory.mktemp("ppo_tables")
     config = ProxyConfig(upstreams=(vllm_engine.base_url,), base_models=("tiny",), table_root=tables, port=0)
@@ -79,7 +78,7 @@ def test_ppo_learns_the_keyword_task(
 
 def _ppo_process(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "models.ppo", *args],
+        [sys.executable, "-m", "models.training.ppo", *args],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from models.ppo_learner import (
-    PPOHyper,
+from models.training.config import PPOHyper
+from models.training.ppo_learner import (
     PPOLearner,
     RecordedTurn,
     Segment,

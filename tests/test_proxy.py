@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from environments.records import RECORDED_CALLS_COLUMNS
-from models.engine import free_port
-from models.proxy import ProxyConfig, ProxyServer, ProxyThread
+from models.records import RECORDED_CALLS_COLUMNS
+from models.serving.engine import free_port
+from models.serving.proxy import ProxyConfig, ProxyServer, ProxyThread
 from models.storage import TableStore
 
 CHAT = [{"role": "user", "content": "Say something about bicycles."}]
@@ -42,7 +42,7 @@ def tokenizer(tiny_model_dir: Path) -> Any:
 
 @pytest.fixture(scope="module")
 def proxy(vllm_engine: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxyServer]:
-    """The proxy as a real subprocess (python -m models.proxy) in front of the session engine; every row
+    """The proxy as a real subprocess (python -m models.serving.proxy) in front of the session engine; every row
     is written before its call is answered (flush_every=1)."""
     root = tmp_path_factory.mktemp("proxy-tables")
     config = ProxyConfig(upstreams=(vllm_engine.base_url,), table_root=root, flush_every=1, base_models=("tiny",))
@@ -430,7 +430,7 @@ def test_a_proxy_does_not_outlive_a_killed_parent(tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""
         from pathlib import Path
-        from models.proxy import ProxyConfig, ProxyServer
+        from models.serving.proxy import ProxyConfig, ProxyServer
         config = ProxyConfig(upstreams=("http://127.0.0.1:9/v1",), table_root=Path({str(tmp_path)!r}), port=0)
         server = ProxyServer(config).start()
         print(server.process.pid, flush=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.red_black_strategies import (
+from agents.yoao.red_black_strategies import (
     PAPER_OPPONENTS,
     STRATEGIES,
     Exploitation,
@@ -21,10 +21,11 @@ from agents.red_black_strategies import (
     make_strategy_team,
     planned_sequence,
 )
-from environments import registry
-from environments.base import ActionSpec, Outcome, ScenarioError
-from environments.events import RAW_TEXT, Action, Event, Notification, NotificationKind, Observation
-from environments.red_black import (
+from environments.core import registry
+from environments.core.base import ActionSpec, Outcome, ScenarioError
+from environments.core.events import RAW_TEXT, Action, Event, Notification, NotificationKind, Observation
+from environments.core.runtime import Agent, EpisodeResult, run_episode
+from environments.yoao.red_black import (
     BLACK,
     RED,
     SILENT,
@@ -36,7 +37,6 @@ from environments.red_black import (
     load_frame_file,
     team_choice,
 )
-from environments.runtime import Agent, EpisodeResult, run_episode
 
 B, R = BLACK, RED
 TRAIN = [

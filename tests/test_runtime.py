@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from environments.base import (
+from environments.core.base import (
     ActionSpec,
     Environment,
     Outcome,
@@ -18,8 +18,8 @@ from environments.base import (
     RoleOutcome,
     Scenario,
 )
-from environments.events import RAW_TEXT, Action, Event, Notification, NotificationKind, Observation
-from environments.runtime import EpisodeSpec, run_episode, run_episodes
+from environments.core.events import RAW_TEXT, Action, Event, Notification, NotificationKind, Observation
+from environments.core.runtime import EpisodeSpec, run_episode, run_episodes
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from models.sft import LoraSettings, SFTSettings, prompt_completion_examples, run_sft
+from models.training.config import LoraSettings, SFTSettings
+from models.training.sft import prompt_completion_examples, run_sft
 
 
 def _conversation(rng: random.Random) -> list[dict[str, str]]:

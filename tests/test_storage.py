@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from agents.tournament import TournamentConfig, run_tournament
-from environments.records import TABLES, rows_for
-from models.reports import agent_summary, environment_summary
+from agents.socialrl.tournament import TournamentConfig, run_tournament
+from models.evaluation.reports import agent_summary, environment_summary
+from models.records import TABLES, rows_for
 from models.storage import TableStore
 
 

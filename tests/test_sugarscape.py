@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agents.sugarscape_agents import (
+from agents.yoao.sugarscape_agents import (
     AltruistTrader,
     ExploiterTrader,
     MRSTrader,
@@ -20,11 +20,11 @@ from agents.sugarscape_agents import (
     mrs_trader,
 )
 from environments import make, sample_scenarios
-from environments.base import ActionSpec, ScenarioError
-from environments.data import DataFileError, dataset_path
-from environments.events import RAW_TEXT, Action, Event, Notification
-from environments.runtime import run_episode
-from environments.sugarscape import (
+from environments.core.base import ActionSpec, ScenarioError
+from environments.core.data import DataFileError, dataset_path
+from environments.core.events import RAW_TEXT, Action, Event, Notification
+from environments.core.runtime import run_episode
+from environments.yoao.sugarscape import (
     TRADER_A,
     TRADER_B,
     AgentInit,
@@ -41,7 +41,7 @@ from environments.sugarscape import (
     run_simulation,
     welfare,
 )
-from environments.sugarscape_core import SUGAR_MAP_PARTS, gini
+from environments.yoao.sugarscape_core import SUGAR_MAP_PARTS, gini
 
 SMALL = SugarscapeConfig(max_ticks=12, seed=5)
 

@@ -10,15 +10,15 @@ from functools import cache
 import numpy as np
 import pytest
 
-from agents.code_agents import make_code_agent
-from agents.teacher import SUPPORTED_ENV_IDS, TEACHER_NAME, StrategicTeacher, make_teacher
-from agents.teacher.beliefs import allocation_reference_points
-from agents.teacher.evaluation import run_paired, summarise
+from agents.socialrl.code_agents import make_code_agent
+from agents.socialrl.teacher import SUPPORTED_ENV_IDS, TEACHER_NAME, StrategicTeacher, make_teacher
+from agents.socialrl.teacher.beliefs import allocation_reference_points
+from agents.socialrl.teacher.evaluation import run_paired, summarise
 from environments import SOCIALRL_ENV_IDS, make, sample_scenarios
-from environments.allocation import reference_agreement, to_payload
-from environments.base import ParseError
-from environments.events import RAW_TEXT, Notification, NotificationKind, Observation
-from environments.registry import env_class
+from environments.core.base import ParseError
+from environments.core.events import RAW_TEXT, Notification, NotificationKind, Observation
+from environments.core.registry import env_class
+from environments.socialrl.allocation import reference_agreement, to_payload
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -30,7 +30,7 @@ def private_view(env_id: str, seat: str, index: int = 0, seed: int = 0) -> dict:
 
 
 def domain_for(env_id: str, seat: str, view: dict):
-    from agents.teacher.agent import _domain_factory
+    from agents.socialrl.teacher.agent import _domain_factory
 
     space = env_class(env_id).deal_space(seat, view)
     return _domain_factory(env_id)(seat, view, space, random.Random(0))
@@ -249,8 +249,8 @@ def test_dnd_selection_states_the_accepted_split() -> None:
 
 
 def test_a_refused_text_is_retried_as_command_then_structured(monkeypatch: pytest.MonkeyPatch) -> None:
-    from agents.teacher.price import PriceDomain
-    from environments.runtime import run_episode
+    from agents.socialrl.teacher.price import PriceDomain
+    from environments.core.runtime import run_episode
 
     original = PriceDomain.render
     broken: set[int] = set()
@@ -286,8 +286,10 @@ def test_leak_guard_replaces_statements_of_private_facts() -> None:
     domain = domain_for("marketplace-v0", seat, view)
     reservation = view["private"]["reservation_price"]
     text, _, _ = domain.render(
-        __import__("agents.teacher.base", fromlist=["Plan"]).Plan("offer", round(reservation * 0.7, 2), "concede"),
-        __import__("agents.teacher.base", fromlist=["TurnContext"]).TurnContext(4, 20, None, ("make_offer",)),
+        __import__("agents.socialrl.teacher.base", fromlist=["Plan"]).Plan(
+            "offer", round(reservation * 0.7, 2), "concede"
+        ),
+        __import__("agents.socialrl.teacher.base", fromlist=["TurnContext"]).TurnContext(4, 20, None, ("make_offer",)),
     )
     assert f"{reservation:g}" not in text.split("\n")[0]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents.teacher import make_teacher
+from agents.socialrl.teacher import make_teacher
 from agents.traces import collect_traces, filter_traces
 from environments import make, sample_scenarios
 
@@ -49,8 +49,8 @@ def test_filters_and_summary(craigslist_traces: list) -> None:
     assert len(filter_traces(craigslist_traces, min_reward=1.01)) == 0
     kept = filter_traces(craigslist_traces, min_reward=0.0)
     assert len(kept) == len(craigslist_traces)
-    from models.evaluation import confidence_interval
-    from models.specialists import trace_summary
+    from models.evaluation.policy import confidence_interval
+    from models.socialrl.stage1 import trace_summary
 
     summary = trace_summary(craigslist_traces)
     rewards = [t.reward for t in craigslist_traces]

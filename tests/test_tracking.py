@@ -283,7 +283,7 @@ def test_a_second_tracker_on_the_same_store_sees_the_registry(tracker: Tracker, 
 
 
 def test_model_store_resolves_registry_uris(tracker: Tracker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from models.model_store import ModelResolutionError, resolve_model
+    from models.serving.model_store import ModelResolutionError, resolve_model
 
     _, version = train_and_register(tracker, tmp_path, "socialrl-uri-test", "uri")
     monkeypatch.setenv("SOCIALRL_MLFLOW_TRACKING_URI", tracker.config.tracking_uri)

@@ -1,0 +1,368 @@
+"""Craigslist bargaining (craigslist-v0): a buyer and a seller haggle over one listed item.
+
+| | |
+| --- | --- |
+| roles | `buyer`, `seller` (the buyer opens) |
+| private information | buyer: its target price (listing x 0.9, 0.7 or 0.5 when generated; the dataset's target when loaded). seller: nothing beyond the public listing (its target *is* the listing price), but it sees the whole description while the buyer sees only the first half |
+| actions | `message` (free text), `offer` {price}, `accept` (the counterpart's standing offer), `reject` (the standing offer), `quit` (end without a deal) |
+| text grammar | free text, optionally ending with one command line: `OFFER $<price>`, `ACCEPT`, `REJECT`, `QUIT`; text without a command is a message |
+| reward | corridor = listing - buyer_target. buyer = clip((listing - price) / corridor, 0, 1); seller = clip((price - buyer_target) / corridor, 0, 1); no deal = 0 for both |
+| termination | an accepted offer (deal), a quit, or `max_turns` turns (no deal); a turn forfeited after exhausted retries still counts |
+
+Invalid actions (unparseable or empty text, an offer without a positive price, accepting or rejecting
+when no offer stands) are counted; after `max_invalid_retries` retries the turn passes to the other side.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from environments.core.alternating import AlternatingTurns
+from environments.core.base import (
+    ActionSpec,
+    Environment,
+    Outcome,
+    ParseError,
+    PrivateFact,
+    RoleOutcome,
+    Scenario,
+    ScenarioError,
+    TranscriptEntry,
+)
+from environments.core.data import DataFileError, dataset_path
+from environments.core.events import Action, Event, Observation
+from environments.core.grammar import NUMBER, find_last_command, own_line, to_number
+from environments.core.registry import register
+from environments.socialrl.bargaining import DealSpace, PriceDealSpace
+
+BUYER, SELLER = "buyer", "seller"
+TARGET_FACTORS = (0.9, 0.7, 0.5)
+
+_ITEMS = (
+    (
+        "electronics",
+        "Sony noise-cancelling headphones",
+        180.0,
+        ["Over-ear, black", "Battery lasts 30 hours", "Minor scuffs on the band", "Original case and cable included"],
+    ),
+    (
+        "furniture",
+        "Solid oak dining table",
+        450.0,
+        ["Seats six", "Some water marks on the top", "Legs detach for moving", "Pick-up only"],
+    ),
+    (
+        "bike",
+        "Trek hybrid bike, 54 cm",
+        320.0,
+        ["Shimano gears, 21 speeds", "New tyres last month", "Small rust spot on chain", "Lock included"],
+    ),
+    (
+        "housing",
+        "Room in a shared flat, monthly rent",
+        900.0,
+        ["Furnished", "Ten minutes to the station", "Shared kitchen", "Utilities included"],
+    ),
+    ("car", "2012 Honda Civic", 6500.0, ["120k miles", "Clean title", "New brakes", "Small dent on rear bumper"]),
+    (
+        "phone",
+        "iPhone 13, 128 GB",
+        420.0,
+        ["Unlocked", "Battery health 87%", "Screen protector since day one", "Charger not included"],
+    ),
+)
+
+
+@dataclass(frozen=True)
+class CraigslistScenario(Scenario):
+    """One listing and the buyer's private target."""
+
+    category: str
+    """Listing category (electronics, furniture, ...)."""
+    title: str
+    """Listing title."""
+    description: tuple[str, ...]
+    """Description lines; the buyer sees only the first half."""
+    listing_price: float
+    """The public asking price; also the seller's target."""
+    buyer_target: float
+    """The buyer's private target price (below the listing)."""
+    max_turns: int = 20
+    """Accepted actions after which the episode ends without a deal."""
+
+    def __post_init__(self) -> None:
+        if self.listing_price <= 0:
+            raise ScenarioError(f"{self.scenario_id}: listing_price must be > 0, got {self.listing_price}")
+        if not 0 < self.buyer_target < self.listing_price:
+            raise ScenarioError(
+                f"{self.scenario_id}: buyer_target must lie in (0, listing_price={self.listing_price}), "
+                f"got {self.buyer_target}"
+            )
+        if self.max_turns < 2:
+            raise ScenarioError(f"{self.scenario_id}: max_turns must be >= 2, got {self.max_turns}")
+
+    @property
+    def buyer_description(self) -> tuple[str, ...]:
+        return self.description[: max(1, len(self.description) // 2)]
+
+
+def rewards_for_price(scenario: CraigslistScenario, price: float) -> dict[str, float]:
+    """Normalised rewards of a deal at `price` (see the module table)."""
+    corridor = scenario.listing_price - scenario.buyer_target
+    buyer = (scenario.listing_price - price) / corridor
+    seller = (price - scenario.buyer_target) / corridor
+    return {BUYER: min(1.0, max(0.0, buyer)), SELLER: min(1.0, max(0.0, seller))}
+
+
+def opening_offer(transcript: Sequence[TranscriptEntry], seat: str) -> float | None:
+    """The first price `seat` offered in an episode; None when it never made an offer."""
+    for entry in transcript:
+        if entry.agent_id == seat and entry.kind == "offer":
+            return float(entry.payload["price"])
+    return None
+
+
+def opens_below_target(scenario: CraigslistScenario, transcript: Sequence[TranscriptEntry]) -> bool:
+    """The anchoring behaviour the SocialRL paper tracks (3% of untrained buyers, 78% after RL): the buyer's
+    first offer is strictly below its private target. A buyer that never offers (it accepts the seller's
+    price, quits or only talks) did not open below its target."""
+    price = opening_offer(transcript, BUYER)
+    return price is not None and price < scenario.buyer_target
+
+
+_PRICE_TAIL = r"\s*(?:[:=\-]|\bof\b|\bat\b)?\s*"
+_COMMANDS = {
+    # Capitals anywhere; lower case only as a line of its own (see environments/core/grammar.py).
+    "offer": rf"(?-i:\bOFFER\b){_PRICE_TAIL}(?P<price>{NUMBER})?|(?m:^[ \t]*offer\b{_PRICE_TAIL}(?P<price2>{NUMBER}))",
+    "accept": r"(?-i:\bACCEPT(?:ED|S)?\b)|" + own_line(r"(?:i\s+)?accept(?:\s+(?:your|the|this)\s+offer)?"),
+    "reject": r"(?-i:\bREJECT(?:ED|S)?\b)|" + own_line(r"(?:i\s+)?reject(?:\s+(?:your|the|this)\s+offer)?"),
+    "quit": r"(?-i:\bQUIT\b)|" + own_line(r"(?:i\s+)?(?:quit|walk\s+away)"),
+}
+
+
+@register
+class CraigslistEnv(AlternatingTurns, Environment[CraigslistScenario]):
+    """Single-issue price negotiation over a Craigslist listing."""
+
+    env_id: ClassVar[str] = "craigslist-v0"
+    scenario_type: ClassVar[type[Scenario]] = CraigslistScenario
+
+    @property
+    def agent_ids(self) -> tuple[str, ...]:
+        return (BUYER, SELLER)
+
+    # ---------------------------------------------------------------------------------- scenarios
+    @classmethod
+    def sample_scenario(cls, rng: random.Random) -> CraigslistScenario:
+        category, title, base, description = rng.choice(_ITEMS)
+        listing = round(base * rng.uniform(0.8, 1.25))
+        factor = rng.choice(TARGET_FACTORS)
+        return CraigslistScenario(
+            scenario_id=f"gen:{rng.getrandbits(32):08x}",
+            category=category,
+            title=title,
+            description=tuple(description),
+            listing_price=float(listing),
+            buyer_target=round(listing * factor, 2),
+        )
+
+    @staticmethod
+    def load_dataset(path: str | Path | None = None, max_turns: int = 20) -> list[CraigslistScenario]:
+        """Scenarios from a CoCoA CraigslistBargain JSON file (default: the shared dev.json)."""
+        path = Path(path) if path is not None else dataset_path("craigslistbargain", "dev.json")
+        if path is None:
+            raise DataFileError("craigslistbargain/dev.json", "the shared dataset is not present")
+        try:
+            records = json.loads(Path(path).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise DataFileError(path, f"cannot read JSON: {exc}") from exc
+        if not isinstance(records, list):
+            raise DataFileError(path, "expected a JSON list of dialogues")
+        scenarios = []
+        for index, record in enumerate(records):
+            try:
+                kbs = record["scenario"]["kbs"]
+                by_role = {kb["personal"]["Role"]: kb for kb in kbs}
+                buyer, seller = by_role[BUYER], by_role[SELLER]
+                listing = float(seller["item"]["Price"])
+                target = float(buyer["personal"]["Target"])
+                scenarios.append(
+                    CraigslistScenario(
+                        scenario_id=f"craigslistbargain:{record.get('uuid', index)}",
+                        category=str(seller["item"]["Category"]),
+                        title=str(seller["item"]["Title"]),
+                        description=tuple(str(line) for line in seller["item"]["Description"]) or ("(none)",),
+                        listing_price=listing,
+                        buyer_target=target,
+                        max_turns=max_turns,
+                    )
+                )
+            except (KeyError, TypeError, ValueError) as exc:
+                raise DataFileError(path, f"malformed dialogue ({type(exc).__name__}: {exc})", record=index) from exc
+        return scenarios
+
+    # ------------------------------------------------------------------------------ action grammar
+    def action_spec(self, agent_id: str) -> ActionSpec:
+        return ActionSpec(
+            kinds={
+                "message": "say something without making a move",
+                "offer": "propose a price",
+                "accept": "accept the other side's standing offer",
+                "reject": "reject the other side's standing offer",
+                "quit": "walk away without a deal",
+            },
+            grammar=(
+                "Write your message, then end with exactly one command line: `OFFER $<price>`, `ACCEPT`, "
+                "`REJECT` or `QUIT`. A reply without a command line is sent as a plain message."
+            ),
+            examples=("It has a few scratches, so I can do less.\nOFFER $150", "Deal, thank you!\nACCEPT"),
+        )
+
+    def parse(self, agent_id: str, text: str) -> Action | ParseError:
+        if not text or not text.strip():
+            return ParseError("empty reply; write a message or a command such as `OFFER $120`")
+        match = find_last_command(text, _COMMANDS)
+        if match is None:
+            return Action(agent_id, "message", text.strip())
+        if match.kind == "offer":
+            price = to_number(match.groups.get("price") or match.groups.get("price2") or "")
+            if price is None:
+                return ParseError("`OFFER` needs a price, e.g. `OFFER $120`")
+            return Action(agent_id, "offer", match.message, {"price": price})
+        standing = getattr(self, "_standing", {}).get(self._other(agent_id))  # parse may run before reset
+        if match.kind == "accept" and standing is not None:
+            # Echo the accepted price so that restating it is not mistaken for a leak.
+            return Action(agent_id, "accept", match.message, {"price": standing})
+        return Action(agent_id, match.kind, match.message)
+
+    def private_facts(self, agent_id: str) -> tuple[PrivateFact, ...]:
+        if agent_id == BUYER:
+            target = self.scenario.buyer_target
+            return (
+                PrivateFact(
+                    "target_price",
+                    "the buyer's private target price",
+                    numbers=(target,),
+                    patterns=(r"\bmy (?:target|budget|max(?:imum)?|limit)\b",),
+                ),
+            )
+        return ()
+
+    # ---------------------------------------------------------------------------------------- rules
+    def _reset(self, scenario: CraigslistScenario) -> list[Event]:
+        self._turn = 0
+        self._standing: dict[str, float | None] = {BUYER: None, SELLER: None}  # offer made BY each side
+        self._deal_price: float | None = None
+        self._ending = "max_turns"
+        public = {"title": scenario.title, "category": scenario.category, "listing_price": scenario.listing_price}
+        buyer_public = {**public, "description": list(scenario.buyer_description)}
+        seller_public = {**public, "description": list(scenario.description)}
+        buyer_text = (
+            f"You are buying '{scenario.title}' ({scenario.category}), listed at ${scenario.listing_price:g}.\n"
+            f"Description: {' '.join(scenario.buyer_description)}\n"
+            f"Your private target price is ${scenario.buyer_target:g}: the lower the price, the better for you. "
+            "Never reveal your target."
+        )
+        seller_text = (
+            f"You are selling '{scenario.title}' ({scenario.category}), listed at ${scenario.listing_price:g}.\n"
+            f"Description: {' '.join(scenario.description)}\n"
+            "Your target is the listing price: the higher the price, the better for you."
+        )
+        return [
+            Observation(
+                BUYER,
+                buyer_text,
+                {"role": BUYER, "private": {"target_price": scenario.buyer_target}, "public": buyer_public},
+                private=True,
+            ),
+            Observation(SELLER, seller_text, {"role": SELLER, "private": {}, "public": seller_public}, private=True),
+            self._turn_for(BUYER),
+        ]
+
+    def _turn_for(self, agent_id: str) -> Event:
+        standing = self._standing[self._other(agent_id)]
+        allowed = ["message", "offer", "quit"] + (["accept", "reject"] if standing is not None else [])
+        text = f"Your turn ({self._turn + 1}/{self.scenario.max_turns})."
+        if standing is not None:
+            text += f" Standing offer from the {self._other(agent_id)}: ${standing:g}."
+        pending = {"price": standing} if standing is not None else None
+        return self._request_turn(
+            agent_id,
+            allowed,
+            text,
+            {"turn": self._turn, "max_turns": self.scenario.max_turns, "pending_offer": pending},
+        )
+
+    def _validate(self, action: Action) -> str | None:
+        if action.kind == "offer":
+            price = action.payload.get("price")
+            if not isinstance(price, int | float) or not price > 0:
+                return "an offer needs a positive price"
+        if action.kind == "message" and not action.text.strip():
+            return "a message cannot be empty"
+        if action.kind == "accept" and "price" in action.payload:
+            standing = self._standing[self._other(action.agent_id)]
+            if action.payload["price"] != standing:
+                return f"the standing offer is ${standing:g}, not ${action.payload['price']}"
+        return None
+
+    def _apply(self, action: Action) -> list[Event]:
+        actor, other = action.agent_id, self._other(action.agent_id)
+        self._turn += 1
+        said = f"The {actor} says: {action.text}" if action.text else f"The {actor}:"
+        if action.kind == "offer":
+            price = float(action.payload["price"])
+            self._standing[actor] = price
+            relay = self._relay(action, other, f"{said}\n[offers ${price:g}]", {"offer": {"price": price}})
+        elif action.kind == "accept":
+            self._deal_price = self._standing[other]
+            self._ending = "deal"
+            note = f"{said}\n[accepts ${self._deal_price:g}]"
+            return self._finish([self._relay(action, other, note, {"accepted": {"price": self._deal_price}})])
+        elif action.kind == "quit":
+            self._ending = "quit"
+            return self._finish([self._relay(action, other, f"{said}\n[quits]")])
+        elif action.kind == "reject":
+            self._standing[other] = None
+            relay = self._relay(action, other, f"{said}\n[rejects your offer]", {"rejected": True})
+        else:
+            relay = self._relay(action, other, said)
+        return self._next_turn(other, [relay])
+
+    def _compute_outcome(self) -> Outcome:
+        s = self.scenario
+        if self._deal_price is None:
+            rewards, utilities = {BUYER: 0.0, SELLER: 0.0}, {BUYER: 0.0, SELLER: 0.0}
+        else:
+            rewards = rewards_for_price(s, self._deal_price)
+            utilities = {BUYER: s.listing_price - self._deal_price, SELLER: self._deal_price - s.buyer_target}
+        deal = {"price": self._deal_price} if self._deal_price is not None else None
+        return Outcome(
+            env_id=self.env_id,
+            scenario_id=s.scenario_id,
+            agreement=self._deal_price is not None,
+            rounds=self._turn,
+            roles={r: RoleOutcome(rewards[r], utilities[r]) for r in (BUYER, SELLER)},
+            deal=deal,
+            # Single-issue price: every agreement is Pareto-optimal; envy-freeness is undefined.
+            pareto_optimal=True if deal else None,
+            metrics={"ending": self._ending, "listing_price": s.listing_price, "buyer_target": s.buyer_target},
+        )
+
+    # -------------------------------------------------------------------------------- code agents
+    @staticmethod
+    def deal_space(agent_id: str, private_view: Mapping[str, Any]) -> DealSpace:
+        listing = float(private_view["public"]["listing_price"])
+        if agent_id == BUYER:
+            target = float(private_view["private"]["target_price"])
+            # Anchor below the target (good buyers open low); the listing is the worst acceptable price.
+            return PriceDealSpace(
+                best=round(target * 0.85, 2), worst=listing, private_text=f"My target is ${target:g}."
+            )
+        # The seller does not know the buyer's target: half the listing is the lowest plausible one.
+        return PriceDealSpace(best=listing, worst=round(listing * 0.5, 2))

@@ -1,0 +1,122 @@
+"""Keyword (keyword-v0): a one-turn toy task for checking that a learner learns.
+
+| | |
+| --- | --- |
+| roles | `writer` |
+| private information | none |
+| actions | `write` (any text; raw text is always a valid `write`) |
+| reward | min(1, occurrences of the scenario's target string in the text (case-insensitive) / target_count) |
+| termination | after the single `write` (or after the retries of an empty reply run out, reward 0) |
+
+Used to check that a learner learns: with the engine's sampling restricted to a few tokens (vLLM's
+`allowed_token_ids`, e.g. " yes" and " no"), even a tiny random-weight model writes the target in about
+half of its tokens by chance, so a policy-gradient learner has a dense signal from the first iteration.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import ClassVar
+
+from environments.core.base import (
+    ActionSpec,
+    Environment,
+    Outcome,
+    ParseError,
+    PrivateFact,
+    RoleOutcome,
+    Scenario,
+    ScenarioError,
+)
+from environments.core.events import Action, Event, Observation
+from environments.core.registry import register
+
+WRITER = "writer"
+
+
+@dataclass(frozen=True)
+class KeywordScenario(Scenario):
+    """What to write about and which string is rewarded."""
+
+    target: str = "no"
+    """The rewarded string ("no": a tiny random model restricted to " yes" / " no" prefers " yes")."""
+    target_count: int = 8
+    """Occurrences that earn the full reward."""
+    topic: str = "the sea"
+    """What the writer is asked to write about."""
+
+    def __post_init__(self) -> None:
+        if not self.target:
+            raise ScenarioError(f"{self.scenario_id}: target must not be empty")
+        if self.target_count < 1:
+            raise ScenarioError(f"{self.scenario_id}: target_count must be >= 1, got {self.target_count}")
+
+
+def keyword_reward(text: str, target: str, target_count: int) -> float:
+    return min(1.0, text.lower().count(target.lower()) / target_count)
+
+
+_TOPICS = ("the sea", "a market", "winter", "a bicycle", "trees", "a letter", "the moon", "bread")
+
+
+@register
+class KeywordEnv(Environment[KeywordScenario]):
+    """One reply, rewarded by how often it contains the target string."""
+
+    env_id: ClassVar[str] = "keyword-v0"
+    scenario_type: ClassVar[type[Scenario]] = KeywordScenario
+
+    @property
+    def agent_ids(self) -> tuple[str, ...]:
+        return (WRITER,)
+
+    @classmethod
+    def sample_scenario(cls, rng: random.Random) -> KeywordScenario:
+        return KeywordScenario(scenario_id=f"gen:{rng.getrandbits(32):08x}", topic=rng.choice(_TOPICS))
+
+    def action_spec(self, agent_id: str) -> ActionSpec:
+        return ActionSpec({"write": "write a short text"}, "Write a few sentences.", ("The sea is deep.",))
+
+    def parse(self, agent_id: str, text: str) -> Action | ParseError:
+        if not text or not text.strip():
+            return ParseError("empty reply; write a few words")
+        return Action(agent_id, "write", text.strip())
+
+    def private_facts(self, agent_id: str) -> tuple[PrivateFact, ...]:
+        return ()
+
+    def _reset(self, scenario: KeywordScenario) -> list[Event]:
+        self._text = ""
+        return [
+            Observation(
+                WRITER,
+                f"Write a few sentences about {scenario.topic}.",
+                {"role": WRITER, "private": {}, "public": {}},
+                private=True,
+            ),
+            self._request_turn(WRITER, ["write"], "Your turn.", {"turn": 0, "max_turns": 1, "pending_offer": None}),
+        ]
+
+    def _validate(self, action: Action) -> str | None:
+        return None if action.text.strip() else "empty text"
+
+    def _apply(self, action: Action) -> list[Event]:
+        self._text = action.text
+        return self._finish()
+
+    def _on_retries_exhausted(self, agent_id: str) -> list[Event]:
+        return self._finish()
+
+    def _compute_outcome(self) -> Outcome:
+        s = self.scenario
+        reward = keyword_reward(self._text, s.target, s.target_count)
+        count = self._text.lower().count(s.target.lower())
+        return Outcome(
+            env_id=self.env_id,
+            scenario_id=s.scenario_id,
+            agreement=bool(self._text),
+            rounds=1,
+            roles={WRITER: RoleOutcome(reward, float(count))},
+            metrics={"occurrences": count, "length": len(self._text)},
+        )

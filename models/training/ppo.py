@@ -1,0 +1,322 @@
+"""Multi-turn PPO specialists: rollouts through the engine and proxy, updates by models/training/ppo_learner.py.
+
+One iteration:
+1. rollout: the current adapter (served by vLLM under `<run>-v<i>`) plays `episodes_per_iteration`
+   episodes in the learning seat against the configured code-agent counterparts, through the rollout
+   proxy, which records every call with the engine's token ids and log-probs;
+2. batch: the proxy's rows of this iteration (joined on episode and seat) plus each episode's terminal
+   reward become the batch; no text is re-tokenised;
+3. update: PPO epochs over minibatches (critic only during the warm-up iterations);
+4. sync: the new adapter is saved and hot-loaded into the engine under `<run>-v<i+1>` (the previous one is
+   unloaded), so the proxy records which version produced each call.
+
+Every `checkpoint_every` iterations the adapter, critic, optimiser and RNG states and the metric history
+are written atomically to `<output>/checkpoints/it<k>`; `train_ppo` resumes from the newest one. Rollout
+scenarios and sampling seeds depend only on (seed, iteration), so a resumed run repeats what the killed
+run would have done (up to the engine's numerical noise under different batching).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import torch
+
+from agents.llm_agent import LLMAgent, LLMAgentConfig
+from agents.socialrl.code_agents import make_code_agent
+from environments import make, sample_scenarios, seats
+from environments.core.runtime import EpisodeResult, EpisodeSpec, run_episodes
+from models.records import rows_for
+from models.serving.engine import EngineClient
+from models.storage import TableStore
+from models.training.config import PPOConfig, PPOResult, Services, adapter_name, learning_seat
+from models.training.ppo_learner import EpisodeSample, PPOLearner, RecordedTurn, ValueModel, episode_samples
+from models.training.sft import load_lora_model
+
+
+@dataclass
+class PPOState:
+    """What a checkpoint holds besides the tensors."""
+
+    iteration: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def rollout_specs(config: PPOConfig, iteration: int, proxy_base_url: str, model: str) -> list[EpisodeSpec]:
+    """The iteration's episodes: deterministic in (seed, iteration)."""
+    seat = learning_seat(config)
+    scenarios = sample_scenarios(config.env_id, config.episodes_per_iteration, seed=config.seed * 100_003 + iteration)
+    specs = []
+    for index, scenario in enumerate(scenarios):
+        episode_seed = (config.seed * 1_000_003 + iteration) * 10_007 + index
+        counterpart = config.counterparts[index % len(config.counterparts)]
+        agent_config = LLMAgentConfig(
+            base_url=proxy_base_url,
+            model=model,
+            api_key_env=None,
+            temperature=config.temperature,
+            max_tokens=config.max_new_tokens,
+            seed=episode_seed % (2**31),
+            name=f"policy({model})",
+            extra_body=dict(config.sampling_extra),
+        )
+
+        def agents(scenario=scenario, agent_config=agent_config, counterpart=counterpart, episode_seed=episode_seed):
+            return {
+                s: LLMAgent(agent_config) if s == seat else make_code_agent(counterpart, seed=episode_seed)
+                for s in seats(config.env_id, scenario, episode_seed)
+            }
+
+        specs.append(
+            EpisodeSpec(
+                make_env=lambda: make(config.env_id),
+                make_agents=agents,
+                scenario=scenario,
+                seed=episode_seed,
+                episode_id=f"{config.run_name}:it{iteration}:ep{index}",
+            )
+        )
+    return specs
+
+
+def flush_proxy(proxy_base_url: str) -> None:
+    """Ask the proxy to write its buffered rows now."""
+    root = proxy_base_url.removesuffix("/v1")
+    response = httpx.post(f"{root}/admin/flush", timeout=60)
+    response.raise_for_status()
+
+
+def load_recorded_turns(store: TableStore, episode_ids: list[str], seat: str) -> dict[str, list[RecordedTurn]]:
+    """The seat's successful recorded calls per episode, in call order."""
+    frame = store.query(
+        """SELECT episode_id, prompt_token_ids, completion_token_ids, completion_logprobs
+           FROM recorded_calls
+           WHERE agent_id = ? AND list_contains(?, episode_id) AND error IS NULL
+           ORDER BY episode_id, turn_index, attempt, created_at""",
+        [seat, episode_ids],
+    )
+    turns: dict[str, list[RecordedTurn]] = {}
+    for row in frame.itertuples(index=False):
+        if row.completion_token_ids is None or len(row.completion_token_ids) == 0:
+            continue
+        turns.setdefault(row.episode_id, []).append(
+            RecordedTurn(
+                tuple(int(t) for t in row.prompt_token_ids),
+                tuple(int(t) for t in row.completion_token_ids),
+                tuple(float(x) for x in row.completion_logprobs),
+            )
+        )
+    return turns
+
+
+def _rng_state() -> dict[str, Any]:
+    return {"torch": torch.get_rng_state(), "python": random.getstate()}
+
+
+def _save_checkpoint(output: Path, state: PPOState, learner: PPOLearner, generator: torch.Generator, keep: int) -> Path:
+    checkpoints = output / "checkpoints"
+    checkpoints.mkdir(parents=True, exist_ok=True)
+    final = checkpoints / f"it{state.iteration:05d}"
+    build = Path(tempfile.mkdtemp(prefix=".tmp-", dir=checkpoints))
+    learner.actor.save_pretrained(build / "adapter")
+    torch.save(
+        {
+            "critic": learner.critic.state_dict(),
+            "actor_optimizer": learner.actor_optimizer.state_dict(),
+            "critic_optimizer": learner.critic_optimizer.state_dict(),
+            "generator": generator.get_state(),
+            "rng": _rng_state(),
+        },
+        build / "trainer_state.pt",
+    )
+    (build / "state.json").write_text(json.dumps(asdict(state), indent=2))
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(build, final)
+    for old in sorted(checkpoints.glob("it*"))[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def latest_checkpoint(output: Path) -> Path | None:
+    candidates = sorted(p for p in (output / "checkpoints").glob("it*") if (p / "state.json").is_file())
+    return candidates[-1] if candidates else None
+
+
+def _build_learner(
+    config: PPOConfig, base_model_dir: Path, critic_model_dir: Path, init_adapter: Path | None
+) -> tuple[PPOLearner, Any]:
+    torch.manual_seed(config.seed)
+    actor, tokenizer = load_lora_model(base_model_dir, config.lora, init_adapter)
+    critic = ValueModel.from_pretrained(critic_model_dir)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    return (
+        PPOLearner(
+            actor,
+            critic,
+            config.hyper,
+            pad_id=pad_id,
+            bf16=config.bf16,
+            temperature=config.temperature,
+            allowed_token_ids=config.sampling_extra.get("allowed_token_ids"),
+        ),
+        tokenizer,
+    )
+
+
+def train_ppo(
+    config: PPOConfig,
+    base_model_dir: Path,
+    services: Services,
+    output: Path,
+    critic_model_dir: Path | None = None,
+    init_adapter: Path | None = None,
+    on_iteration: Callable[[dict[str, Any]], None] | None = None,
+) -> PPOResult:
+    """Train (or resume) a PPO specialist; see the module docstring."""
+    output.mkdir(parents=True, exist_ok=True)
+    checkpoint = latest_checkpoint(output)
+    learner, tokenizer = _build_learner(
+        config,
+        base_model_dir,
+        critic_model_dir or base_model_dir,
+        checkpoint / "adapter" if checkpoint else init_adapter,
+    )
+    generator = torch.Generator().manual_seed(config.seed)
+    state = PPOState()
+    resumed_from = None
+    if checkpoint is not None:
+        saved = torch.load(checkpoint / "trainer_state.pt", weights_only=False)
+        learner.critic.load_state_dict(saved["critic"])
+        learner.actor_optimizer.load_state_dict(saved["actor_optimizer"])
+        learner.critic_optimizer.load_state_dict(saved["critic_optimizer"])
+        generator.set_state(saved["generator"])
+        torch.set_rng_state(saved["rng"]["torch"])
+        random.setstate(saved["rng"]["python"])
+        state = PPOState(**json.loads((checkpoint / "state.json").read_text()))
+        resumed_from = state.iteration
+    seat = learning_seat(config)
+    served = _sync_adapter(config, learner, services.engine, output, state.iteration, previous=None)
+    while state.iteration < config.iterations:
+        iteration = state.iteration
+        metrics: dict[str, Any] = {"iteration": iteration, "adapter": served}
+        start = time.perf_counter()
+        specs = rollout_specs(config, iteration, services.proxy_base_url, served)
+        results: list[EpisodeResult] = asyncio.run(
+            run_episodes(specs, concurrency=config.concurrency, turn_timeout=config.turn_timeout_s)
+        )
+        flush_proxy(services.proxy_base_url)
+        services.store.append_all(rows_for(results, run_id=f"{config.run_name}:it{iteration}"))
+        metrics["time_rollout_s"] = time.perf_counter() - start
+
+        start = time.perf_counter()
+        recorded = load_recorded_turns(services.store, [r.episode_id for r in results], seat)
+        samples: list[EpisodeSample] = []
+        for result in results:
+            turns = recorded.get(result.episode_id)
+            if turns:
+                reward = result.outcome.roles[seat].reward
+                samples.append(episode_samples(result.episode_id, turns, reward, pack=config.pack_episodes))
+        if not samples:
+            raise RuntimeError(f"iteration {iteration}: the proxy recorded no calls of seat {seat!r}")
+        prepared, mismatch = learner.prepare(samples)
+        train_actor = iteration >= config.critic_warmup_iterations
+        update = learner.update(prepared, train_actor=train_actor, generator=generator)
+        metrics["time_train_s"] = time.perf_counter() - start
+
+        start = time.perf_counter()
+        previous = served
+        served = _sync_adapter(config, learner, services.engine, output, iteration + 1, previous=previous)
+        metrics["time_sync_s"] = time.perf_counter() - start
+
+        rewards = [r.outcome.roles[seat].reward for r in results]
+        metrics.update(
+            {
+                "reward_mean": sum(rewards) / len(rewards),
+                "agreement_rate": sum(r.outcome.agreement for r in results) / len(results),
+                "invalid_actions_per_episode": sum(r.outcome.roles[seat].invalid_actions for r in results)
+                / len(results),
+                "packed_fraction": sum(s.packed for s in samples) / len(samples),
+                "agent_tokens": sum(len(seg.agent_positions) for s in samples for seg in s.segments),
+                "actor_trained": train_actor,
+                **mismatch,
+                **update,
+            }
+        )
+        state.history.append(metrics)
+        state.iteration = iteration + 1
+        if state.iteration % config.checkpoint_every == 0 or state.iteration == config.iterations:
+            _save_checkpoint(output, state, learner, generator, config.keep_checkpoints)
+        if on_iteration is not None:
+            on_iteration(metrics)
+    final = output / "adapter"
+    learner.actor.save_pretrained(final)
+    tokenizer.save_pretrained(final)
+    return PPOResult(final, served, state.history, resumed_from)
+
+
+def _sync_adapter(
+    config: PPOConfig, learner: PPOLearner, engine: EngineClient, output: Path, iteration: int, previous: str | None
+) -> str:
+    """Save the current adapter and hot-load it into the engine; unload the previous version."""
+    name = adapter_name(config, iteration)
+    directory = output / "adapters" / name
+    if directory.exists():
+        shutil.rmtree(directory)
+    learner.actor.save_pretrained(directory)
+    if name in engine.models():
+        engine.unload_adapter(name)
+    engine.load_adapter(name, directory)
+    if previous is not None and previous != name:
+        engine.unload_adapter(previous)
+        shutil.rmtree(output / "adapters" / previous, ignore_errors=True)
+    return name
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run PPO as its own process (what a Dagster run worker or a test starts)."""
+    parser = argparse.ArgumentParser(description="Train a PPO specialist against a running engine and proxy.")
+    parser.add_argument("--config", type=Path, required=True, help="JSON of PPOConfig fields")
+    parser.add_argument("--base-model", type=Path, required=True)
+    parser.add_argument("--critic-model", type=Path, default=None)
+    parser.add_argument("--init-adapter", type=Path, default=None)
+    parser.add_argument("--engine-url", required=True, help="the engine's OpenAI base URL (…/v1)")
+    parser.add_argument("--proxy-url", required=True, help="the rollout proxy's OpenAI base URL (…/v1)")
+    parser.add_argument("--table-root", type=Path, required=True)
+    parser.add_argument("--output", type=Path, required=True)
+    args = parser.parse_args(argv)
+    config = PPOConfig.from_dict(json.loads(args.config.read_text()))
+    services = Services(EngineClient(args.engine_url), args.proxy_url, TableStore(args.table_root))
+    result = train_ppo(
+        config,
+        args.base_model,
+        services,
+        args.output,
+        critic_model_dir=args.critic_model,
+        init_adapter=args.init_adapter,
+        on_iteration=lambda m: print(
+            json.dumps({k: v for k, v in m.items() if isinstance(v, int | float | str)}), flush=True
+        ),
+    )
+    print(
+        json.dumps(
+            {"adapter": str(result.adapter_dir), "served": result.served_name, "resumed_from": result.resumed_from}
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
