@@ -52,7 +52,6 @@ def champion_evaluations(
 ) -> Output[dict]:
     """Every registered champion re-evaluated on fresh held-out scenarios (seeded by the date), appended to
     the `evaluations` history. Materialised nightly by a schedule."""
-    settings.root()
     today = datetime.now(UTC).strftime("%Y%m%d")
     rows = {}
     for version in mlflow.tracker().champion_versions(prefix="socialrl-"):
@@ -87,7 +86,6 @@ def evaluate_model_version(
     mlflow: MlflowResource,
 ) -> dict:
     """Evaluates one registered version on the held-out scenarios and stores the result on the version."""
-    settings.root()
     run_id = f"version-{config.model_name}-v{config.version}-{context.run_id[:8]}"
     summary = _evaluate_version(settings, store, engine, mlflow, config.model_name, config.version, run_id, 0)
     mlflow.tracker().record_evaluation(config.model_name, config.version, {"mean_reward": summary["mean_reward"]})

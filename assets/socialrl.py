@@ -37,9 +37,7 @@ def _run_id(context: AssetExecutionContext) -> str:
 
 
 def _work_dir(settings: SettingsResource, *parts: str) -> Path:
-    path = settings.root().joinpath("runs", *parts)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return settings.paths().run_dir(*parts)
 
 
 def _markdown_chat(messages: list[dict[str, str]], limit: int = 12) -> str:
@@ -57,7 +55,6 @@ def code_agent_tournament(
     """Every ordered pair of code agents (Boulware, conceder, reciprocal, accommodating, random) on the same
     seeded scenarios of all six SocialRL environments; episodes to the episode tables."""
     profile = settings.get_profile()
-    settings.root()
     results = run_tournament(TournamentConfig(scenarios_per_pairing=2 if profile.name == "smoke" else 8))
     run_id = f"tournament-{_run_id(context)}"
     table = store.store()
@@ -79,7 +76,6 @@ def scenarios(context: AssetExecutionContext, settings: SettingsResource, store:
     `scenarios` table. Later assets regenerate the same lists from the profile and check the ids."""
     env_id = context.partition_key
     profile = settings.get_profile()
-    settings.root()
     split = stage1.domain_scenarios(env_id, profile)
     run_id = _run_id(context)
     store.store().append("scenarios", stage1.scenario_rows(env_id, split, run_id))
@@ -99,7 +95,6 @@ def teacher_traces(
     would see, with the INFER -> ACT -> ANTICIPATE reasoning, to the `traces` table."""
     env_id = context.partition_key
     profile = settings.get_profile()
-    settings.root()
     run_id = _run_id(context)
     traces = stage1.teacher_traces(env_id, profile, run_tag=f"traces-{run_id}")
     store.store().append("traces", [t.row(run_id) for t in traces])
@@ -139,7 +134,6 @@ def sft_warmstart(
     teacher traces; skipped for domains the profile does not warm-start. Logged as an MLflow run."""
     env_id = context.partition_key
     profile = settings.get_profile()
-    settings.root()
     if env_id not in profile.sft_domains:
         return Output({"adapter_dir": None}, metadata={"skipped": f"{env_id} is not warm-started in {profile.name}"})
     from agents.traces import Trace
@@ -152,7 +146,7 @@ def sft_warmstart(
               json.loads(r.reasoning), float(r.reward), bool(r.agreement), tuple(json.loads(r.leaked)))
         for r in frame.itertuples(index=False)
     ]  # fmt: skip
-    base_dir = resolve_model(profile.base_model)
+    base_dir = resolve_model(profile.base_model, settings.paths().models)
     output = _work_dir(settings, "sft", env_id, _run_id(context))
     result, run_id = stage1.warmstart(env_id, traces, profile, base_dir, output, mlflow.tracker())
     return Output(
@@ -183,12 +177,11 @@ def specialist(
     with alias `candidate`."""
     env_id = context.partition_key
     profile = settings.get_profile()
-    settings.root()
     init = Path(sft_warmstart["adapter_dir"]) if sft_warmstart.get("adapter_dir") else None
     # Keyed by the root run, so "re-execute from failure" resumes PPO from its last checkpoint.
     output = _work_dir(settings, "ppo", env_id, (context.run.root_run_id or context.run.run_id)[:8])
     services = Services(engine.client, engine.proxy_base_url, store.store())
-    critic_dir = resolve_model(profile.critic_model)
+    critic_dir = resolve_model(profile.critic_model, settings.paths().models)
     result, run_id, version = stage1.train_specialist(
         env_id, profile, engine.model_dir, critic_dir, services, output, init, mlflow.tracker()
     )
@@ -252,7 +245,6 @@ def specialist_eval(
 
     env_id = context.partition_key
     profile = settings.get_profile()
-    settings.root()
     run_id = _run_id(context)
     policies: dict[str, str] = {"base": "base"}
     if sft_warmstart.get("adapter_dir"):

@@ -24,6 +24,7 @@ import torch
 
 from models.serving.engine import EngineConfig, VLLMEngine
 from models.serving.model_store import resolve_model
+from models.settings import DataPaths
 
 RESULTS = Path(__file__).resolve().parent / "results" / "engine.json"
 PROMPTS = [
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    model_dir = resolve_model(args.model)
+    model_dir = resolve_model(args.model, DataPaths.from_env().models)
     messages = [[{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}] for i in range(args.requests)]
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     hf_model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16).eval()

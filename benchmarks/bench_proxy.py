@@ -39,6 +39,7 @@ import httpx
 from models.serving.engine import EngineConfig, VLLMEngine
 from models.serving.model_store import TINY, resolve_model
 from models.serving.proxy import ProxyConfig, ProxyServer
+from models.settings import DataPaths
 from models.storage import TableStore
 
 RESULTS = Path(__file__).resolve().parent / "results" / "proxy.json"
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-pin", action="store_true", help="do not pin the client and proxy to the last CPU")
     args = parser.parse_args(argv)
 
-    model_path = resolve_model(args.model)
+    model_path = resolve_model(args.model, DataPaths.from_env().models)
     work = Path(tempfile.mkdtemp(prefix="bench-proxy-"))
     engine_config = EngineConfig(
         model_path=model_path, served_model_name="bench", max_model_len=1024, enable_lora=False

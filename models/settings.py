@@ -1,19 +1,82 @@
-"""Where the project keeps its data: one directory, chosen by $SOCIALRL_DATA_DIR (default ./data)."""
+"""Where the project keeps its data: one directory per installation, passed around explicitly as `DataPaths`.
+
+Only the edges read the environment: the command-line entry points (`make run`, `make ui`, the
+tournament, benchmarks) and the Dagster settings resource call `DataPaths.from_env()`
+($SOCIALRL_DATA_DIR, default ./data). Every library function takes a `DataPaths`, or the one directory it
+needs, as an argument, so nothing writes to ./data behind the caller's back.
+
+| path | what |
+| --- | --- |
+| `tables/` | Parquet shards of every table (models/storage.py), queried with DuckDB |
+| `models/` | converted and test checkpoints (models/serving/model_store.py) |
+| `mlflow/mlflow.db`, `mlflow/artifacts/` | MLflow tracking + registry (sqlite) and its artifacts |
+| `runs/` | work directories of training runs (SFT, PPO checkpoints) |
+| `logs/` | engine and proxy server logs, full run logs |
+| `reports/` | `make run` reports (JSON) |
+| `dagster_home/` | the Dagster instance `make run` and `make ui` share |
+"""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+DATA_DIR_ENV = "SOCIALRL_DATA_DIR"
+"""Environment variable the edges read the data directory from."""
 
 
-def data_dir() -> Path:
-    """The project's data directory (tables, models, logs), created on first use."""
-    path = Path(os.environ.get("SOCIALRL_DATA_DIR", REPO_ROOT / "data")).resolve()
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+@dataclass(frozen=True)
+class DataPaths:
+    """The data directory of one installation and the fixed layout below it (see the module table)."""
 
+    root: Path
+    """The data directory (made absolute)."""
 
-def tables_dir() -> Path:
-    return data_dir() / "tables"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root).expanduser().resolve())
+
+    @classmethod
+    def from_env(cls) -> DataPaths:
+        """$SOCIALRL_DATA_DIR, else <repo>/data: for command-line entry points and the settings resource only."""
+        return cls(Path(os.environ.get(DATA_DIR_ENV) or REPO_ROOT / "data"))
+
+    def _dir(self, name: str) -> Path:
+        path = self.root / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    @property
+    def tables(self) -> Path:
+        return self._dir("tables")
+
+    @property
+    def models(self) -> Path:
+        return self._dir("models")
+
+    @property
+    def runs(self) -> Path:
+        return self._dir("runs")
+
+    @property
+    def logs(self) -> Path:
+        return self._dir("logs")
+
+    @property
+    def reports(self) -> Path:
+        return self._dir("reports")
+
+    @property
+    def mlflow(self) -> Path:
+        return self._dir("mlflow")
+
+    @property
+    def dagster_home(self) -> Path:
+        return self._dir("dagster_home")
+
+    def run_dir(self, *parts: str) -> Path:
+        """runs/<parts...>, created."""
+        path = self.runs.joinpath(*parts)
+        path.mkdir(parents=True, exist_ok=True)
+        return path

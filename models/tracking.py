@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from models.settings import data_dir
+from models.settings import DataPaths
 
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow.entities.model_registry import ModelVersion
@@ -90,14 +90,14 @@ def _import_mlflow() -> Any:
     return mlflow
 
 
-def default_tracking_uri() -> str:
-    """`sqlite:///<data_dir>/mlflow/mlflow.db` (an absolute path, so four slashes on POSIX)."""
-    return f"sqlite:///{data_dir() / 'mlflow' / 'mlflow.db'}"
+def default_tracking_uri(paths: DataPaths) -> str:
+    """`sqlite:///<data>/mlflow/mlflow.db` (an absolute path, so four slashes on POSIX)."""
+    return f"sqlite:///{paths.mlflow / 'mlflow.db'}"
 
 
-def default_artifact_root() -> str:
-    """`<data_dir>/mlflow/artifacts` as a file URI."""
-    return (data_dir() / "mlflow" / "artifacts").as_uri()
+def default_artifact_root(paths: DataPaths) -> str:
+    """`<data>/mlflow/artifacts` as a file URI."""
+    return (paths.mlflow / "artifacts").as_uri()
 
 
 def _scheme(uri: str) -> str:
@@ -115,17 +115,19 @@ def _sqlite_path(uri: str) -> str | None:
 class TrackingConfig:
     """Where runs, registered models and artifacts live. Plain values only (a Dagster resource's config)."""
 
-    tracking_uri: str = field(default_factory=default_tracking_uri)
+    tracking_uri: str
     """Backend store for runs and the model registry: `sqlite:///<path>` (default
-    `sqlite:///<data_dir>/mlflow/mlflow.db`), another SQLAlchemy URI (`postgresql://...`), or an
+    `sqlite:///<data>/mlflow/mlflow.db` from `for_data`), another SQLAlchemy URI (`postgresql://...`), or an
     `http(s)://` MLflow server. MLflow's file store (`file:` URIs, plain directories) is disabled and
     rejected. A relative sqlite path is made absolute against the current directory."""
-    artifact_root: str = field(default_factory=default_artifact_root)
+    artifact_root: str
     """Where new experiments store artifacts (the LoRA adapter directories): a local directory or a URI
-    (`file://`, `s3://`, `mlflow-artifacts:/`, ...). Default `<data_dir>/mlflow/artifacts`. A plain path
+    (`file://`, `s3://`, `mlflow-artifacts:/`, ...). `for_data`: `<data>/mlflow/artifacts`. A plain path
     is turned into an absolute file URI. Existing experiments keep the location they were created with."""
     experiment: str = "socialrl"
     """Experiment that runs are created in (created on first use with `artifact_root` as its location)."""
+    download_dir: str = ""
+    """Where `Tracker.lookup` copies artifacts of a non-local store (empty: the system's temporary directory)."""
 
     def __post_init__(self) -> None:
         uri = self.tracking_uri.strip() if isinstance(self.tracking_uri, str) else ""
@@ -133,7 +135,7 @@ class TrackingConfig:
         if scheme in ("", "file") or (len(scheme) == 1 and uri[1:2] == ":"):  # "", file:, C:\...
             raise ValueError(
                 f"tracking_uri {self.tracking_uri!r}: MLflow's file store is disabled; use a database such as "
-                f"'sqlite:////abs/path/mlflow.db' (default {default_tracking_uri()!r}) or an http(s) MLflow server"
+                "'sqlite:////abs/path/mlflow.db' or an http(s) MLflow server"
             )
         if scheme not in _DB_SCHEMES | _SERVER_SCHEMES:
             raise ValueError(
@@ -169,15 +171,24 @@ class TrackingConfig:
             raise ValueError(f"experiment {self.experiment!r} must not start or end with whitespace")
 
     @classmethod
-    def from_env(cls, experiment: str = "socialrl") -> TrackingConfig:
-        """The project default, overridden by $SOCIALRL_MLFLOW_TRACKING_URI (else $MLFLOW_TRACKING_URI) and
-        $SOCIALRL_MLFLOW_ARTIFACT_ROOT."""
+    def for_data(cls, paths: DataPaths, experiment: str = "socialrl") -> TrackingConfig:
+        """The project default under a data directory: sqlite registry and local artifacts in <data>/mlflow."""
+        return cls(
+            tracking_uri=default_tracking_uri(paths),
+            artifact_root=default_artifact_root(paths),
+            experiment=experiment,
+            download_dir=str(paths.mlflow / "downloads"),
+        )
+
+    @classmethod
+    def from_env(cls, paths: DataPaths, experiment: str = "socialrl") -> TrackingConfig:
+        """`for_data(paths)`, overridden by $SOCIALRL_MLFLOW_TRACKING_URI (else $MLFLOW_TRACKING_URI) and
+        $SOCIALRL_MLFLOW_ARTIFACT_ROOT (for the edges: command lines and the Dagster resource)."""
+        base = cls.for_data(paths, experiment)
         uri = os.environ.get("SOCIALRL_MLFLOW_TRACKING_URI") or os.environ.get("MLFLOW_TRACKING_URI")
         root = os.environ.get("SOCIALRL_MLFLOW_ARTIFACT_ROOT")
-        return cls(
-            tracking_uri=uri or default_tracking_uri(),
-            artifact_root=root or default_artifact_root(),
-            experiment=experiment,
+        return dataclasses.replace(
+            base, tracking_uri=uri or base.tracking_uri, artifact_root=root or base.artifact_root
         )
 
     @property
@@ -337,8 +348,8 @@ class TrackedRun:
 class Tracker:
     """MLflow tracking and registry over one `MlflowClient` (see the module docstring)."""
 
-    def __init__(self, config: TrackingConfig | None = None) -> None:
-        self.config = config or TrackingConfig()
+    def __init__(self, config: TrackingConfig) -> None:
+        self.config = config
         mlflow = _import_mlflow()
         if _scheme(self.config.tracking_uri) == "sqlite":
             path = _sqlite_path(self.config.tracking_uri)
@@ -528,7 +539,7 @@ class Tracker:
         """The version behind `alias` (or the explicit `version`), with a local directory of its artifacts.
 
         A local (`file:`) artifact store is used in place, read-only by convention; anything else is
-        downloaded once into `download_dir/<name>/v<version>` (default `<data_dir>/mlflow/downloads`)."""
+        downloaded once into `download_dir/<name>/v<version>` (default: the config's `download_dir`)."""
         if (alias is None) == (version is None):
             raise ValueError("give exactly one of alias and version")
         if version is not None:
@@ -559,7 +570,8 @@ class Tracker:
             return path
         from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 
-        root = Path(download_dir) if download_dir is not None else data_dir() / "mlflow" / "downloads"
+        fallback = self.config.download_dir or Path(tempfile.gettempdir()) / "socialrl-mlflow-downloads"
+        root = Path(download_dir) if download_dir is not None else Path(fallback)
         final = root / name / f"v{version}"
         if final.is_dir():  # versions are immutable; a finished download is published atomically
             return final

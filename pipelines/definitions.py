@@ -30,9 +30,9 @@ def build_resources(profile: str | None = None, data_dir: str = "") -> dict[str,
     engine = EngineResource(settings=settings, remote_api_key=EnvVar("SOCIALRL_REMOTE_API_KEY").get_value("") or "")
     return {
         "settings": settings,
-        "store": StoreResource(),
+        "store": StoreResource(settings=settings),
         "engine": engine,
-        "mlflow": MlflowResource(),
+        "mlflow": MlflowResource(settings=settings),
     }
 
 

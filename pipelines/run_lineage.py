@@ -14,7 +14,6 @@ same profile is skipped unless --force (see `run_lineage`).
 
 import argparse
 import json
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ import pandas as pd
 
 from environments import SOCIALRL_ENV_IDS
 from models.profiles import PROFILE_NAMES, get_profile
-from models.settings import data_dir, tables_dir
+from models.settings import DataPaths
 from models.storage import TableStore
 from models.tracking import TrackingConfig
 
@@ -124,13 +123,9 @@ def run_lineage(
 
     from pipelines.definitions import all_assets, all_checks, build_resources
 
-    root = data or data_dir()
-    os.environ["SOCIALRL_DATA_DIR"] = str(root)
-    home = root / "dagster_home"  # the same instance `make ui` opens
-    home.mkdir(parents=True, exist_ok=True)
-    os.environ["DAGSTER_HOME"] = str(home)
-    instance = DagsterInstance.get()
-    resources = build_resources(profile=profile, data_dir=str(root))
+    paths = DataPaths(data) if data is not None else DataPaths.from_env()
+    instance = DagsterInstance.from_config(str(paths.dagster_home))  # the same instance `make ui` opens
+    resources = build_resources(profile=profile, data_dir=str(paths.root))
     everything = [*all_assets, *all_checks]
     stage1 = AssetSelection.groups("socialrl") - AssetSelection.assets("code_agent_tournament")
     plan: list[tuple[str, str, object, str | None]] = [
@@ -226,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(domains) - set(SOCIALRL_ENV_IDS)
     if unknown:
         parser.error(f"unknown domains {sorted(unknown)}; choose from {', '.join(SOCIALRL_ENV_IDS)}")
-    root = (args.data_dir or data_dir()).resolve()
+    root = (DataPaths(args.data_dir) if args.data_dir else DataPaths.from_env()).root
     print(f"[make run] profile {profile.name}, domains {', '.join(domains)}, data {root}", flush=True)
     start = time.perf_counter()
     steps = run_lineage(profile.name, domains, not args.skip_monitoring, root, force=args.force)
@@ -238,9 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     print("Latest evaluation per policy in the `evaluations` table (all runs so far):\n")
     print(summary(root))
     print(f"\nThis run's numbers: {write_report(root, profile.name, steps, elapsed)}")
-    tracking = TrackingConfig.from_env()
+    tracking = TrackingConfig.from_env(DataPaths(root))
     print(
-        f"\nTables (Parquet, query with DuckDB): {tables_dir()}\n"
+        f"\nTables (Parquet, query with DuckDB): {DataPaths(root).tables}\n"
         f"MLflow registry: {tracking.tracking_uri} (models socialrl-<domain>-specialist, aliases candidate/champion)\n"
         f"Dagster runs: {root / 'dagster_home'}\n"
         "Browse both: make ui  (Dagster http://127.0.0.1:3000, MLflow http://127.0.0.1:5000)"

@@ -8,7 +8,6 @@ Parquet tables queried with DuckDB, printed as a per-environment table. `make ru
 from __future__ import annotations
 
 import argparse
-import os
 import time
 import uuid
 from pathlib import Path
@@ -18,7 +17,7 @@ import pandas as pd
 from agents.socialrl.tournament import TournamentConfig, run_tournament
 from models.evaluation.reports import agent_summary, environment_summary
 from models.records import rows_for
-from models.settings import tables_dir
+from models.settings import DataPaths
 from models.storage import TableStore
 
 
@@ -28,15 +27,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data-dir", type=Path, default=None, help="overrides $SOCIALRL_DATA_DIR")
     args = parser.parse_args(argv)
-    if args.data_dir is not None:
-        os.environ["SOCIALRL_DATA_DIR"] = str(args.data_dir)
+    paths = DataPaths(args.data_dir) if args.data_dir is not None else DataPaths.from_env()
 
     config = TournamentConfig(scenarios_per_pairing=args.scenarios, seed=args.seed)
     start = time.perf_counter()
     results = run_tournament(config)
     elapsed = time.perf_counter() - start
     run_id = f"tournament-{uuid.uuid4().hex[:8]}"
-    store = TableStore(tables_dir())
+    store = TableStore(paths.tables)
     store.append_all(rows_for(results, run_id))
 
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.precision", 3):

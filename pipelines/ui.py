@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from models.settings import REPO_ROOT, data_dir
+from models.settings import REPO_ROOT, DataPaths
 from models.tracking import TrackingConfig, quiet_environment, server_command
 
 
@@ -21,10 +21,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dagster-port", type=int, default=3000)
     parser.add_argument("--mlflow-port", type=int, default=5000)
     args = parser.parse_args(argv)
-    home = data_dir() / "dagster_home"
-    home.mkdir(parents=True, exist_ok=True)
+    paths = DataPaths.from_env()
+    home = paths.dagster_home
     bin_dir = Path(sys.executable).parent
-    dagster_env = {**os.environ, "DAGSTER_HOME": str(home)}
+    # The code location's settings resource reads the same data directory ($SOCIALRL_DATA_DIR, the edge).
+    dagster_env = {**os.environ, "DAGSTER_HOME": str(home), "SOCIALRL_DATA_DIR": str(paths.root)}
     processes = [
         subprocess.Popen(
             [str(bin_dir / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(args.dagster_port)],
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
             start_new_session=True,
         ),
         subprocess.Popen(
-            server_command(TrackingConfig.from_env(), port=args.mlflow_port),
+            server_command(TrackingConfig.from_env(paths), port=args.mlflow_port),
             cwd=REPO_ROOT,
             env={**os.environ, **quiet_environment()},
             start_new_session=True,

@@ -18,10 +18,16 @@ from pydantic import Field, PrivateAttr
 from models.serving.engine import EngineClient, EngineConfig, VLLMEngine
 from models.serving.model_store import resolve_model
 from models.serving.proxy import ProxyConfig, ProxyServer
-from models.settings import tables_dir
+from models.settings import DataPaths
+from models.tracking import TrackingConfig
 from resources.settings import SettingsResource
 
 BASE_MODEL_NAME = "base"
+
+
+def _log_path(paths: DataPaths, server: str, context: InitResourceContext) -> Path:
+    """<data>/logs/<server>-<run id prefix>.log: one log per server and Dagster run."""
+    return paths.logs / f"{server}-{(context.run_id or 'adhoc')[:8]}.log"
 
 
 class EngineResource(ConfigurableResource):
@@ -41,14 +47,14 @@ class EngineResource(ConfigurableResource):
 
     @contextmanager
     def yield_for_execution(self, context: InitResourceContext) -> Iterator["EngineResource"]:
-        self.settings.root()
+        paths = self.settings.paths()
         if self.remote_base_url:
             self._client = EngineClient(self.remote_base_url, api_key=self.remote_api_key or None)
-            with self._start_proxy(self.remote_base_url, "openai", context):
+            with self._start_proxy(self.remote_base_url, "openai", context, paths):
                 yield self
             return
         profile = self.settings.get_profile()
-        self._model_dir = resolve_model(self.model or profile.base_model)
+        self._model_dir = resolve_model(self.model or profile.base_model, paths.models, self._tracking())
         config = EngineConfig(
             model_path=self._model_dir,
             served_model_name=BASE_MODEL_NAME,
@@ -57,29 +63,34 @@ class EngineResource(ConfigurableResource):
             enforce_eager=profile.engine.enforce_eager,
             max_lora_rank=profile.engine.max_lora_rank,
         )
-        with VLLMEngine(config) as engine:
+        with VLLMEngine(config, log_path=_log_path(paths, "vllm", context)) as engine:
             self._client = engine.client
             if context.log:
                 context.log.info(f"vLLM serving {self._model_dir} at {engine.base_url} (log {engine.log_path})")
-            with self._start_proxy(engine.base_url, "vllm", context):
+            with self._start_proxy(engine.base_url, "vllm", context, paths):
                 yield self
 
+    def _tracking(self) -> TrackingConfig:
+        return TrackingConfig.from_env(self.settings.paths())
+
     @contextmanager
-    def _start_proxy(self, upstream: str, kind: str, context: InitResourceContext) -> Iterator[ProxyServer]:
+    def _start_proxy(
+        self, upstream: str, kind: str, context: InitResourceContext, paths: DataPaths
+    ) -> Iterator[ProxyServer]:
         config = ProxyConfig(
             upstreams=(upstream,),
             base_models=(BASE_MODEL_NAME,),
-            table_root=tables_dir(),
+            table_root=paths.tables,
             flush_every=self.proxy_flush_every,
             flush_interval_s=self.proxy_flush_interval_s,
             upstream_kind=kind,
             upstream_api_key=self.remote_api_key or None,
             port=0,
         )
-        with ProxyServer(config) as server:
+        with ProxyServer(config, log_path=_log_path(paths, "proxy", context)) as server:
             self._proxy = server
             if context.log:
-                context.log.info(f"rollout proxy at {server.base_url}, recording to {tables_dir()}")
+                context.log.info(f"rollout proxy at {server.base_url}, recording to {paths.tables}")
             yield server
 
     @property

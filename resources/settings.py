@@ -1,17 +1,14 @@
 """The settings resource: which profile (smoke / cpu / paper) and where the data lives."""
 
-import os
-from pathlib import Path
-
 from dagster import ConfigurableResource
 from pydantic import Field
 
 from models.profiles import PROFILE_NAMES, Profile, get_profile
-from models.settings import data_dir
+from models.settings import DataPaths
 
 
 class SettingsResource(ConfigurableResource):
-    """Profile and data directory shared by every asset."""
+    """Profile and data directory shared by every asset and by the other resources (which hold it)."""
 
     profile: str = Field(default="cpu", description=f"One of {', '.join(PROFILE_NAMES)}.")
     data_dir: str = Field(default="", description="Project data directory; empty = $SOCIALRL_DATA_DIR or ./data.")
@@ -19,10 +16,6 @@ class SettingsResource(ConfigurableResource):
     def get_profile(self) -> Profile:
         return get_profile(self.profile)
 
-    def root(self) -> Path:
-        if self.data_dir:
-            os.environ["SOCIALRL_DATA_DIR"] = self.data_dir  # models/ reads it for its own paths
-            path = Path(self.data_dir)
-            path.mkdir(parents=True, exist_ok=True)
-            return path
-        return data_dir()
+    def paths(self) -> DataPaths:
+        """The data layout every library function is given explicitly (models/settings.py)."""
+        return DataPaths(self.data_dir) if self.data_dir else DataPaths.from_env()

@@ -3,14 +3,15 @@
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from models.settings import tables_dir
 from models.storage import TableStore
+from resources.settings import SettingsResource
 
 
 class StoreResource(ConfigurableResource):
     """Append-only Parquet tables queried with DuckDB."""
 
+    settings: SettingsResource
     root: str = Field(default="", description="Table root; empty = <data dir>/tables.")
 
     def store(self) -> TableStore:
-        return TableStore(self.root or tables_dir())
+        return TableStore(self.root or self.settings.paths().tables)

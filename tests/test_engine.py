@@ -206,14 +206,14 @@ def test_tiny_model_is_deterministic(tiny_model_dir: Path, tmp_path: Path) -> No
 
 
 def test_model_references_resolve_or_fail_clearly(tiny_model_dir: Path, tmp_path: Path) -> None:
-    assert resolve_model(str(tiny_model_dir)) == tiny_model_dir.resolve()
+    assert resolve_model(str(tiny_model_dir), tmp_path) == tiny_model_dir.resolve()
     (tmp_path / "empty").mkdir()
     with pytest.raises(ModelResolutionError, match=r"needs a config\.json"):
-        resolve_model(str(tmp_path / "empty"))
+        resolve_model(str(tmp_path / "empty"), tmp_path)
     with pytest.raises(ModelResolutionError, match="cannot download from the hub"):
-        resolve_model("HuggingFaceTB/definitely-not-cached-model")
+        resolve_model("HuggingFaceTB/definitely-not-cached-model", tmp_path)
     with pytest.raises(ModelResolutionError, match="unknown model reference"):
-        resolve_model("not a model")
+        resolve_model("not a model", tmp_path)
 
 
 @pytest.mark.slow

@@ -65,22 +65,31 @@ def test_the_version_sensor_requests_each_new_version_once(tmp_path: Path) -> No
     adapter = tmp_path / "adapter"
     adapter.mkdir()
     (adapter / "adapter_config.json").write_text("{}")
-    resource = MlflowResource(tracking_uri=config.tracking_uri, artifact_root=config.artifact_root)
+    from resources import SettingsResource
+
+    resource = MlflowResource(
+        settings=SettingsResource(profile="smoke", data_dir=str(tmp_path / "data")),
+        tracking_uri=config.tracking_uri,
+        artifact_root=config.artifact_root,
+    )
 
     def register() -> int:
         with tracker.start_run("t") as run:
             run.log_artifact_dir(adapter, "adapter")
         return tracker.register_adapter(run.run_id, "adapter", "socialrl-dnd-specialist")
 
+    def tick(cursor: str | None = None):
+        # A resource holding another resource must be opened as a context manager.
+        with build_sensor_context(cursor=cursor, resources={"mlflow": resource}) as context:
+            return new_model_version_sensor(context), context.cursor
+
     register()
-    context = build_sensor_context(resources={"mlflow": resource})
-    first = new_model_version_sensor(context)
+    first, cursor = tick()
     assert [r.run_key for r in first] == ["socialrl-dnd-specialist-v1"]
-    cursor = context.cursor
-    again = new_model_version_sensor(build_sensor_context(cursor=cursor, resources={"mlflow": resource}))
+    again, _ = tick(cursor)
     assert not isinstance(again, list)  # a SkipReason: nothing new
     register()
-    third = new_model_version_sensor(build_sensor_context(cursor=cursor, resources={"mlflow": resource}))
+    third, _ = tick(cursor)
     assert [r.run_config["ops"]["evaluate_model_version"]["config"]["version"] for r in third] == [2]
 
 
@@ -94,19 +103,17 @@ def test_smoke_lineage_materialises_with_real_resources(tmp_path: Path, tiny_mod
     data = tmp_path / "data"
     (data / "models").mkdir(parents=True)
     shutil.copytree(tiny_model_dir, data / "models" / "tiny-random-llama")  # the smoke profile's model
-    saved = {k: os.environ.get(k) for k in ("SOCIALRL_DATA_DIR", "DAGSTER_HOME")}
-    try:
-        start = time.perf_counter()
-        steps = run_lineage("smoke", ("craigslist-v0", "dnd-v0"), with_monitoring=True, data=data)
-        print(f"smoke lineage (tournament + 2 domains + champion evaluations): {time.perf_counter() - start:.0f} s")
-        # A second run skips what this instance already materialised with the profile.
-        again = run_lineage("smoke", ("craigslist-v0", "dnd-v0"), with_monitoring=True, data=data)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+
+    def ours() -> dict[str, str]:
+        return {k: v for k, v in os.environ.items() if k.startswith(("SOCIALRL_", "DAGSTER_"))}
+
+    environment_before = ours()
+    start = time.perf_counter()
+    steps = run_lineage("smoke", ("craigslist-v0", "dnd-v0"), with_monitoring=True, data=data)
+    print(f"smoke lineage (tournament + 2 domains + champion evaluations): {time.perf_counter() - start:.0f} s")
+    # A second run skips what this instance already materialised with the profile.
+    again = run_lineage("smoke", ("craigslist-v0", "dnd-v0"), with_monitoring=True, data=data)
+    assert ours() == environment_before  # settings travel as arguments, not environment variables
     assert [s.name for s in steps] == ["code_agent_tournament", "craigslist-v0", "dnd-v0", "champion_evaluations"]
     assert all(s.success for s in steps), [(s.name, s.error) for s in steps]
     # First specialists of an empty registry are always promoted.

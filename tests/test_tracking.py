@@ -95,9 +95,10 @@ def files_of(directory: Path) -> dict[str, bytes]:
 
 
 # --------------------------------------------------------------------------------------------- config
-def test_config_defaults_to_sqlite_under_the_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SOCIALRL_DATA_DIR", str(tmp_path))
-    config = TrackingConfig()
+def test_config_defaults_to_sqlite_under_the_data_dir(tmp_path: Path) -> None:
+    from models.settings import DataPaths
+
+    config = TrackingConfig.for_data(DataPaths(tmp_path))
     assert config.tracking_uri == f"sqlite:///{tmp_path.resolve() / 'mlflow' / 'mlflow.db'}"
     assert config.artifact_root == (tmp_path.resolve() / "mlflow" / "artifacts").as_uri()
     assert config.local_artifact_dir == tmp_path.resolve() / "mlflow" / "artifacts"
@@ -126,7 +127,9 @@ def test_config_rejects_the_file_store_and_normalises_paths(tmp_path: Path, monk
 def test_from_env_and_server_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SOCIALRL_MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/t.db")
     monkeypatch.setenv("SOCIALRL_MLFLOW_ARTIFACT_ROOT", str(tmp_path / "a"))
-    config = TrackingConfig.from_env(experiment="e")
+    from models.settings import DataPaths
+
+    config = TrackingConfig.from_env(DataPaths(tmp_path / "data"), experiment="e")
     assert (config.tracking_uri, config.artifact_root, config.experiment) == (
         f"sqlite:///{tmp_path}/t.db",
         (tmp_path / "a").as_uri(),
@@ -286,13 +289,14 @@ def test_model_store_resolves_registry_uris(tracker: Tracker, tmp_path: Path, mo
     from models.serving.model_store import ModelResolutionError, resolve_model
 
     _, version = train_and_register(tracker, tmp_path, "socialrl-uri-test", "uri")
-    monkeypatch.setenv("SOCIALRL_MLFLOW_TRACKING_URI", tracker.config.tracking_uri)
-    monkeypatch.setenv("SOCIALRL_MLFLOW_ARTIFACT_ROOT", tracker.config.artifact_root)
-    by_alias = resolve_model("models:/socialrl-uri-test@candidate")
-    by_version = resolve_model(f"models:/socialrl-uri-test/{version}")
+    models = tmp_path / "models"
+    by_alias = resolve_model("models:/socialrl-uri-test@candidate", models, tracker.config)
+    by_version = resolve_model(f"models:/socialrl-uri-test/{version}", models, tracker.config)
     assert by_alias == by_version
     assert files_of(by_alias) == files_of(fake_adapter(tmp_path / "expected", "uri"))
     with pytest.raises(ModelResolutionError, match="cannot resolve"):
-        resolve_model("models:/socialrl-uri-test@nonexistent")
+        resolve_model("models:/socialrl-uri-test@nonexistent", models, tracker.config)
     with pytest.raises(ModelResolutionError, match="expected models:/"):
-        resolve_model("models:/a/b/c")
+        resolve_model("models:/a/b/c", models, tracker.config)
+    with pytest.raises(ModelResolutionError, match="tracking configuration"):
+        resolve_model("models:/socialrl-uri-test@candidate", models)

@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from typing import Any
 
 import httpx
 
-from models.settings import REPO_ROOT, data_dir
+from models.settings import REPO_ROOT
 
 
 class EngineError(RuntimeError):
@@ -225,10 +226,11 @@ class VLLMEngine:
     """A vLLM OpenAI server subprocess; use as a context manager."""
 
     def __init__(self, config: EngineConfig, log_path: Path | None = None, python: Path | None = None) -> None:
+        """`log_path`: where the server writes its log (default: <tmp>/socialrl-logs/vllm-<port>.log)."""
         self.config = config
         self.port = config.port or free_port()
         self.python = python or engine_python()
-        self.log_path = log_path or data_dir() / "logs" / f"vllm-{self.port}.log"
+        self.log_path = log_path or Path(tempfile.gettempdir()) / "socialrl-logs" / f"vllm-{self.port}.log"
         self.process: subprocess.Popen[bytes] | None = None
         self.client: EngineClient | None = None
 

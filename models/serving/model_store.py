@@ -22,8 +22,11 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from models.settings import data_dir
+if TYPE_CHECKING:
+    from models.tracking import TrackingConfig
+
 
 SMOLLM2 = "smollm2-135m-instruct"
 TINY = "tiny-random-llama"
@@ -33,12 +36,6 @@ _HF_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 class ModelResolutionError(RuntimeError):
     """A model reference cannot be turned into a local checkpoint; the message says why and what to do."""
-
-
-def models_dir() -> Path:
-    path = data_dir() / "models"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def smollm2_gguf_path() -> Path:
@@ -75,12 +72,13 @@ def _fix_tokenizer_config(directory: Path) -> None:
     path.write_text(json.dumps(config, indent=2))
 
 
-def build_smollm2(target: Path | None = None) -> Path:
+def build_smollm2(target: Path) -> Path:
     """Convert the shipped GGUF file to a safetensors checkpoint once; return its directory.
 
     Saved in float32, so the checkpoint's logits are identical to the GGUF-loaded model's (engines may
     still serve it in bfloat16)."""
-    final = target or models_dir() / SMOLLM2
+    final = target
+    final.parent.mkdir(parents=True, exist_ok=True)
     if (final / "config.json").is_file():
         return final
     import torch
@@ -115,9 +113,10 @@ TINY_CONFIG = {
 }
 
 
-def build_tiny_random_llama(target: Path | None = None, seed: int = 0) -> Path:
+def build_tiny_random_llama(target: Path, seed: int = 0) -> Path:
     """A deterministic tiny random Llama with the SmolLM2 tokenizer, for tests (seconds to build)."""
-    final = target or models_dir() / TINY
+    final = target
+    final.parent.mkdir(parents=True, exist_ok=True)
     if (final / "config.json").is_file():
         return final
     import torch
@@ -152,16 +151,16 @@ def weights_digest(directory: Path) -> str:
 _MLFLOW_URI = re.compile(r"^models:/(?P<name>[^/@]+)(?:@(?P<alias>[^/]+)|/(?P<version>\d+))$")
 
 
-def _resolve_mlflow(reference: str) -> Path:
-    """`models:/name@alias` or `models:/name/version` through the project's registry (TrackingConfig.from_env)."""
-    from models.tracking import RegistryError, Tracker, TrackingConfig
+def _resolve_mlflow(reference: str, tracking: TrackingConfig) -> Path:
+    """`models:/name@alias` or `models:/name/version` through the registry of `tracking`."""
+    from models.tracking import RegistryError, Tracker
 
     match = _MLFLOW_URI.match(reference)
     if match is None:
         raise ModelResolutionError(f"{reference}: expected models:/<name>@<alias> or models:/<name>/<version>")
     version = int(match["version"]) if match["version"] else None
     try:
-        found = Tracker(TrackingConfig.from_env()).lookup(match["name"], alias=match["alias"], version=version)
+        found = Tracker(tracking).lookup(match["name"], alias=match["alias"], version=version)
     except (RegistryError, ValueError) as exc:
         raise ModelResolutionError(f"{reference}: cannot resolve it in the MLflow registry ({exc})") from exc
     return found.path
@@ -181,14 +180,17 @@ def _resolve_hf(reference: str) -> Path:
         ) from exc
 
 
-def resolve_model(reference: str) -> Path:
-    """A local checkpoint directory for `reference` (see the module table)."""
+def resolve_model(reference: str, models_dir: Path, tracking: TrackingConfig | None = None) -> Path:
+    """A local checkpoint directory for `reference` (see the module table). Built-in models are converted
+    into `models_dir`; `models:/` URIs are looked up in the registry of `tracking`."""
     if reference == SMOLLM2:
-        return build_smollm2()
+        return build_smollm2(models_dir / SMOLLM2)
     if reference == TINY:
-        return build_tiny_random_llama()
+        return build_tiny_random_llama(models_dir / TINY)
     if reference.startswith("models:/"):
-        return _resolve_mlflow(reference)
+        if tracking is None:
+            raise ModelResolutionError(f"{reference}: resolving a registry URI needs the tracking configuration")
+        return _resolve_mlflow(reference, tracking)
     path = Path(reference).expanduser()
     if path.exists():
         if not (path / "config.json").is_file() and not (path / "adapter_config.json").is_file():

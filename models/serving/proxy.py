@@ -43,6 +43,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -59,7 +60,7 @@ from starlette.requests import ClientDisconnect
 
 from agents.llm_agent import HEADER_AGENT, HEADER_ATTEMPT, HEADER_EPISODE, HEADER_TURN
 from models.records import RECORDED_CALLS_COLUMNS
-from models.settings import REPO_ROOT, data_dir, tables_dir
+from models.settings import REPO_ROOT
 from models.storage import TableStore
 
 log = logging.getLogger("socialrl.proxy")
@@ -85,13 +86,13 @@ class ProxyConfig:
 
     upstreams: tuple[str, ...]
     """OpenAI base URLs of the engines (including `/v1`, e.g. http://127.0.0.1:8000/v1); one or more."""
+    table_root: Path
+    """Root of the TableStore the rows go to (table `recorded_calls`)."""
     routes: Mapping[str, str] = field(default_factory=dict)
     """Model name -> upstream (one of `upstreams`). Models not listed go round-robin over all upstreams."""
     base_models: tuple[str, ...] = ()
     """Base model names, used for `adapter_version` only when an upstream's /v1/models cannot tell
     (see `RolloutProxy.adapter_version`)."""
-    table_root: Path | None = None
-    """Root of the TableStore the rows go to (table `recorded_calls`); None = the project's tables dir."""
     flush_every: int = 64
     """Write a shard as soon as this many rows are buffered."""
     flush_interval_s: float = 5.0
@@ -142,8 +143,7 @@ class ProxyConfig:
                 raise ValueError(f"route {model!r} -> {url!r}: the target must be one of the upstreams {upstreams}")
         object.__setattr__(self, "routes", routes)
         object.__setattr__(self, "base_models", tuple(self.base_models))
-        if self.table_root is not None:
-            object.__setattr__(self, "table_root", Path(self.table_root))
+        object.__setattr__(self, "table_root", Path(self.table_root))
         if self.flush_every < 1:
             raise ValueError(f"flush_every must be >= 1, got {self.flush_every}")
         if not self.flush_interval_s > 0:
@@ -166,9 +166,6 @@ class ProxyConfig:
             raise ValueError(f"upstream_pools must be >= 1, got {self.upstream_pools}")
         if not 0 <= self.port < 65536:
             raise ValueError(f"port must be in [0, 65535], got {self.port}")
-
-    def resolved_table_root(self) -> Path:
-        return self.table_root if self.table_root is not None else tables_dir()
 
 
 # --------------------------------------------------------------------------------------------- recording
@@ -308,7 +305,7 @@ class RolloutProxy:
 
     def __init__(self, config: ProxyConfig) -> None:
         self.config = config
-        self.store = TableStore(config.resolved_table_root())
+        self.store = TableStore(config.table_root)
         self.recorder = CallRecorder(self.store, config.flush_every, config.flush_interval_s)
         self._cycle = itertools.cycle(config.upstreams)
         self._models: dict[str, dict[str, str | None]] = {}  # upstream -> model id -> parent
@@ -753,7 +750,7 @@ class ProxyServer(_ProxyAddress):
         self.config = config
         self.port = config.port or _free_port()
         self.python = str(python or sys.executable)
-        self.log_path = log_path or data_dir() / "logs" / f"proxy-{self.port}.log"
+        self.log_path = log_path or Path(tempfile.gettempdir()) / "socialrl-logs" / f"proxy-{self.port}.log"
         self.startup_timeout_s = startup_timeout_s
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -767,7 +764,7 @@ class ProxyServer(_ProxyAddress):
         for model in c.base_models:
             cmd += ["--base-model", model]
         cmd += [
-            "--table-root", str(c.resolved_table_root()),
+            "--table-root", str(c.table_root),
             "--flush-every", str(c.flush_every),
             "--flush-interval", repr(c.flush_interval_s),
             "--max-body-bytes", str(c.max_body_bytes),
@@ -890,7 +887,7 @@ def parse_args(argv: Sequence[str] | None = None) -> ProxyConfig:
     p.add_argument("--upstream", action="append", required=True, help="engine base URL (repeatable)")
     p.add_argument("--route", action="append", default=[], metavar="MODEL=URL", help="send MODEL to URL (repeatable)")
     p.add_argument("--base-model", action="append", default=[], help="base model name (repeatable)")
-    p.add_argument("--table-root", type=Path, default=None, help="TableStore root (default: <data>/tables)")
+    p.add_argument("--table-root", type=Path, required=True, help="TableStore root the calls are recorded to")
     p.add_argument("--flush-every", type=int, default=ProxyConfig.flush_every)
     p.add_argument("--flush-interval", type=float, default=ProxyConfig.flush_interval_s)
     p.add_argument("--max-body-bytes", type=int, default=ProxyConfig.max_body_bytes)
