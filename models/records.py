@@ -113,6 +113,7 @@ EVALUATIONS_COLUMNS: dict[str, str] = {
     "pareto_optimal_rate": "DOUBLE",
     "invalid_action_rate": "DOUBLE",
     "leakage_rate": "DOUBLE",
+    "mean_rounds": "DOUBLE",  # accepted actions per episode, both seats
     "created_at": "TIMESTAMP",
 }
 """One row per (evaluation run, counterpart), plus one pooled row with counterpart "*"."""

@@ -21,17 +21,21 @@ from environments.core.events import RAW_TEXT, Action, Event, Notification
 from models.evaluation.policy import (
     EVALUATION_TABLES,
     EVALUATIONS_COLUMNS,
-    confidence_interval,
+    EvaluationPlan,
     evaluate_policy,
     evaluate_policy_async,
-    held_out_scenarios,
-    is_held_out,
-    scenario_key,
+    paired_difference,
     store_evaluation,
     summary_rows,
-    t_quantile,
-    training_scenarios,
 )
+from models.evaluation.scenarios import held_out_scenarios, is_held_out, scenario_key, training_scenarios
+from models.evaluation.stats import (
+    confidence_interval,
+    correlation_estimate,
+    mean_estimate,
+    t_quantile,
+)
+from models.evaluation.stats import paired_difference as paired_from_dicts
 from models.storage import TableStore
 
 ENV = "craigslist-v0"
@@ -61,13 +65,17 @@ class SlowAgent(BrokenAgent):
         return Action(self.agent_id, "quit")
 
 
-def boulware() -> object:
-    return make_code_agent("boulware")
+def boulware(seed: int = 0) -> object:
+    return make_code_agent("boulware", seed=seed)
+
+
+def plan(**fields) -> EvaluationPlan:
+    return EvaluationPlan(ENV, **fields)
 
 
 @pytest.fixture(scope="module")
 def boulware_buyer() -> object:
-    return evaluate_policy(ENV, boulware, seat="buyer", counterparts=("conceder",), scenarios=12, seed=3)
+    return evaluate_policy(plan(seat="buyer", counterparts=("conceder",), scenarios=12, seed=3), boulware)
 
 
 # ----------------------------------------------------------------------------------- held-out scenarios
@@ -163,7 +171,9 @@ def test_mean_reward_and_ci_match_a_direct_computation(boulware_buyer) -> None:
     summary = result.summary
     assert summary.mean_reward == pytest.approx(sum(rewards) / len(rewards))
     assert summary.ci_low <= summary.mean_reward <= summary.ci_high
-    assert (summary.ci_low, summary.ci_high) == pytest.approx(confidence_interval(rewards))
+    clustered = mean_estimate(rewards, list(range(12)), (0.0, 1.0), seed=3)  # one counterpart: 1 episode/scenario
+    assert (summary.ci_low, summary.ci_high) == pytest.approx((clustered.ci_low, clustered.ci_high))
+    assert summary.ci_method == "bootstrap" and summary.mean_rounds > 0
     assert summary.agreement_rate == pytest.approx(np.mean([r.outcome.agreement for r in result.episodes]))
     assert summary.invalid_action_rate == 0.0 and summary.leakage_rate == 0.0
     # Every seat the policy played is the buyer, every counterpart a conceder.
@@ -180,16 +190,16 @@ def test_mean_reward_and_ci_match_a_direct_computation(boulware_buyer) -> None:
 
 
 def test_the_interval_shrinks_with_more_episodes(boulware_buyer) -> None:
-    small = evaluate_policy(ENV, boulware, seat="buyer", counterparts=("conceder",), scenarios=4, seed=3)
-    large = evaluate_policy(ENV, boulware, seat="buyer", counterparts=("conceder",), scenarios=60, seed=3)
+    small = evaluate_policy(plan(seat="buyer", counterparts=("conceder",), scenarios=4, seed=3), boulware)
+    large = evaluate_policy(plan(seat="buyer", counterparts=("conceder",), scenarios=60, seed=3), boulware)
     widths = [r.summary.ci_high - r.summary.ci_low for r in (small, boulware_buyer, large)]
     assert widths[0] > widths[1] > widths[2] > 0
     assert large.summary.ci_low <= large.summary.mean_reward <= large.summary.ci_high
 
 
 def test_leakage_rate_separates_the_accommodating_agent_from_boulware() -> None:
-    leaky = evaluate_policy(ENV, lambda: make_code_agent("accommodating"), seat="buyer", scenarios=6)
-    tough = evaluate_policy(ENV, boulware, seat="buyer", scenarios=6)
+    leaky = evaluate_policy(plan(seat="buyer", scenarios=6), lambda seed: make_code_agent("accommodating", seed=seed))
+    tough = evaluate_policy(plan(seat="buyer", scenarios=6), boulware)
     assert leaky.summary.leakage_rate > 0
     assert tough.summary.leakage_rate == 0
     assert all(r.outcome.roles["buyer"].leaked == ("target_price",) for r in leaky.episodes)
@@ -199,7 +209,9 @@ def test_leakage_rate_separates_the_accommodating_agent_from_boulware() -> None:
 
 
 def test_a_broken_agent_is_all_invalid_actions_and_zero_reward() -> None:
-    result = evaluate_policy(ENV, BrokenAgent, seat="buyer", counterparts=("conceder", "boulware"), scenarios=4)
+    result = evaluate_policy(
+        plan(seat="buyer", counterparts=("conceder", "boulware"), scenarios=4), lambda seed: BrokenAgent()
+    )
     assert result.summary.invalid_action_rate > 0
     assert result.summary.invalid_action_rate == 1.0  # no answer of it was ever accepted
     assert result.summary.mean_reward == 0.0
@@ -210,13 +222,15 @@ def test_a_broken_agent_is_all_invalid_actions_and_zero_reward() -> None:
 
 
 def test_timeouts_count_as_invalid_actions() -> None:
-    result = evaluate_policy(ENV, SlowAgent, seat="seller", counterparts=("conceder",), scenarios=2, turn_timeout=0.01)
+    result = evaluate_policy(
+        plan(seat="seller", counterparts=("conceder",), scenarios=2, turn_timeout=0.01), lambda seed: SlowAgent()
+    )
     assert all(e.timeouts > 0 for e in result.policy_episodes)
     assert result.summary.invalid_action_rate == 1.0
 
 
 def test_alternating_seats_and_paired_counterparts() -> None:
-    result = evaluate_policy(ENV, boulware, counterparts=("conceder", "reciprocal"), scenarios=6, seed=1)
+    result = evaluate_policy(plan(counterparts=("conceder", "reciprocal"), scenarios=6, seed=1), boulware)
     assert result.seat == "alternating"
     frame = result.frame()
     assert len(frame) == 12
@@ -235,8 +249,8 @@ def test_alternating_seats_and_paired_counterparts() -> None:
 
 def test_results_do_not_depend_on_concurrency_and_given_scenarios_work() -> None:
     scenarios = held_out_scenarios(ENV, 5, seed=9)
-    serial = evaluate_policy(ENV, boulware, seat="seller", scenarios=scenarios, concurrency=1)
-    parallel = evaluate_policy(ENV, boulware, seat="seller", scenarios=scenarios, concurrency=16)
+    serial = evaluate_policy(plan(seat="seller", scenarios=tuple(scenarios), concurrency=1), boulware)
+    parallel = evaluate_policy(plan(seat="seller", scenarios=tuple(scenarios), concurrency=16), boulware)
     assert serial.frame().reward.tolist() == parallel.frame().reward.tolist()
     assert serial.scenario_source == "given(n=5)"
     assert len({e.episode_id for e in serial.episodes + parallel.episodes}) == 30  # unique across runs
@@ -244,7 +258,7 @@ def test_results_do_not_depend_on_concurrency_and_given_scenarios_work() -> None
 
 def test_async_variant_runs_inside_an_event_loop() -> None:
     async def main():
-        return await evaluate_policy_async(ENV, boulware, seat="buyer", counterparts=("conceder",), scenarios=3)
+        return await evaluate_policy_async(plan(seat="buyer", counterparts=("conceder",), scenarios=3), boulware)
 
     result = asyncio.run(main())
     assert result.summary.n == 3
@@ -252,15 +266,94 @@ def test_async_variant_runs_inside_an_event_loop() -> None:
 
 def test_bad_arguments_are_rejected() -> None:
     with pytest.raises(ValueError, match="no seat"):
-        evaluate_policy(ENV, boulware, seat="landlord", scenarios=1)
+        evaluate_policy(plan(seat="landlord", scenarios=1), boulware)
     with pytest.raises(ValueError, match="counterparts"):
-        evaluate_policy(ENV, boulware, seat="buyer", counterparts=(), scenarios=1)
+        plan(seat="buyer", counterparts=(), scenarios=1)
     with pytest.raises(ValueError, match="no scenarios"):
-        evaluate_policy(ENV, boulware, seat="buyer", scenarios=[])
+        plan(seat="buyer", scenarios=())
     with pytest.raises(ValueError, match="ci method"):
-        evaluate_policy(ENV, boulware, seat="buyer", scenarios=1, ci_method="wald")
+        plan(seat="buyer", scenarios=1, ci_method="wald")
     with pytest.raises(ValueError, match="name the policy's seat"):
-        evaluate_policy("red-black-v0", boulware, scenarios=1)
+        evaluate_policy(EvaluationPlan("red-black-v0", scenarios=1), boulware)
+
+
+def test_two_policies_with_one_plan_are_paired_episode_by_episode() -> None:
+    shared = plan(seat="buyer", counterparts=("conceder", "reciprocal"), scenarios=10, seed=5)
+    tough = evaluate_policy(shared, boulware)
+    soft = evaluate_policy(shared, lambda seed: make_code_agent("accommodating", seed=seed))
+    assert [e.pair_key for e in tough.policy_episodes] == [e.pair_key for e in soft.policy_episodes]
+    diff = paired_difference(tough, soft)
+    expected = np.mean([a.reward - b.reward for a, b in zip(tough.policy_episodes, soft.policy_episodes, strict=True)])
+    assert diff.mean == pytest.approx(expected) and diff.n == 20
+    assert diff.excludes_zero() and diff.ci_low > 0  # Boulware keeps more of the surplus than accommodating
+    # The paired interval is narrower than the difference of the two marginal intervals suggests.
+    assert diff.ci_high - diff.ci_low < (tough.summary.ci_high - tough.summary.ci_low) + (
+        soft.summary.ci_high - soft.summary.ci_low
+    )
+    other = evaluate_policy(plan(seat="buyer", counterparts=("conceder",), scenarios=10, seed=5), boulware)
+    with pytest.raises(ValueError, match="not paired"):
+        paired_difference(tough, other)
+
+
+# ------------------------------------------------------------------------------------- bootstrap statistics
+def test_paired_difference_on_a_hand_made_example() -> None:
+    # Three scenarios, two episodes each; policy a beats b by exactly 0.1 on every episode.
+    keys = [(s, c) for s in "xyz" for c in (1, 2)]
+    b = {k: 0.2 + 0.3 * i for i, k in enumerate(keys)}
+    a = {k: v + 0.1 for k, v in b.items()}
+    clusters = {k: k[0] for k in keys}
+    same = paired_from_dicts(a, b, clusters)
+    assert same.mean == pytest.approx(0.1) and same.ci_low == pytest.approx(0.1) and same.ci_high == pytest.approx(0.1)
+    assert (same.n, same.clusters) == (6, 3)
+    # Differences of +0.3 in scenario x, 0 in y, -0.3 in z: the mean is 0 and the interval spans it.
+    mixed = {k: b[k] + {"x": 0.3, "y": 0.0, "z": -0.3}[k[0]] for k in keys}
+    spread = paired_from_dicts(mixed, b, clusters)
+    assert spread.mean == pytest.approx(0.0, abs=1e-12)
+    assert spread.ci_low < 0 < spread.ci_high and not spread.excludes_zero()
+    # Resampling whole scenarios: every bootstrap mean is an average of the three scenario means.
+    assert spread.ci_low >= -0.3 - 1e-12 and spread.ci_high <= 0.3 + 1e-12
+    with pytest.raises(ValueError, match="not paired"):
+        paired_from_dicts(a, {k: v for k, v in b.items() if k != ("x", 1)}, clusters)
+
+
+def test_clustered_bootstrap_is_wider_than_treating_correlated_episodes_as_independent() -> None:
+    rng = np.random.default_rng(0)
+    scenario_effect = rng.normal(0, 0.3, size=12)
+    values = [float(np.clip(0.5 + scenario_effect[s] + rng.normal(0, 0.05), 0, 1)) for s in range(12) for _ in range(4)]
+    clusters = [s for s in range(12) for _ in range(4)]
+    clustered = mean_estimate(values, clusters, (0, 1))
+    naive = mean_estimate(values, None, (0, 1))
+    assert clustered.ci_high - clustered.ci_low > 1.5 * (naive.ci_high - naive.ci_low)
+    assert clustered.as_dict() == {
+        "mean": pytest.approx(np.mean(values)),
+        "ci_low": pytest.approx(clustered.ci_low),
+        "ci_high": pytest.approx(clustered.ci_high),
+        "n": 48,
+    }
+
+
+def test_mean_estimate_is_clipped_to_the_reward_range_and_json_safe() -> None:
+    near_zero = mean_estimate([0.0] * 9 + [0.9], None, (0.0, 1.0))
+    assert near_zero.ci_low == 0.0 and near_zero.ci_high <= 1.0
+    single = mean_estimate([0.4], None, (0.0, 1.0))
+    assert single.mean == 0.4 and math.isnan(single.ci_low)
+    assert single.as_dict() == {"mean": 0.4, "ci_low": None, "ci_high": None, "n": 1}
+    import json
+
+    json.loads(json.dumps(single.as_dict()), parse_constant=lambda c: pytest.fail(f"bare {c} in JSON"))
+
+
+def test_correlation_estimate_has_the_known_sign() -> None:
+    rng = np.random.default_rng(1)
+    skill = rng.uniform(0, 1, size=60)
+    reward = np.clip(0.8 * skill + rng.normal(0, 0.1, size=60), 0, 1)
+    positive = correlation_estimate(skill, reward)
+    assert positive.mean > 0.8 and positive.ci_low > 0.5
+    negative = correlation_estimate(skill, 1 - reward)
+    assert negative.mean < -0.8 and negative.ci_high < -0.5
+    noise = correlation_estimate(skill, rng.uniform(0, 1, size=60))
+    assert noise.ci_low < 0 < noise.ci_high
+    assert math.isnan(correlation_estimate([1, 1, 1, 1], [0, 1, 2, 3]).mean)
 
 
 # ---------------------------------------------------------------------------------------------- tables

@@ -402,20 +402,20 @@ def test_rows_are_flushed_by_age(vllm_engine: Any, tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------------------------- config
-def test_config_is_checked() -> None:
+def test_config_is_checked(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="upstream"):
-        ProxyConfig(upstreams=())
+        ProxyConfig(table_root=tmp_path, upstreams=())
     with pytest.raises(ValueError, match="http"):
-        ProxyConfig(upstreams=("localhost:8000",))
+        ProxyConfig(table_root=tmp_path, upstreams=("localhost:8000",))
     with pytest.raises(ValueError, match="route"):
-        ProxyConfig(upstreams=("http://a/v1",), routes={"m": "http://b/v1"})
+        ProxyConfig(table_root=tmp_path, upstreams=("http://a/v1",), routes={"m": "http://b/v1"})
     with pytest.raises(ValueError, match="flush_every"):
-        ProxyConfig(upstreams=("http://a/v1",), flush_every=0)
+        ProxyConfig(table_root=tmp_path, upstreams=("http://a/v1",), flush_every=0)
     with pytest.raises(ValueError, match="flush_interval_s"):
-        ProxyConfig(upstreams=("http://a/v1",), flush_interval_s=0)
+        ProxyConfig(table_root=tmp_path, upstreams=("http://a/v1",), flush_interval_s=0)
     with pytest.raises(ValueError, match="upstream_kind"):
-        ProxyConfig(upstreams=("http://a/v1",), upstream_kind="tgi")
-    config = ProxyConfig(upstreams=("http://a/v1/",), routes={"m": "http://a/v1"})
+        ProxyConfig(table_root=tmp_path, upstreams=("http://a/v1",), upstream_kind="tgi")
+    config = ProxyConfig(table_root=tmp_path, upstreams=("http://a/v1/",), routes={"m": "http://a/v1"})
     assert config.upstreams == ("http://a/v1",)
 
 

@@ -49,7 +49,7 @@ def test_filters_and_summary(craigslist_traces: list) -> None:
     assert len(filter_traces(craigslist_traces, min_reward=1.01)) == 0
     kept = filter_traces(craigslist_traces, min_reward=0.0)
     assert len(kept) == len(craigslist_traces)
-    from models.evaluation.policy import confidence_interval
+    from models.evaluation.stats import confidence_interval
     from models.socialrl.stage1 import trace_summary
 
     summary = trace_summary(craigslist_traces)

@@ -1,8 +1,8 @@
 """Evaluate any policy (a code agent, an LLM agent, anything implementing `environments.core.runtime.Agent`).
 
-`evaluate_policy(env_id, make_policy, seat, counterparts, scenarios, ...)` plays the policy against each
-counterpart on every scenario, all episodes concurrently through `environments.core.runtime.run_episodes` (so
-an LLM policy's calls batch in the engine), and summarises the policy's seat:
+`evaluate_policy(plan, make_policy)` plays the policy against each of the plan's counterparts on every
+scenario, all episodes concurrently through `environments.core.runtime.run_episodes` (so an LLM policy's
+calls batch in the engine), and summarises the policy's seat:
 
 | metric | definition |
 | --- | --- |
@@ -11,32 +11,25 @@ an LLM policy's calls batch in the engine), and summarises the policy's seat:
 | `pareto_optimal_rate` | share of agreements whose deal is Pareto-optimal, over agreements where the environment defines it (NaN when none) |
 | `invalid_action_rate` | invalid actions of the policy's seat per policy turn, pooled over episodes: invalid / (accepted + invalid), where a turn is one answer to a turn request and timeouts count as invalid (NaN when the policy never acted) |
 | `leakage_rate` | share of episodes in which the policy's seat revealed any of its private facts |
+| `mean_rounds` | mean accepted actions per episode (both seats), i.e. how long negotiations run |
 
-Seats: `seat` names the policy's seat; with `seat=None` in a two-seat environment the policy alternates,
-scenario i being played from seat i % 2 (so half the scenarios from each side, and every counterpart
-meets the same scenario from the same side: comparisons between counterparts are paired). Every other
-seat gets the counterpart (`make_counterpart(name, seed)`, by default `agents.socialrl.code_agents.make_code_agent`).
-A fresh policy and fresh counterparts are made for every episode.
+Pairing: an evaluation is fully determined by its plan (environment, scenarios, seat rule, counterparts,
+seed): episode i of counterpart c has the same scenario, the same seat, the same counterpart seed and the
+same policy sampling seed (`make_policy(episode_seed)`) whichever policy plays it. Two policies evaluated
+with the same plan are therefore paired episode by episode, and `paired_difference(a, b)` reports the
+mean of the per-episode reward differences with a scenario-clustered bootstrap interval
+(models/evaluation/stats.py). That interval, not the overlap of two marginal intervals, is how policies
+are compared.
 
-Confidence interval (`ci_method`): "t" (default) is the Student-t interval mean +- t_{1-a/2, n-1} s/sqrt(n);
-"normal" uses the normal quantile; "bootstrap" is the percentile bootstrap of the mean (2000 resamples,
-seeded). All three treat episodes as independent draws: episodes sharing a scenario across counterparts
-are correlated, so the interval is somewhat optimistic when counterparts are pooled. With n < 2 the
-interval is (NaN, NaN). Rewards are bounded in [0, 1] and often bimodal (0 without a deal); the t
-interval is the usual approximation, the bootstrap makes no normality assumption.
+Seats: `plan.seat` names the policy's seat; with `seat=None` in a two-seat environment the policy
+alternates, scenario i being played from seat i % 2 (so half the scenarios from each side, and every
+counterpart meets the same scenario from the same side). Every other seat gets the counterpart
+(`make_counterpart(name, seed)`, by default `agents.socialrl.code_agents.make_code_agent`). A fresh policy
+and fresh counterparts are made for every episode.
 
-Held-out scenarios (`held_out_scenarios`): the scenario *content* (every field but the id) is hashed
-with the environment id, and the lowest `HELD_OUT_FRACTION` of the hash range is the held-out partition.
-Held-out scenarios are drawn from their own random stream (`"<env_id>:heldout:<seed>"`, where
-`sample_scenarios` uses `"<env_id>:<seed>"`), keeping only held-out contents, and get ids
-`heldout:<hash>`. A generator's scenario space can be small (measured: 200 draws of `dnd-v0` and
-`craigslist-v0` share 35% and 23% of contents with 1000 training draws), so a different seed alone
-does not make a held-out set: training must draw from `training_scenarios` (the `sample_scenarios`
-stream with held-out contents skipped), or filter with `is_held_out`, for the guarantee to hold.
-An environment that defines its own held-out split (a classmethod `sample_held_out_scenario(rng)`,
-e.g. Red-Black's held-out frames, whose training sampler never draws them) is sampled through it, and
-no hash partition is applied. Loaded real data (e.g. a dataset's dev split) can be passed as
-`scenarios` directly.
+Confidence interval (`plan.ci_method`): "bootstrap" (default) is the percentile bootstrap of the mean
+resampling scenarios (the episodes of one scenario across counterparts are correlated), clipped to [0, 1];
+"t" is the Student-t interval and "normal" the normal one, both treating episodes as independent.
 
 Results go to the tables through `summary_rows` (table `evaluations`, schema `EVALUATIONS_COLUMNS`) and
 `models.records.rows_for` for the episodes; `store_evaluation` writes both.
@@ -46,14 +39,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
-import json
 import math
-import random
-import statistics
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -62,146 +51,80 @@ import pandas as pd
 
 from agents.socialrl.code_agents import make_code_agent
 from environments.core.base import Scenario
-from environments.core.registry import env_class, make, sample_scenarios, seats
+from environments.core.registry import make, seats
 from environments.core.runtime import Agent, EpisodeResult, EpisodeSpec, run_episodes
+from models.evaluation.scenarios import held_out_scenarios
+from models.evaluation.stats import CI_METHODS, Estimate, confidence_interval, mean_estimate
+from models.evaluation.stats import paired_difference as _paired_difference
 from models.records import EVALUATIONS_COLUMNS, TABLES, rows_for
 from models.storage import TableStore
 
 DEFAULT_COUNTERPARTS: tuple[str, ...] = ("boulware", "conceder", "reciprocal")
 """Code agents a policy meets by default (agents.socialrl.code_agents)."""
-HELD_OUT_FRACTION = 0.2
-"""Share of each environment's scenario-content hash range reserved for evaluation."""
-CI_METHODS = ("t", "normal", "bootstrap")
-HELD_OUT_HOOK = "sample_held_out_scenario"
-"""Optional classmethod `(rng) -> Scenario` of an environment with its own held-out split."""
+REWARD_BOUNDS = (0.0, 1.0)
+"""Normalised rewards lie in [0, 1]; bootstrap intervals of a mean reward are clipped to it."""
 
 # The schema lives with the others in models/records.py; kept importable from here.
 EVALUATION_TABLES: dict[str, dict[str, str]] = TABLES
 """All record tables, `evaluations` included (the default TableStore schema)."""
 
 
-# ------------------------------------------------------------------------------------------ scenarios
-def scenario_key(env_id: str, scenario: Scenario) -> str:
-    """sha256 of the environment id and the scenario's content (every field but `scenario_id`)."""
-    content = dataclasses.asdict(scenario)
-    content.pop("scenario_id", None)
-    text = json.dumps({"env_id": env_id, "scenario": content}, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
+# ------------------------------------------------------------------------------------------------ plan
+@dataclass(frozen=True)
+class EvaluationPlan:
+    """Which episodes an evaluation plays; two policies evaluated with one plan are paired."""
 
+    env_id: str
+    """Environment id."""
+    scenarios: tuple[Scenario, ...] | int = 32
+    """The scenarios, or n for `held_out_scenarios(env_id, n, seed)`."""
+    seat: str | None = None
+    """The policy's seat; None alternates the seats of a two-seat environment by scenario."""
+    counterparts: tuple[str, ...] = DEFAULT_COUNTERPARTS
+    """Names passed to `make_counterpart` for the other seats; every scenario is played against each."""
+    seed: int = 0
+    """Seeds the held-out draw, the counterparts and the policy's sampling (`make_policy(episode_seed)`)."""
+    concurrency: int = 32
+    """Episodes in flight at once."""
+    turn_timeout: float | None = 60.0
+    """Seconds a seat may take per turn (None: no limit)."""
+    ci_method: str = "bootstrap"
+    """"bootstrap" (scenario-clustered, clipped to [0, 1]), "t" or "normal"."""
+    confidence: float = 0.95
+    """Confidence level of every interval."""
+    env_config: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the environment's constructor."""
+    episode_prefix: str | None = None
+    """Episode ids are "<prefix>:<counterpart>:<index>:<seat>" (default: a fresh random prefix)."""
 
-def is_held_out(env_id: str, scenario: Scenario, fraction: float = HELD_OUT_FRACTION) -> bool:
-    """Whether the scenario's content lies in the held-out partition of `env_id`."""
-    return int(scenario_key(env_id, scenario)[:15], 16) / 16**15 < fraction
+    def __post_init__(self) -> None:
+        if not self.counterparts:
+            raise ValueError("counterparts must not be empty")
+        if self.ci_method not in CI_METHODS:
+            raise ValueError(f"unknown ci method {self.ci_method!r}; use one of {CI_METHODS}")
+        if not 0.0 < self.confidence < 1.0:
+            raise ValueError(f"confidence must lie in (0, 1), got {self.confidence}")
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
+        if isinstance(self.scenarios, int):
+            if self.scenarios < 1:
+                raise ValueError("no scenarios to evaluate on")
+        else:
+            object.__setattr__(self, "scenarios", tuple(self.scenarios))
+            if not self.scenarios:
+                raise ValueError("no scenarios to evaluate on")
+        object.__setattr__(self, "counterparts", tuple(self.counterparts))
 
+    def scenario_list(self) -> list[Scenario]:
+        if isinstance(self.scenarios, int):
+            return held_out_scenarios(self.env_id, self.scenarios, self.seed)
+        return list(self.scenarios)
 
-def _draw(env_id: str, n: int, stream: str, keep: Callable[[Scenario], bool]) -> list[Scenario]:
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
-    cls = env_class(env_id)
-    rng = random.Random(stream)
-    out: list[Scenario] = []
-    budget = 1000 + 100 * n
-    while len(out) < n:
-        if budget == 0:
-            raise RuntimeError(f"{env_id}: could not draw {n} scenarios from stream {stream!r} (got {len(out)})")
-        budget -= 1
-        scenario = cls.sample_scenario(rng)
-        if keep(scenario):
-            out.append(scenario)
-    return out
-
-
-def _own_split(env_id: str) -> Callable[[random.Random], Scenario] | None:
-    """The environment's own held-out sampler (`sample_held_out_scenario(rng)` classmethod), if it has one."""
-    sampler = getattr(env_class(env_id), HELD_OUT_HOOK, None)
-    return sampler if callable(sampler) else None
-
-
-def held_out_scenarios(env_id: str, n: int, seed: int = 0) -> list[Scenario]:
-    """`n` generated evaluation scenarios of the held-out partition (deterministic in env_id, n, seed);
-    ids are `heldout:<content hash prefix>`. See the module docstring for the guarantee; a small scenario
-    space can give repeated contents. An environment with its own held-out split (a classmethod
-    `sample_held_out_scenario(rng)`, e.g. held-out frames) is sampled through it instead."""
-    own = _own_split(env_id)
-    if own is not None:
-        if n < 0:
-            raise ValueError(f"n must be >= 0, got {n}")
-        rng = random.Random(f"{env_id}:heldout:{seed}")
-        drawn = [own(rng) for _ in range(n)]
-    else:
-        drawn = _draw(env_id, n, f"{env_id}:heldout:{seed}", lambda s: is_held_out(env_id, s))
-    return [dataclasses.replace(s, scenario_id=f"heldout:{scenario_key(env_id, s)[:16]}") for s in drawn]
-
-
-def training_scenarios(env_id: str, n: int, seed: int) -> list[Scenario]:
-    """The `sample_scenarios(env_id, ., seed)` stream with held-out contents skipped: `n` training scenarios
-    that never coincide with any held-out scenario (the plain stream for an environment with its own split)."""
-    if _own_split(env_id) is not None:
-        return sample_scenarios(env_id, n, seed)
-    return _draw(env_id, n, f"{env_id}:{seed}", lambda s: not is_held_out(env_id, s))
-
-
-# ---------------------------------------------------------------------------------------- statistics
-def t_quantile(p: float, df: float) -> float:
-    """Quantile of Student's t distribution (exact for df 1 and 2; Newton on a Simpson-integrated CDF
-    otherwise, accurate to ~1e-8; the normal quantile for df > 1e6)."""
-    if not 0.0 < p < 1.0:
-        raise ValueError(f"p must lie in (0, 1), got {p}")
-    if df <= 0:
-        raise ValueError(f"df must be > 0, got {df}")
-    if p < 0.5:
-        return -t_quantile(1.0 - p, df)
-    if df == 1:
-        return math.tan(math.pi * (p - 0.5))
-    if df == 2:
-        a = 2.0 * p - 1.0
-        return a * math.sqrt(2.0 / (1.0 - a * a))
-    z = statistics.NormalDist().inv_cdf(p)
-    if df > 1e6:
-        return z
-    log_c = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
-
-    def pdf(x: np.ndarray | float) -> np.ndarray | float:
-        return np.exp(log_c - (df + 1) / 2 * np.log1p(np.square(x) / df))
-
-    def cdf(x: float) -> float:  # x >= 0
-        grid = np.linspace(0.0, x, 4097)
-        values = pdf(grid)
-        h = x / 4096
-        return 0.5 + h / 3 * (values[0] + values[-1] + 4 * values[1:-1:2].sum() + 2 * values[2:-1:2].sum())
-
-    # Start from the Cornish-Fisher expansion (Abramowitz & Stegun 26.7.5), then refine.
-    x = z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
-    for _ in range(20):
-        step = (cdf(x) - p) / float(pdf(x))
-        x -= step
-        if abs(step) < 1e-10:
-            break
-    return float(x)
-
-
-def confidence_interval(
-    values: Sequence[float], confidence: float = 0.95, method: str = "t", n_boot: int = 2000, seed: int = 0
-) -> tuple[float, float]:
-    """Two-sided interval for the mean of `values` (see the module docstring); (NaN, NaN) when n < 2."""
-    if method not in CI_METHODS:
-        raise ValueError(f"unknown ci method {method!r}; use one of {CI_METHODS}")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
-    data = np.asarray(values, dtype=float)
-    n = len(data)
-    if n < 2:
-        return (math.nan, math.nan)
-    mean = float(data.mean())
-    alpha = 1.0 - confidence
-    if method == "bootstrap":
-        rng = np.random.default_rng(seed)
-        means = data[rng.integers(0, n, size=(n_boot, n))].mean(axis=1)
-        low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2])
-        return (float(low), float(high))
-    sem = float(data.std(ddof=1)) / math.sqrt(n)
-    q = t_quantile(1 - alpha / 2, n - 1) if method == "t" else statistics.NormalDist().inv_cdf(1 - alpha / 2)
-    return (mean - q * sem, mean + q * sem)
+    @property
+    def scenario_source(self) -> str:
+        if isinstance(self.scenarios, int):
+            return f"heldout(n={self.scenarios}, seed={self.seed})"
+        return f"given(n={len(self.scenarios)})"
 
 
 # ------------------------------------------------------------------------------------------- results
@@ -214,11 +137,11 @@ class EvaluationSummary:
     mean_reward: float
     """Mean normalised reward of the policy's seat (NaN when n = 0)."""
     ci_low: float
-    """Lower end of the confidence interval of the mean reward (NaN when n < 2)."""
+    """Lower end of the confidence interval of the mean reward (NaN when it cannot be computed)."""
     ci_high: float
-    """Upper end of the confidence interval of the mean reward (NaN when n < 2)."""
+    """Upper end of the confidence interval of the mean reward (NaN when it cannot be computed)."""
     ci_method: str
-    """"t", "normal" or "bootstrap"."""
+    """"bootstrap" (scenario-clustered), "t" or "normal"."""
     confidence: float
     """Confidence level of the interval, e.g. 0.95."""
     agreement_rate: float
@@ -229,9 +152,15 @@ class EvaluationSummary:
     """Invalid actions per policy turn, pooled (NaN when the policy never acted)."""
     leakage_rate: float
     """Share of episodes in which the policy's seat leaked private information."""
+    mean_rounds: float = math.nan
+    """Mean accepted actions per episode (both seats)."""
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    @property
+    def reward(self) -> Estimate:
+        return Estimate(self.mean_reward, self.ci_low, self.ci_high, self.n)
 
 
 @dataclass(frozen=True)
@@ -253,9 +182,16 @@ class PolicyEpisode:
     leaked: tuple[str, ...]
     timeouts: int
     rounds: int
+    scenario_index: int = 0
+    """Position of the scenario in the plan (scenario ids can repeat when contents repeat)."""
+
+    @property
+    def pair_key(self) -> tuple[Hashable, ...]:
+        """What identifies this episode across policies evaluated with the same plan."""
+        return (self.scenario_index, self.scenario_id, self.counterpart, self.seat, self.seed)
 
 
-def policy_episode(result: EpisodeResult, seat: str, counterpart: str) -> PolicyEpisode:
+def policy_episode(result: EpisodeResult, seat: str, counterpart: str, scenario_index: int = 0) -> PolicyEpisode:
     """Metrics of `seat` in one finished episode."""
     outcome = result.outcome
     role = outcome.roles[seat]
@@ -275,16 +211,21 @@ def policy_episode(result: EpisodeResult, seat: str, counterpart: str) -> Policy
         leaked=tuple(role.leaked),
         timeouts=result.timeouts.get(seat, 0),
         rounds=outcome.rounds,
+        scenario_index=scenario_index,
     )
 
 
 def summarise(
-    episodes: Sequence[PolicyEpisode], confidence: float = 0.95, ci_method: str = "t", seed: int = 0
+    episodes: Sequence[PolicyEpisode], confidence: float = 0.95, ci_method: str = "bootstrap", seed: int = 0
 ) -> EvaluationSummary:
     """The summary of a set of policy episodes."""
     n = len(episodes)
     rewards = [e.reward for e in episodes]
-    low, high = confidence_interval(rewards, confidence, ci_method, seed=seed)
+    if ci_method == "bootstrap":
+        estimate = mean_estimate(rewards, [e.scenario_index for e in episodes], REWARD_BOUNDS, confidence, seed=seed)
+        low, high = estimate.ci_low, estimate.ci_high
+    else:
+        low, high = confidence_interval(rewards, confidence, ci_method, seed=seed)
     pareto = [bool(e.pareto_optimal) for e in episodes if e.agreement and e.pareto_optimal is not None]
     turns = sum(e.policy_turns for e in episodes)
     return EvaluationSummary(
@@ -298,6 +239,7 @@ def summarise(
         pareto_optimal_rate=sum(pareto) / len(pareto) if pareto else math.nan,
         invalid_action_rate=sum(e.invalid_actions for e in episodes) / turns if turns else math.nan,
         leakage_rate=sum(bool(e.leaked) for e in episodes) / n if n else math.nan,
+        mean_rounds=float(np.mean([e.rounds for e in episodes])) if n else math.nan,
     )
 
 
@@ -338,138 +280,96 @@ def _breakdown(
     return pd.DataFrame(rows)
 
 
+def paired_difference(a: EvaluationResult, b: EvaluationResult, confidence: float = 0.95, seed: int = 0) -> Estimate:
+    """Mean per-episode reward difference a - b over the episodes of one plan, with a scenario-clustered
+    bootstrap interval. Both results must come from the same plan (same environment and episodes)."""
+    if a.env_id != b.env_id:
+        raise ValueError(f"not paired: {a.env_id} vs {b.env_id}")
+    rewards_a = {e.pair_key: e.reward for e in a.policy_episodes}
+    rewards_b = {e.pair_key: e.reward for e in b.policy_episodes}
+    clusters = {e.pair_key: e.scenario_index for e in a.policy_episodes}
+    return _paired_difference(rewards_a, rewards_b, clusters, confidence, seed=seed)
+
+
 # ---------------------------------------------------------------------------------------- evaluation
 async def evaluate_policy_async(
-    env_id: str,
-    make_policy: Callable[[], Agent],
-    seat: str | None = None,
-    counterparts: Sequence[str] = DEFAULT_COUNTERPARTS,
-    scenarios: Sequence[Scenario] | int = 32,
-    seed: int = 0,
-    concurrency: int = 32,
-    turn_timeout: float | None = 60.0,
-    *,
+    plan: EvaluationPlan,
+    make_policy: Callable[[int], Agent],
     make_counterpart: Callable[[str, int], Agent] = make_code_agent,
-    ci_method: str = "t",
-    confidence: float = 0.95,
-    env_config: Mapping[str, Any] | None = None,
-    episode_prefix: str | None = None,
 ) -> EvaluationResult:
     """`evaluate_policy` for callers already inside an event loop."""
-    if not counterparts:
-        raise ValueError("counterparts must not be empty")
-    if ci_method not in CI_METHODS:
-        raise ValueError(f"unknown ci method {ci_method!r}; use one of {CI_METHODS}")
-    env_config = dict(env_config or {})
-    if isinstance(scenarios, int):
-        source = f"heldout(n={scenarios}, seed={seed})"
-        scenario_list = held_out_scenarios(env_id, scenarios, seed)
-    else:
-        scenario_list = list(scenarios)
-        source = f"given(n={len(scenario_list)})"
-    if not scenario_list:
-        raise ValueError("no scenarios to evaluate on")
-    prefix = episode_prefix or f"eval:{env_id}:{uuid.uuid4().hex[:12]}"
+    scenario_list = plan.scenario_list()
+    env_config = dict(plan.env_config)
+    prefix = plan.episode_prefix or f"eval:{plan.env_id}:{uuid.uuid4().hex[:12]}"
 
-    plan: list[tuple[Scenario, int, str, tuple[str, ...]]] = []
+    layout: list[tuple[Scenario, int, str, tuple[str, ...]]] = []
     for index, scenario in enumerate(scenario_list):
-        episode_seed = seed * 1_000_003 + index
-        seat_ids = seats(env_id, scenario, episode_seed, **env_config)
-        if seat is not None:
-            if seat not in seat_ids:
-                raise ValueError(f"{env_id}: no seat {seat!r} in scenario {scenario.scenario_id}; seats: {seat_ids}")
-            policy_seat = seat
+        episode_seed = plan.seed * 1_000_003 + index
+        seat_ids = seats(plan.env_id, scenario, episode_seed, **env_config)
+        if plan.seat is not None:
+            if plan.seat not in seat_ids:
+                raise ValueError(
+                    f"{plan.env_id}: no seat {plan.seat!r} in scenario {scenario.scenario_id}; seats: {seat_ids}"
+                )
+            policy_seat = plan.seat
         elif len(seat_ids) == 2:
             policy_seat = seat_ids[index % 2]
         else:
-            raise ValueError(f"{env_id} has {len(seat_ids)} seats {seat_ids}; name the policy's seat")
-        plan.append((scenario, episode_seed, policy_seat, seat_ids))
+            raise ValueError(f"{plan.env_id} has {len(seat_ids)} seats {seat_ids}; name the policy's seat")
+        layout.append((scenario, episode_seed, policy_seat, seat_ids))
 
     specs: list[EpisodeSpec] = []
-    labels: list[tuple[str, str]] = []
-    for name in counterparts:
-        for index, (scenario, episode_seed, policy_seat, scenario_seats) in enumerate(plan):
+    labels: list[tuple[str, str, int]] = []
+    for c, name in enumerate(plan.counterparts):
+        for index, (scenario, episode_seed, policy_seat, scenario_seats) in enumerate(layout):
 
             def build(
                 name: str = name,
                 episode_seed: int = episode_seed,
+                policy_seed: int = (episode_seed * 31 + c) % (2**31),
                 policy_seat: str = policy_seat,
                 seat_ids=scenario_seats,
             ) -> dict[str, Agent]:
-                agents: dict[str, Agent] = {policy_seat: make_policy()}
+                agents: dict[str, Agent] = {policy_seat: make_policy(policy_seed)}
                 for k, other in enumerate(s for s in seat_ids if s != policy_seat):
                     agents[other] = make_counterpart(name, episode_seed + 7919 * (k + 1))
                 return agents
 
             specs.append(
                 EpisodeSpec(
-                    make_env=lambda: make(env_id, **env_config),
+                    make_env=lambda: make(plan.env_id, **env_config),
                     make_agents=build,
                     scenario=scenario,
                     seed=episode_seed,
                     episode_id=f"{prefix}:{name}:{index}:{policy_seat}",
                 )
             )
-            labels.append((name, policy_seat))
+            labels.append((name, policy_seat, index))
 
-    results = await run_episodes(specs, concurrency=concurrency, turn_timeout=turn_timeout)
-    views = [policy_episode(r, s, c) for r, (c, s) in zip(results, labels, strict=True)]
-    first = results[0]
+    results = await run_episodes(specs, concurrency=plan.concurrency, turn_timeout=plan.turn_timeout)
+    views = [policy_episode(r, s, c, i) for r, (c, s, i) in zip(results, labels, strict=True)]
     return EvaluationResult(
-        env_id=env_id,
-        policy=first.agent_names.get(labels[0][1], ""),
-        seat=seat if seat is not None else "alternating",
-        counterparts=tuple(counterparts),
-        scenario_source=source,
-        seed=seed,
+        env_id=plan.env_id,
+        policy=results[0].agent_names.get(labels[0][1], ""),
+        seat=plan.seat if plan.seat is not None else "alternating",
+        counterparts=plan.counterparts,
+        scenario_source=plan.scenario_source,
+        seed=plan.seed,
         episodes=results,
         policy_episodes=views,
-        summary=summarise(views, confidence, ci_method, seed),
-        by_counterpart=_breakdown(views, counterparts, confidence, ci_method, seed),
+        summary=summarise(views, plan.confidence, plan.ci_method, plan.seed),
+        by_counterpart=_breakdown(views, plan.counterparts, plan.confidence, plan.ci_method, plan.seed),
     )
 
 
 def evaluate_policy(
-    env_id: str,
-    make_policy: Callable[[], Agent],
-    seat: str | None = None,
-    counterparts: Sequence[str] = DEFAULT_COUNTERPARTS,
-    scenarios: Sequence[Scenario] | int = 32,
-    seed: int = 0,
-    concurrency: int = 32,
-    turn_timeout: float | None = 60.0,
-    *,
+    plan: EvaluationPlan,
+    make_policy: Callable[[int], Agent],
     make_counterpart: Callable[[str, int], Agent] = make_code_agent,
-    ci_method: str = "t",
-    confidence: float = 0.95,
-    env_config: Mapping[str, Any] | None = None,
-    episode_prefix: str | None = None,
 ) -> EvaluationResult:
-    """Play `make_policy()` in `seat` (None: alternate seats of a two-seat environment) against each
-    counterpart on every scenario (an int n means `held_out_scenarios(env_id, n, seed)`), `concurrency`
-    episodes at once, and summarise.
-
-    `make_counterpart(name, seed)` builds the other seats' agents; `ci_method` is "t", "normal" or
-    "bootstrap" at level `confidence`; `env_config` goes to the environment's constructor; episode ids are
-    "<episode_prefix>:<counterpart>:<index>:<seat>" (default prefix: a fresh random one, so that ids stay
-    unique in the episode tables). Runs its own event loop; use `evaluate_policy_async` inside one."""
-    return asyncio.run(
-        evaluate_policy_async(
-            env_id,
-            make_policy,
-            seat,
-            counterparts,
-            scenarios,
-            seed,
-            concurrency,
-            turn_timeout,
-            make_counterpart=make_counterpart,
-            ci_method=ci_method,
-            confidence=confidence,
-            env_config=env_config,
-            episode_prefix=episode_prefix,
-        )
-    )
+    """Play `make_policy(seed)` as the plan says (see the module docstring) and summarise. Runs its own
+    event loop; use `evaluate_policy_async` inside one."""
+    return asyncio.run(evaluate_policy_async(plan, make_policy, make_counterpart))
 
 
 # -------------------------------------------------------------------------------------------- tables

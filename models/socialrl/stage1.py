@@ -21,13 +21,9 @@ from agents.traces import Trace, collect_traces, filter_traces
 from environments import Scenario
 from environments.core.runtime import Agent
 from environments.socialrl.craigslist import BUYER, opening_offer, opens_below_target
-from models.evaluation.policy import (
-    EvaluationResult,
-    confidence_interval,
-    evaluate_policy,
-    held_out_scenarios,
-    training_scenarios,
-)
+from models.evaluation.policy import EvaluationPlan, EvaluationResult, evaluate_policy
+from models.evaluation.scenarios import held_out_scenarios, training_scenarios
+from models.evaluation.stats import confidence_interval
 from models.profiles import Profile
 from models.serving.engine import EngineClient
 from models.tracking import Tracker
@@ -195,13 +191,19 @@ def evaluate_model(
     """A served model (base or adapter) on the domain's held-out scenarios against the fixed counterparts,
     in `seat` (None: the specialist's seat, the one PPO trains, so base, SFT and PPO compare like for like)."""
     held_out = list(scenarios) if scenarios is not None else held_out_scenarios(env_id, profile.heldout_scenarios, seed)
-    counter = iter(range(10**9))
 
-    def make_policy() -> Agent:
-        return llm_policy(base_url, model, profile, seed=seed * 7919 + next(counter))
+    def make_policy(policy_seed: int) -> Agent:
+        return llm_policy(base_url, model, profile, seed=policy_seed)
 
-    seat = seat or specialist_seat(env_id, profile)
-    return evaluate_policy(env_id, make_policy, seat, profile.eval_counterparts, held_out, seed=seed, concurrency=16)
+    plan = EvaluationPlan(
+        env_id,
+        tuple(held_out),
+        seat=seat or specialist_seat(env_id, profile),
+        counterparts=profile.eval_counterparts,
+        seed=seed,
+        concurrency=16,
+    )
+    return evaluate_policy(plan, make_policy)
 
 
 @dataclass(frozen=True)
