@@ -333,6 +333,18 @@ class TrackedRun:
         for chunk in _chunks(sorted(values.items()), MAX_PARAMS_TAGS_PER_BATCH):
             self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in chunk])
 
+    def log_file(self, name: str, content: bytes | str, artifact_path: str = "") -> str:
+        """Store `content` as the artifact `<artifact_path>/<name>` (a plot's PNG bytes, a markdown
+        transcript); returns its artifact URI."""
+        if not name or "/" in name:
+            raise ValueError(f"artifact file name must be a plain name, got {name!r}")
+        with tempfile.TemporaryDirectory() as directory:
+            path = Path(directory) / name
+            path.write_bytes(content.encode() if isinstance(content, str) else content)
+            self.client.log_artifact(self.run_id, str(path), artifact_path.strip("/") or None)
+        prefix = f"{self.artifact_uri.rstrip('/')}/{artifact_path.strip('/')}".rstrip("/")
+        return f"{prefix}/{name}"
+
     def log_artifact_dir(self, local_dir: str | Path, artifact_path: str = "adapter") -> str:
         """Upload a directory (e.g. the LoRA adapter) under `artifact_path`; returns its artifact URI."""
         local = Path(local_dir)

@@ -300,3 +300,23 @@ def test_model_store_resolves_registry_uris(tracker: Tracker, tmp_path: Path, mo
         resolve_model("models:/a/b/c", models, tracker.config)
     with pytest.raises(ModelResolutionError, match="tracking configuration"):
         resolve_model("models:/socialrl-uri-test@candidate", models)
+
+
+def test_plots_go_to_the_run_as_png_artifacts(tracker: Tracker) -> None:
+    from models.plots import Series, line_with_band, markdown_image
+
+    png = line_with_band(
+        [Series("reward", [0, 1, 2], [0.1, 0.2, 0.4], [0.0, 0.1, 0.3], [0.2, 0.3, 0.5])],
+        "learning curve",
+        "iteration",
+        "reward",
+    )
+    assert png.startswith(b"\x89PNG")
+    with tracker.start_run("plots") as run:
+        uri = run.log_file("curve.png", png, "plots")
+    assert uri.endswith("/plots/curve.png")
+    local = tracker.config.local_artifact_dir
+    assert local is not None
+    stored = list(local.rglob("plots/curve.png"))
+    assert len(stored) == 1 and stored[0].read_bytes() == png
+    assert markdown_image(png, "curve").startswith("![curve](data:image/png;base64,")

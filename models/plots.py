@@ -1,0 +1,177 @@
+"""The project's plots, in one place: matplotlib (Agg backend, no display) figures saved as PNG bytes.
+
+Every function returns PNG bytes, so one figure can go to every place people look: an MLflow artifact
+(`Tracker` run `.log_png`), Dagster metadata (`dagster_image(png)`, a markdown image with the bytes
+inlined), and a file. Plots show intervals wherever the numbers have them.
+
+| function | what it draws |
+| --- | --- |
+| `line_with_band(series, ...)` | one or more curves (e.g. reward per PPO iteration) with shaded interval bands |
+| `grouped_bars(groups, ...)` | bars per group and policy (e.g. reward per domain and policy) with interval whiskers |
+| `heatmap(matrix, ...)` | an annotated matrix (e.g. the transfer matrix, donor x recipient) on a diverging scale |
+| `multi_line(series, ...)` | several metrics over a shared x axis, one panel each (e.g. KL, value loss, entropy) |
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: no display here, and Dagster runs in worker processes
+import matplotlib.pyplot as plt
+
+MAX_INLINE_BYTES = 400_000
+"""Largest PNG inlined into Dagster metadata (larger ones are only written as files/artifacts)."""
+
+
+@dataclass(frozen=True)
+class Series:
+    """One curve: y values over x, with an optional interval per point."""
+
+    label: str
+    """Legend label."""
+    x: Sequence[float]
+    """x values (e.g. iterations)."""
+    y: Sequence[float]
+    """y values; NaN points are skipped."""
+    low: Sequence[float] | None = None
+    """Lower ends of the interval per point (None: no band)."""
+    high: Sequence[float] | None = None
+    """Upper ends of the interval per point."""
+
+    def __post_init__(self) -> None:
+        n = len(self.x)
+        for name in ("y", "low", "high"):
+            values = getattr(self, name)
+            if values is not None and len(values) != n:
+                raise ValueError(f"series {self.label!r}: {name} has {len(values)} points, x has {n}")
+
+
+def _png(figure: plt.Figure) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    plt.close(figure)
+    return buffer.getvalue()
+
+
+def _finite(values: Sequence[float | None]) -> list[float]:
+    return [math.nan if v is None else float(v) for v in values]
+
+
+def line_with_band(
+    series: Sequence[Series], title: str, xlabel: str, ylabel: str, ylim: tuple[float, float] | None = None
+) -> bytes:
+    """Curves with shaded interval bands (a learning curve with its CI per iteration, say)."""
+    figure, axes = plt.subplots(figsize=(6.4, 3.8))
+    for s in series:
+        (line,) = axes.plot(s.x, _finite(s.y), marker="o", markersize=3, label=s.label)
+        if s.low is not None and s.high is not None:
+            axes.fill_between(s.x, _finite(s.low), _finite(s.high), alpha=0.2, color=line.get_color())
+    axes.set_title(title)
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(ylabel)
+    if ylim is not None:
+        axes.set_ylim(*ylim)
+    axes.grid(alpha=0.3)
+    if len(series) > 1:
+        axes.legend(fontsize=8)
+    return _png(figure)
+
+
+def multi_line(series: Mapping[str, Series], title: str, xlabel: str) -> bytes:
+    """One small panel per metric over a shared x axis (PPO diagnostics: KL, value loss, entropy, ...)."""
+    if not series:
+        raise ValueError("nothing to plot")
+    columns = min(3, len(series))
+    rows = math.ceil(len(series) / columns)
+    figure, grid = plt.subplots(rows, columns, figsize=(3.6 * columns, 2.6 * rows), squeeze=False)
+    for axes, (name, s) in zip(grid.ravel(), series.items(), strict=False):
+        axes.plot(s.x, _finite(s.y), marker="o", markersize=3)
+        if s.low is not None and s.high is not None:
+            axes.fill_between(s.x, _finite(s.low), _finite(s.high), alpha=0.2)
+        axes.set_title(name, fontsize=9)
+        axes.set_xlabel(xlabel, fontsize=8)
+        axes.grid(alpha=0.3)
+    for axes in grid.ravel()[len(series) :]:
+        axes.axis("off")
+    figure.suptitle(title)
+    figure.tight_layout()
+    return _png(figure)
+
+
+def grouped_bars(
+    groups: Sequence[str],
+    bars: Mapping[str, Sequence[tuple[float, float, float] | None]],
+    title: str,
+    ylabel: str,
+    ylim: tuple[float, float] | None = None,
+) -> bytes:
+    """Bars per group (x) and series (colour), each (mean, ci_low, ci_high) or None for a missing bar."""
+    if not groups or not bars:
+        raise ValueError("nothing to plot")
+    figure, axes = plt.subplots(figsize=(max(6.4, 1.1 * len(groups) * max(1, len(bars)) / 2), 3.8))
+    width = 0.8 / len(bars)
+    for k, (label, values) in enumerate(bars.items()):
+        if len(values) != len(groups):
+            raise ValueError(f"bars {label!r}: {len(values)} values for {len(groups)} groups")
+        xs, heights, below, above = [], [], [], []
+        for i, value in enumerate(values):
+            if value is None:
+                continue
+            mean, low, high = (math.nan if v is None else float(v) for v in value)
+            xs.append(i - 0.4 + width * (k + 0.5))
+            heights.append(mean)
+            below.append(0.0 if math.isnan(low) else max(0.0, mean - low))
+            above.append(0.0 if math.isnan(high) else max(0.0, high - mean))
+        axes.bar(xs, heights, width=width, label=label, yerr=[below, above], capsize=3)
+    axes.set_xticks(range(len(groups)), groups, rotation=20, ha="right", fontsize=8)
+    axes.set_title(title)
+    axes.set_ylabel(ylabel)
+    if ylim is not None:
+        axes.set_ylim(*ylim)
+    axes.grid(axis="y", alpha=0.3)
+    axes.legend(fontsize=8)
+    return _png(figure)
+
+
+def heatmap(
+    matrix: Sequence[Sequence[float | None]],
+    rows: Sequence[str],
+    columns: Sequence[str],
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    annotations: Sequence[Sequence[str]] | None = None,
+) -> bytes:
+    """An annotated matrix on a diverging scale centred at 0 (missing cells blank)."""
+    values = [_finite(row) for row in matrix]
+    if len(values) != len(rows) or any(len(row) != len(columns) for row in values):
+        raise ValueError(f"matrix shape does not match {len(rows)} rows x {len(columns)} columns")
+    finite = [abs(v) for row in values for v in row if not math.isnan(v)]
+    bound = max(finite) if finite and max(finite) > 0 else 1.0
+    figure, axes = plt.subplots(figsize=(1.1 * len(columns) + 2.5, 0.8 * len(rows) + 1.8))
+    image = axes.imshow(values, cmap="RdBu", vmin=-bound, vmax=bound)
+    axes.set_xticks(range(len(columns)), columns, rotation=30, ha="right", fontsize=8)
+    axes.set_yticks(range(len(rows)), rows, fontsize=8)
+    for i, row in enumerate(values):
+        for j, value in enumerate(row):
+            text = annotations[i][j] if annotations is not None else ("" if math.isnan(value) else f"{value:+.2f}")
+            axes.text(j, i, text, ha="center", va="center", fontsize=7)
+    axes.set_title(title)
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(ylabel)
+    figure.colorbar(image, ax=axes, fraction=0.046, pad=0.04)
+    return _png(figure)
+
+
+def markdown_image(png: bytes, alt: str) -> str:
+    """Markdown embedding the PNG inline (a data URI), as Dagster's metadata panel renders it; a figure
+    larger than MAX_INLINE_BYTES is replaced by a note (keep it as a file or an MLflow artifact)."""
+    if len(png) > MAX_INLINE_BYTES:
+        return f"*{alt}: figure of {len(png) // 1000} kB not inlined; see the MLflow artifact*"
+    return f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode()})"
