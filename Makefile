@@ -42,7 +42,7 @@ run: setup
 
 # Dagster (webserver + daemon) and MLflow UIs; Ctrl-C stops both.
 ui: setup
-	$(PY) -m pipelines.ui
+	$(PY) -m pipelines.ui $(if $(EVALUATE_NEW_VERSIONS),--evaluate-new-versions)
 
 # Debian's Chromium, for the test that loads the Dagster UI headless.
 browser:

@@ -6,6 +6,7 @@ text) is rounded here.
 | function | what it does |
 | --- | --- |
 | `display_number(x, digits=3)` | a float rounded for display: `digits` decimals, or `digits` significant digits for values below 0.1 in magnitude (0.000123 stays visible); ints, bools and non-finite values unchanged |
+| `format_number(x, digits=3)` | the same as text, "n/a" for a missing or non-finite value (for markdown tables) |
 | `display_metadata(values, digits=3)` | a mapping with every float (also inside lists and nested mappings) rounded by `display_number`; NaN and infinities become text ("n/a", "inf") because Dagster shows a NaN float as a bare `NaN` |
 | `json_safe(value, reasons=...)` | a JSON-serialisable copy: dataclasses and mappings become dicts, tuples/sets lists, paths and other objects text; NaN and +-inf become `null`, and in a mapping a sibling key `<key>_null_reason` says why (from `reasons`, else "not a number" / "infinite") |
 | `strict_json(value, **dumps_kwargs)` | `json.dumps(json_safe(value), allow_nan=False)`: text any strict parser accepts (no bare `NaN`) |
@@ -57,6 +58,13 @@ def display_number(value: Any, digits: int = 3) -> Any:
     # Small values keep `digits` significant digits instead of collapsing to 0.0.
     exponent = math.floor(math.log10(abs(value)))
     return round(value, digits - 1 - exponent)
+
+
+def format_number(value: Any, digits: int = 3) -> str:
+    """`display_number(value)` as text; "n/a" for None, NaN and infinities (for markdown tables)."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "n/a"
+    return str(display_number(value, digits))
 
 
 def _display(value: Any, digits: int) -> Any:

@@ -52,7 +52,11 @@ def test_best_median_worst_with_documented_tie_breaking() -> None:
     ]
     # ascending (reward, id): e3 e4 e5 e6 e1 e2 -> lower median at (6 - 1) // 2 = 2 -> e5
     reps = pick_representatives(scored)
-    assert [(r.labels, r.episode.episode_id) for r in reps] == [(("best",), "e1"), (("median",), "e5"), (("worst",), "e3")]
+    assert [(r.labels, r.episode.episode_id) for r in reps] == [
+        (("best",), "e1"),
+        (("median",), "e5"),
+        (("worst",), "e3"),
+    ]
     # Input order does not matter.
     assert labels_of(pick_representatives(list(reversed(scored)))) == labels_of(reps)
 
@@ -68,7 +72,11 @@ def test_small_groups_share_labels_and_bad_rows_are_refused() -> None:
     with pytest.raises(ValueError, match="unique"):
         pick_representatives([ScoredEpisode("a", 0.1), ScoredEpisode("a", 0.2)])
     grouped = representatives_by_policy(
-        [ScoredEpisode("a1", 0.1, policy="A"), ScoredEpisode("b1", 0.5, policy="B"), ScoredEpisode("a2", 0.7, policy="A")]
+        [
+            ScoredEpisode("a1", 0.1, policy="A"),
+            ScoredEpisode("b1", 0.5, policy="B"),
+            ScoredEpisode("a2", 0.7, policy="A"),
+        ]
     )
     assert list(grouped) == ["A", "B"]
     assert labels_of(grouped["A"]) == {"a2": ("best",), "a1": ("median", "worst")}
