@@ -628,7 +628,7 @@ def _h(text: Any, max_chars: int = MAX_CHARS, max_lines: int = MAX_LINES) -> str
 
 
 def _article(t: Transcript, max_chars: int, max_turns: int) -> str:
-    out = [f"<article id=\"{_h(t.episode_id, 200, 1)}\">", f"<h2>{_h(_heading(t), 400, 1)}</h2>"]
+    out = [f'<article id="{_h(t.episode_id, 200, 1)}">', f"<h2>{_h(_heading(t), 400, 1)}</h2>"]
     if t.policy:
         out.append(f"<p>Policy: {_h(t.policy, 200, 1)}</p>")
     out.append(f"<p><b>Outcome</b>: {_h(_outcome_line(t), 400, 1)}</p>")
@@ -674,7 +674,7 @@ def transcripts_html(
     with every transcript, e.g. for an MLflow artifact (`TrackedRun.log_file("transcripts.html", page)`)."""
     body = "\n".join(_article(t, max_chars, max_turns) for t in transcripts) or "<p>No episodes.</p>"
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n"
         f"<title>{_h(title, 200, 1)}</title><style>{_CSS}</style></head>\n"
         f"<body><h1>{_h(title, 200, 1)}</h1>\n{body}\n</body></html>\n"
