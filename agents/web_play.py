@@ -217,6 +217,7 @@ class Game:
             "seat": self.seat,
             "opponent": self.opponent,
             "status": self.status,
+            "since": since,
             "events": self.human.events[since:],
             "next": len(self.human.events),
             "your_turn": pending is not None,

@@ -142,20 +142,24 @@ function showIntro(state) {
   const lines = ["You play '" + state.seat + "' in " + state.env_id + " against " + state.opponent + ".", ""];
   lines.push("Moves: " + Object.entries(state.kinds).map(([k, v]) => k + " (" + v + ")").join("; "));
   lines.push("", state.grammar);
-  if (state.examples.length) lines.push("", "Examples:", ...state.examples.map((e) => "  " + e));
+  if (state.examples.length) {
+    lines.push("", "Examples:");
+    state.examples.forEach((e) => lines.push("  - " + e.split("\n").join("\n    ")));
+  }
   $("intro").textContent = lines.join("\n");
 }
 
 function render(state) {
   showIntro(state);
-  state.events.forEach(addEvent);
-  next = state.next;
+  // Two answers can overlap (the timer and a move's own refresh): append only what is not shown yet.
+  if (state.since <= next) state.events.slice(next - state.since).forEach(addEvent);
+  next = Math.max(next, state.next);
   if (state.events.length) window.scrollTo(0, document.body.scrollHeight);
   const mine = state.your_turn && !state.done;
   $("move").disabled = !mine; $("send").disabled = !mine;
   $("allowed").textContent = mine ? "allowed: " + state.allowed.join(", ") : "";
   if (state.status === "starting") $("status").textContent = "Preparing the opponent (a model may take a minute to start)...";
-  else if (mine) $("status").textContent = "Your turn: " + state.turn_text;
+  else if (mine) $("status").textContent = state.turn_text || "Your turn.";
   else if (!state.done) $("status").textContent = "Waiting for the opponent...";
   else $("status").textContent = "Game over (" + state.status + ").";
   if (state.error) showError(state.error);
@@ -180,8 +184,11 @@ function render(state) {
 
 async function poll() {
   if (!game) return;
-  try { render(await api("GET", "/api/games/" + game + "?since=" + next)); }
-  catch (e) { showError(e.message); clearInterval(polling); polling = null; }
+  const asked = game;
+  try {
+    const state = await api("GET", "/api/games/" + game + "?since=" + next);
+    if (asked === game) render(state);  // a new game may have started meanwhile
+  } catch (e) { showError(e.message); clearInterval(polling); polling = null; }
 }
 
 $("setup").addEventListener("submit", async (ev) => {

@@ -19,7 +19,7 @@ Views (`VIEWS`, created by `models.storage.TableStore.connect` when their tables
 
 | view | one row per | what |
 | --- | --- | --- |
-| transcripts | accepted action | the turn (speaker, kind, text, payload) with its episode (environment, scenario, agreement, deal) and the speaker's role (agent, reward, leaked facts); see docs/transcripts.md |
+| transcripts | accepted action | the turn (speaker, kind, text, payload) with its episode (environment, scenario, agreement, deal) and the speaker's role (agent, reward, leaked facts); see docs/researcher_view.md |
 
 Recorded calls carry the engine's own token ids and log-probs (never re-tokenised text); trainers join
 them with `episode_roles` on (episode_id, agent_id) to build PPO batches.

@@ -886,7 +886,10 @@ class Tracker:
         when = when or datetime.now(UTC)
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
-        count = len(self.client.get_metric_history(mv.run_id, f"{suite}/{next(iter(sorted(values)))}"))
+        try:  # evaluations so far (the step of this one), kept on the version
+            count = int((mv.tags or {}).get(f"{EVALUATED_TAG_PREFIX}{suite}.count", "0"))
+        except ValueError:
+            count = 0
         stamp = int(when.timestamp() * 1000)
         entries = [Metric(f"{suite}/{k}", v, stamp, count) for k, v in sorted(values.items())]
         _log_metric_entries(self.client, mv.run_id, entries)

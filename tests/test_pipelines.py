@@ -174,6 +174,13 @@ def test_smoke_lineage_materialises_with_real_resources(tmp_path: Path, tiny_mod
     assert {"socialrl-craigslist-specialist@v1", "socialrl-dnd-specialist@v1"} <= set(nightly.policy_name)
     local = tracker.lookup("socialrl-craigslist-specialist", alias="champion")
     assert (local.path / "adapter_config.json").is_file()
+    # The nightly evaluation is kept on the version, with its history (the second run skipped it).
+    champion = tracker.get_version("socialrl-craigslist-specialist", 1)
+    assert 0.0 <= champion.evaluation("nightly")["mean_reward"] <= 1.0
+    assert champion.tags["evaluated.nightly.count"] == "1" and champion.tags["evaluated.nightly.source"].startswith(
+        "nightly-"
+    )
+    assert len(tracker.evaluation_history("socialrl-craigslist-specialist", 1, "mean_reward", "nightly")) == 1
 
 
 @pytest.fixture(scope="module")

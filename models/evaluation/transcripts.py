@@ -38,7 +38,7 @@ runs of empty lines shrink to one; markdown backslash-escapes the punctuation ma
 | `transcript_markdown(t)` / `transcripts_markdown(ts, title)` | transcripts | Dagster markdown (`MetadataValue.md`) |
 | `transcript_html(t)` / `transcripts_html(ts, title)` | transcripts | a standalone HTML page (MLflow artifact) |
 
-For ad-hoc queries the tables have a DuckDB view `transcripts` (models/records.py `VIEWS`, docs/transcripts.md).
+For ad-hoc queries the tables have a DuckDB view `transcripts` (models/records.py `VIEWS`, docs/researcher_view.md).
 """
 
 from __future__ import annotations
