@@ -1,4 +1,16 @@
-"""The Dagster code location: one Definitions object (loaded by workspace.yaml and [tool.dagster])."""
+"""The Dagster code location: one Definitions object (loaded by workspace.yaml and [tool.dagster]).
+
+What runs on its own once the daemon is up (`make ui`):
+
+| automation | default | what it starts |
+| --- | --- | --- |
+| schedule `nightly_champion_evaluation` | RUNNING | every day at 02:00 UTC: `champion_evaluations` (one vLLM engine, every champion on fresh held-out scenarios); this is the point of the nightly re-evaluation |
+| sensor `new_model_version_sensor` | STOPPED, unless $SOCIALRL_EVALUATE_NEW_VERSIONS is 1/true (`make ui EVALUATE_NEW_VERSIONS=1`) | one evaluation run (its own vLLM engine) per specialist version registered after the sensor's first tick |
+
+On its first tick the sensor only notes the versions already registered (a registry filled by `make run`
+does not turn into a burst of evaluation runs when the sensor is switched on); later ticks request every
+version registered since, once each (the cursor holds the newest version seen per model).
+"""
 
 import json
 
@@ -36,6 +48,16 @@ def build_resources(profile: str | None = None, data_dir: str = "") -> dict[str,
     }
 
 
+EVALUATE_NEW_VERSIONS_ENV = "SOCIALRL_EVALUATE_NEW_VERSIONS"
+"""Set to 1/true to start `new_model_version_sensor` RUNNING (the code location's edge reads it)."""
+
+
+def new_version_sensor_status(value: str | None) -> DefaultSensorStatus:
+    """RUNNING when `value` (of $SOCIALRL_EVALUATE_NEW_VERSIONS) says yes, else STOPPED."""
+    yes = (value or "").strip().lower() in ("1", "true", "yes", "on")
+    return DefaultSensorStatus.RUNNING if yes else DefaultSensorStatus.STOPPED
+
+
 all_assets = load_assets_from_modules([socialrl, monitoring])
 all_checks = load_asset_checks_from_modules([socialrl])
 
@@ -69,13 +91,23 @@ nightly_champion_evaluation = ScheduleDefinition(
 )
 
 
-@sensor(job=model_version_evaluation_job, minimum_interval_seconds=300, default_status=DefaultSensorStatus.RUNNING)
+@sensor(
+    job=model_version_evaluation_job,
+    minimum_interval_seconds=300,
+    default_status=new_version_sensor_status(EnvVar(EVALUATE_NEW_VERSIONS_ENV).get_value("")),
+)
 def new_model_version_sensor(context: SensorEvaluationContext, mlflow: MlflowResource):
-    """Requests an evaluation for every specialist version registered since the last tick (the cursor
-    holds the newest version seen per model)."""
-    seen: dict[str, int] = json.loads(context.cursor) if context.cursor else {}
+    """Requests an evaluation for every specialist version registered since the last tick (the cursor holds
+    the newest version seen per model). The first tick (no cursor) only notes what is registered already."""
+    seen: dict[str, int] | None = json.loads(context.cursor) if context.cursor else None
+    current = mlflow.tracker().version_numbers(prefix="socialrl-")
+    if seen is None:
+        baseline = {name: versions[-1] for name, versions in current.items() if versions}
+        context.update_cursor(json.dumps(baseline, sort_keys=True))
+        count = sum(len(v) for v in current.values())
+        return SkipReason(f"first tick: {count} versions registered earlier are not evaluated; new ones will be")
     requests = []
-    for name, versions in mlflow.tracker().version_numbers(prefix="socialrl-").items():
+    for name, versions in current.items():
         for version in versions:
             if version > seen.get(name, 0):
                 config = {"model_name": name, "version": version}

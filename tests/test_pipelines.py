@@ -84,13 +84,34 @@ def test_the_version_sensor_requests_each_new_version_once(tmp_path: Path) -> No
             return new_model_version_sensor(context), context.cursor
 
     register()
+    # The first tick notes what is registered already and starts nothing (a calm `make ui`).
     first, cursor = tick()
-    assert [r.run_key for r in first] == ["socialrl-dnd-specialist-v1"]
+    assert not isinstance(first, list) and "1 versions registered earlier" in first.skip_message
+    register()
+    second, cursor = tick(cursor)
+    assert [r.run_key for r in second] == ["socialrl-dnd-specialist-v2"]
     again, _ = tick(cursor)
     assert not isinstance(again, list)  # a SkipReason: nothing new
     register()
     third, _ = tick(cursor)
-    assert [r.run_config["ops"]["evaluate_model_version"]["config"]["version"] for r in third] == [2]
+    assert [r.run_config["ops"]["evaluate_model_version"]["config"]["version"] for r in third] == [3]
+
+
+def test_make_ui_starts_no_heavy_work_unless_configured() -> None:
+    from dagster import DefaultScheduleStatus, DefaultSensorStatus
+
+    from pipelines import ui
+    from pipelines.definitions import EVALUATE_NEW_VERSIONS_ENV, defs, new_version_sensor_status
+
+    assert ui.EVALUATE_NEW_VERSIONS_ENV == EVALUATE_NEW_VERSIONS_ENV  # `make ui EVALUATE_NEW_VERSIONS=1` sets it
+
+    # The test process has no $SOCIALRL_EVALUATE_NEW_VERSIONS: the sensor is off by default.
+    assert defs.resolve_sensor_def("new_model_version_sensor").default_status == DefaultSensorStatus.STOPPED
+    assert new_version_sensor_status("1") == new_version_sensor_status("TRUE") == DefaultSensorStatus.RUNNING
+    assert new_version_sensor_status("") == new_version_sensor_status("0") == DefaultSensorStatus.STOPPED
+    # The nightly re-evaluation stays on: it is what the nightly schedule is for (documented).
+    schedule = defs.resolve_schedule_def("nightly_champion_evaluation")
+    assert schedule.default_status == DefaultScheduleStatus.RUNNING
 
 
 @pytest.mark.slow
@@ -153,14 +174,27 @@ def test_smoke_lineage_materialises_with_real_resources(tmp_path: Path, tiny_mod
     assert {"socialrl-craigslist-specialist@v1", "socialrl-dnd-specialist@v1"} <= set(nightly.policy_name)
     local = tracker.lookup("socialrl-craigslist-specialist", alias="champion")
     assert (local.path / "adapter_config.json").is_file()
+    # The nightly evaluation is kept on the version, with its history (the second run skipped it).
+    champion = tracker.get_version("socialrl-craigslist-specialist", 1)
+    assert 0.0 <= champion.evaluation("nightly")["mean_reward"] <= 1.0
+    assert champion.tags["evaluated.nightly.count"] == "1" and champion.tags["evaluated.nightly.source"].startswith(
+        "nightly-"
+    )
+    assert len(tracker.evaluation_history("socialrl-craigslist-specialist", 1, "mean_reward", "nightly")) == 1
 
 
 @pytest.fixture(scope="module")
-def dagster_webserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def dagster_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Dagster instance directory the test webserver reads."""
+    return tmp_path_factory.mktemp("dagster_home")
+
+
+@pytest.fixture(scope="module")
+def dagster_webserver(dagster_home: Path) -> Iterator[str]:
     """`dagster-webserver` on the code location (workspace.yaml), on a free port."""
     from models.serving.engine import free_port
 
-    home = tmp_path_factory.mktemp("dagster_home")
+    home = dagster_home
     port = free_port()
     env = {**os.environ, "DAGSTER_HOME": str(home), "SOCIALRL_PROFILE": "smoke"}
     process = subprocess.Popen(
@@ -236,3 +270,40 @@ def test_the_ui_lists_the_assets_in_headless_chromium(dagster_webserver: str, tm
     dom = proc.stdout
     for name in ("teacher_traces", "sft_warmstart", "specialist_eval"):
         assert name in dom, f"{name} not in the rendered asset graph"
+
+
+def test_transcripts_and_rounded_numbers_render_in_the_webserver(dagster_webserver: str, dagster_home: Path) -> None:
+    """Metadata the monitoring assets write (markdown transcripts with hostile text, rounded numbers, NaN as
+    text) survives the instance and comes back unchanged through the webserver's GraphQL API."""
+    import math
+
+    from dagster import DagsterInstance, MetadataValue, Output, asset, materialize
+
+    from models.display import display_metadata
+    from models.evaluation.transcripts import SeatView, Transcript, TranscriptTurn, transcripts_markdown
+
+    hostile = "<script>alert(1)</script> | x |\n# not a heading\x07" + "long " * 5000
+    transcript = Transcript(
+        "ep-1", "craigslist-v0", "s1", 0, (SeatView("buyer", "p", 0.5, 1.0, 0, (), ("target $90",)),),
+        (TranscriptTurn(0, "buyer", "offer", hostile, {"price": 90.0}),), True, {"price": 90.0}, "buyer", ("best",),
+    )  # fmt: skip
+    markdown = transcripts_markdown([transcript], title="probe@v1")
+
+    @asset(name="metadata_probe")
+    def probe():
+        numbers = display_metadata({"mean_reward": 0.08333333333333333, "pareto_optimal_rate": math.nan})
+        return Output(None, metadata={**numbers, "transcripts": MetadataValue.md(markdown)})
+
+    instance = DagsterInstance.from_config(str(dagster_home))
+    assert materialize([probe], instance=instance).success
+    data = _graphql(
+        dagster_webserver,
+        """{ assetOrError(assetKey: {path: ["metadata_probe"]}) { ... on Asset { assetMaterializations(limit: 1) {
+             metadataEntries { label ... on MarkdownMetadataEntry { mdStr } ... on FloatMetadataEntry { floatValue }
+                               ... on TextMetadataEntry { text } } } } } }""",
+    )
+    entries = {e["label"]: e for e in data["data"]["assetOrError"]["assetMaterializations"][0]["metadataEntries"]}
+    assert entries["transcripts"]["mdStr"] == markdown
+    assert "\\<script\\>" in markdown and "more characters" in markdown and len(markdown) < 10_000
+    assert entries["mean_reward"]["floatValue"] == 0.0833
+    assert entries["pareto_optimal_rate"]["text"] == "n/a"
