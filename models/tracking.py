@@ -550,6 +550,27 @@ class LocalModel(RegisteredVersion):
         return f"{self.name}-v{self.version}"
 
 
+def _log_file(client: MlflowClient, run_id: str, name: str, content: bytes | str, artifact_path: str) -> None:
+    if not name or "/" in name:
+        raise ValueError(f"artifact file name must be a plain name, got {name!r}")
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / name
+        path.write_bytes(content.encode() if isinstance(content, str) else content)
+        client.log_artifact(run_id, str(path), artifact_path.strip("/") or None)
+
+
+@dataclass(frozen=True)
+class ChampionComparison:
+    """A candidate version against the current champion under the registry's one promotion rule."""
+
+    wins: bool
+    """The candidate is (or becomes) the champion: there is none, it is the champion already, the champion
+    has no stored value, or the candidate's value is strictly better."""
+    candidate_value: float
+    champion_version: int | None
+    champion_value: float | None
+
+
 class TrackedRun:
     """A run in progress (made by `Tracker.start_run`): params, per-step metrics, artifacts, tags."""
 
@@ -621,12 +642,7 @@ class TrackedRun:
     def log_file(self, name: str, content: bytes | str, artifact_path: str = "") -> str:
         """Store `content` as the artifact `<artifact_path>/<name>` (a plot's PNG bytes, a markdown
         transcript); returns its artifact URI."""
-        if not name or "/" in name:
-            raise ValueError(f"artifact file name must be a plain name, got {name!r}")
-        with tempfile.TemporaryDirectory() as directory:
-            path = Path(directory) / name
-            path.write_bytes(content.encode() if isinstance(content, str) else content)
-            self.client.log_artifact(self.run_id, str(path), artifact_path.strip("/") or None)
+        _log_file(self.client, self.run_id, name, content, artifact_path)
         prefix = f"{self.artifact_uri.rstrip('/')}/{artifact_path.strip('/')}".rstrip("/")
         return f"{prefix}/{name}"
 
@@ -918,6 +934,24 @@ class Tracker:
             for p in sorted(points, key=lambda p: p.step)
         ]
 
+    def log_artifact_file(self, run_id: str, name: str, content: bytes | str, artifact_path: str = "") -> None:
+        """`TrackedRun.log_file` for a run that has ended (plots and transcripts made after training)."""
+        _log_file(self.client, run_id, name, content, artifact_path)
+
+    def compare_with_champion(
+        self, name: str, version: int | str, metric_name: str, value: float, higher_is_better: bool = True
+    ) -> ChampionComparison:
+        """The promotion rule, without changing anything (what the blocking asset check reports)."""
+        champion = self._alias_version(name, CHAMPION)
+        if champion is None:
+            return ChampionComparison(True, float(value), None, None)
+        stored = (champion.tags or {}).get(f"{EVAL_TAG_PREFIX}{metric_name}")
+        best = float(stored) if stored is not None else None
+        if int(champion.version) == int(version) or best is None:
+            return ChampionComparison(True, float(value), int(champion.version), best)
+        better = float(value) > best if higher_is_better else float(value) < best
+        return ChampionComparison(better, float(value), int(champion.version), best)
+
     def promote_if_better(
         self, name: str, version: int | str, metric_name: str, value: float, higher_is_better: bool = True
     ) -> bool:
@@ -929,24 +963,25 @@ class Tracker:
         Compare only values measured on the same evaluation suite. Two concurrent promotions of one model
         can race (read, then set); run them from one job."""
         self._version(name, version)  # raises RegistryError when it does not exist
+        comparison = self.compare_with_champion(name, version, metric_name, value, higher_is_better)
         self.record_evaluation(name, version, {metric_name: value})
-        champion = self._alias_version(name, CHAMPION)
-        if champion is not None and int(champion.version) == int(version):
+        if not comparison.wins:
+            return False
+        if comparison.champion_version == int(version):
             return True
-        if champion is not None:
-            stored = (champion.tags or {}).get(f"{EVAL_TAG_PREFIX}{metric_name}")
-            if stored is None:
-                log.warning(
-                    "%s: champion v%s has no stored %s; v%s replaces it", name, champion.version, metric_name, version
-                )
-            else:
-                best = float(stored)
-                better = float(value) > best if higher_is_better else float(value) < best
-                if not better:
-                    return False
+        if comparison.champion_version is not None and comparison.champion_value is None:
+            log.warning(
+                "%s: champion v%s has no stored %s; v%s replaces it",
+                name,
+                comparison.champion_version,
+                metric_name,
+                version,
+            )
         self.client.set_registered_model_alias(name, CHAMPION, str(version))
-        if champion is not None:
-            self.client.set_model_version_tag(name, str(version), "socialrl.promoted_over", str(champion.version))
+        if comparison.champion_version is not None:
+            self.client.set_model_version_tag(
+                name, str(version), "socialrl.promoted_over", str(comparison.champion_version)
+            )
         return True
 
     def lookup(

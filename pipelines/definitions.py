@@ -13,6 +13,8 @@ version registered since, once each (the cursor holds the newest version seen pe
 """
 
 import json
+import logging
+from pathlib import Path
 
 from dagster import (
     AssetSelection,
@@ -20,6 +22,7 @@ from dagster import (
     DefaultSensorStatus,
     Definitions,
     EnvVar,
+    Field,
     RunRequest,
     ScheduleDefinition,
     SensorEvaluationContext,
@@ -28,8 +31,10 @@ from dagster import (
     job,
     load_asset_checks_from_modules,
     load_assets_from_modules,
+    logger,
     sensor,
 )
+from dagster._loggers import colored_console_logger
 
 from assets import monitoring, socialrl
 from models.profiles import get_profile
@@ -123,19 +128,50 @@ def new_model_version_sensor(context: SensorEvaluationContext, mlflow: MlflowRes
     return requests or SkipReason("no new model versions")
 
 
-defs = Definitions(
-    assets=all_assets,
-    asset_checks=all_checks,
-    jobs=[
-        tournament_job,
-        traces_job,
-        sft_job,
-        specialist_job,
-        stage1_job,
-        champion_evaluation_job,
-        model_version_evaluation_job,
-    ],
-    schedules=[nightly_champion_evaluation],
-    sensors=[new_model_version_sensor],
-    resources=build_resources(),
+@logger(
+    config_schema={
+        "path": Field(str, description="File the run's events are appended to."),
+        "log_level": Field(str, default_value="DEBUG"),
+    },
+    description="Every event of a run appended to a file (`make run` keeps the console for people).",
 )
+def file_logger(init_context) -> logging.Logger:
+    config = init_context.logger_config
+    path = Path(config["path"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    events = logging.Logger(f"dagster-file-{path.name}", level=config["log_level"].upper())
+    events.addHandler(handler)
+    return events
+
+
+JOBS = [
+    tournament_job,
+    traces_job,
+    sft_job,
+    specialist_job,
+    stage1_job,
+    champion_evaluation_job,
+    model_version_evaluation_job,
+]
+
+LINEAGE = (("tournament_job", False), ("stage1_job", True), ("champion_evaluation_job", False))
+"""What `make run` launches, in order: (job, partitioned by domain). The UI runs the same jobs."""
+
+
+def build_definitions(profile: str | None = None, data_dir: str = "") -> Definitions:
+    """The code location with resources for `profile` and `data_dir` (defaults: $SOCIALRL_PROFILE and
+    $SOCIALRL_DATA_DIR, read at this edge); `make run` builds it for its own arguments."""
+    return Definitions(
+        assets=all_assets,
+        asset_checks=all_checks,
+        jobs=JOBS,
+        schedules=[nightly_champion_evaluation],
+        sensors=[new_model_version_sensor],
+        resources=build_resources(profile, data_dir),
+        loggers={"console": colored_console_logger, "file": file_logger},
+    )
+
+
+defs = build_definitions()

@@ -48,7 +48,7 @@ def test_definitions_load_and_every_job_resolves() -> None:
     assert defs.resolve_schedule_def("nightly_champion_evaluation").cron_schedule == "0 2 * * *"
     assert defs.resolve_sensor_def("new_model_version_sensor").name == "new_model_version_sensor"
     checks = {key.name for key in defs.resolve_asset_graph().asset_check_keys}
-    assert checks == {"traces_rewards_in_range", "completions_have_token_ids", "beats_champion"}
+    assert checks == {"traces_are_usable", "completions_have_token_ids", "beats_champion"}
 
 
 def test_the_version_sensor_requests_each_new_version_once(tmp_path: Path) -> None:
@@ -135,17 +135,44 @@ def test_smoke_lineage_materialises_with_real_resources(tmp_path: Path, tiny_mod
     # A second run skips what this instance already materialised with the profile.
     again = run_lineage("smoke", ("craigslist-v0", "dnd-v0"), with_monitoring=True, data=data)
     assert ours() == environment_before  # settings travel as arguments, not environment variables
-    assert [s.name for s in steps] == ["code_agent_tournament", "craigslist-v0", "dnd-v0", "champion_evaluations"]
+    assert [s.name for s in steps] == [
+        "tournament_job",
+        "stage1_job[craigslist-v0]",
+        "stage1_job[dnd-v0]",
+        "champion_evaluation_job",
+    ]
     assert all(s.success for s in steps), [(s.name, s.error) for s in steps]
     # First specialists of an empty registry are always promoted.
     assert [s.promoted for s in steps] == [None, True, True, None]
-    craigslist = steps[1].evaluation
-    assert craigslist["seat"] == "buyer" and set(craigslist["evaluation"]) == {"base", "sft", "ppo"}
-    assert 0.0 <= craigslist["evaluation"]["ppo"]["below_target_opening_rate"] <= 1.0
-    assert [it["iteration"] for it in craigslist["iterations"]] == [0, 1]
-    assert "| ppo |" in domain_report(steps[1]) and "below-target opening" in domain_report(steps[1])
-    assert "below_target_opening_rate" not in steps[2].evaluation["evaluation"]["ppo"]  # Craigslist only
+    craigslist = steps[1].report
+    assert craigslist["seat"] == "buyer" and set(craigslist["policies"]) == {"base", "sft", "ppo"}
+    assert 0.0 <= craigslist["policies"]["ppo"]["below_target_opening_rate"] <= 1.0
+    assert set(craigslist["paired"]) == {"ppo_minus_sft", "sft_minus_base", "ppo_minus_base"}
+    for difference in craigslist["paired"].values():
+        assert difference["n"] == craigslist["policies"]["ppo"]["n"]  # every evaluation episode is paired
+    assert [it["iteration"] for it in craigslist["learning_curve"]] == [0, 1]
+    report = domain_report(steps[1])
+    assert "| ppo |" in report and "below-target opening" in report and "ppo_minus_sft" in report
+    assert "below_target_opening_rate" not in steps[2].report["policies"]["ppo"]  # Craigslist only
+    assert set(steps[2].report["paired"]) == {"ppo_minus_base"}  # DnD has no warm-start in the smoke profile
     assert [(s.skipped, s.run_id) for s in again] == [(True, s.run_id) for s in steps]
+    assert again[1].report == steps[1].report  # read back from the asset's metadata
+    # make run launches the code location's own jobs, with tags that say what they are.
+    from dagster import DagsterInstance
+
+    instance = DagsterInstance.from_config(str(data / "dagster_home"))
+    runs = {r.run_id: r for r in instance.get_runs()}
+    assert [runs[s.run_id].job_name for s in steps] == [s.job for s in steps]
+    assert all(runs[s.run_id].tags["socialrl/profile"] == "smoke" for s in steps)
+    # The report file is strict JSON.
+    import json
+
+    from models.settings import DataPaths
+    from pipelines.run_lineage import write_report
+
+    written = write_report(DataPaths(data), "smoke", steps, 1.0)
+    parsed = json.loads(written.read_text(), parse_constant=lambda c: pytest.fail(f"bare {c} in the report"))
+    assert set(parsed["domains"]["craigslist-v0"]["paired"]["ppo_minus_sft"]) == {"mean", "ci_low", "ci_high", "n"}
     # The runs are on the instance `make ui` opens.
     assert (data / "dagster_home").is_dir()
 

@@ -259,7 +259,10 @@ def test_the_kl_reference_is_the_warm_start_adapter(tiny_model_dir: Path, tmp_pa
         pad_id=0,
     )
     learner.load_reference(tmp_path / "sft")
-    samples = [episode_samples("e", [RecordedTurn((1, 2, 3, 4), (10, 11, 12), (-1.0, -1.0, -1.0))], 1.0)]
+    samples = [
+        episode_samples("good", [RecordedTurn((1, 2, 3, 4), (10, 11, 12), (-1.0, -1.0, -1.0))], 1.0),
+        episode_samples("bad", [RecordedTurn((1, 2, 3, 4), (20, 21, 22), (-1.0, -1.0, -1.0))], 0.0),
+    ]
     prepared, _ = learner.prepare(samples)
     policy = token_logprobs(actor, samples[0].segments, 0)[0]
     with actor.disable_adapter(), torch.no_grad():

@@ -218,6 +218,9 @@ class PPOConfig:
     """Train under bfloat16 autocast."""
     seed: int = 0
     """Seeds scenarios, sampling, minibatch order and adapter initialisation."""
+    scenario_source: str = "generated"
+    """Where rollout scenarios come from: "generated", or "dataset" (the real data's training partition,
+    models/evaluation/scenarios.py); never the held-out partition either way."""
     run_name: str = "ppo"
     """Prefix of the adapter names served by the engine."""
     hyper: PPOHyper = field(default_factory=PPOHyper)
@@ -235,6 +238,8 @@ class PPOConfig:
         unknown = [c for c in self.counterparts if c not in CODE_AGENTS]
         if unknown or not self.counterparts:
             raise ValueError(f"counterparts must be code agents {list(CODE_AGENTS)}, got {list(self.counterparts)}")
+        if self.scenario_source not in ("generated", "dataset"):
+            raise ValueError(f"scenario_source must be 'generated' or 'dataset', got {self.scenario_source!r}")
         if not self.run_name.replace("-", "").replace("_", "").isalnum():
             raise ValueError(f"run_name must be alphanumeric with - or _, got {self.run_name!r}")
 

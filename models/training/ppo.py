@@ -38,8 +38,9 @@ import torch
 
 from agents.llm_agent import LLMAgent, LLMAgentConfig
 from agents.socialrl.code_agents import make_code_agent
-from environments import make, sample_scenarios, seats
+from environments import make, seats
 from environments.core.runtime import EpisodeResult, EpisodeSpec, run_episodes
+from models.evaluation.scenarios import training_scenarios
 from models.evaluation.stats import mean_estimate
 from models.records import rows_for
 from models.serving.engine import EngineClient
@@ -62,7 +63,10 @@ class PPOState:
 def rollout_specs(config: PPOConfig, iteration: int, proxy_base_url: str, model: str) -> list[EpisodeSpec]:
     """The iteration's episodes: deterministic in (seed, iteration)."""
     seat = learning_seat(config)
-    scenarios = sample_scenarios(config.env_id, config.episodes_per_iteration, seed=config.seed * 100_003 + iteration)
+    # The training partition only: rollouts never see a held-out scenario's content.
+    scenarios = training_scenarios(
+        config.env_id, config.episodes_per_iteration, config.seed * 100_003 + iteration, config.scenario_source
+    )
     specs = []
     for index, scenario in enumerate(scenarios):
         episode_seed = (config.seed * 1_000_003 + iteration) * 10_007 + index
