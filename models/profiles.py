@@ -103,17 +103,20 @@ SMOKE = Profile(
     train_scenarios=8,
     heldout_scenarios=4,
     teacher_episodes=4,
-    sft=SFTSettings(learning_rate=1e-3, max_steps=2, batch_size=4, max_length=1024, lora=LoraSettings(r=8, alpha=16)),
+    sft=SFTSettings(
+        learning_rate=1e-3, max_steps=2, grad_accumulation=2, max_length=1024, lora=LoraSettings(r=8, alpha=16)
+    ),
     ppo=PPOConfig(
         env_id="craigslist-v0",
         iterations=2,
         episodes_per_iteration=4,
         max_new_tokens=16,
         concurrency=4,
-        hyper=PPOHyper(actor_lr=1e-4, critic_lr=1e-4, minibatch_episodes=4),
+        hyper=PPOHyper(actor_lr=1e-4, critic_lr=1e-4, minibatch_episodes=4, kl_coef=0.01, critic="shared"),
         lora=LoraSettings(r=8, alpha=16),
     ),
     max_new_tokens=16,
+    eval_concurrency=16,
     engine=EngineSettings(max_model_len=2048, kv_cache_gib=1.0),
 )
 
