@@ -56,11 +56,20 @@ def _config(yes_no_ids: list[int], run_name: str, iterations: int) -> PPOConfig:
 
 
 def test_ppo_learns_the_keyword_task(
-    vllm_engine: object, proxy: object, tiny_model_dir: Path, yes_no_ids: list[int], tmp_path: Path
+    vllm_engine: object,
+    proxy: object,
+    tiny_model_dir: Path,
+    yes_no_ids: list[int],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     config = _config(yes_no_ids, "learn", iterations=8)
     services = Services(vllm_engine.client, proxy.base_url, TableStore(proxy.config.table_root))
-    result = train_ppo(config, tiny_model_dir, services, tmp_path / "run")
+    with caplog.at_level("INFO", logger="socialrl.ppo"):
+        result = train_ppo(config, tiny_model_dir, services, tmp_path / "run")
+    # Progress: one line per iteration with the reward's interval, KL, losses and token rates.
+    progress = [r.getMessage() for r in caplog.records if r.getMessage().startswith("PPO learn it")]
+    assert len(progress) == 8 and all("reward" in line and "tok/s" in line for line in progress)
     rewards = [m["reward_mean"] for m in result.history]
     early, late = sum(rewards[:2]) / 2, sum(rewards[-2:]) / 2
     assert late > early + 0.25, rewards

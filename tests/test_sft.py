@@ -103,7 +103,9 @@ def test_settings_are_checked() -> None:
 
 
 @pytest.mark.slow
-def test_sft_lowers_the_held_out_loss_and_saves_a_loadable_adapter(tiny_model_dir: Path, tmp_path: Path) -> None:
+def test_sft_lowers_the_held_out_loss_and_saves_a_loadable_adapter(
+    tiny_model_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
@@ -112,7 +114,11 @@ def test_sft_lowers_the_held_out_loss_and_saves_a_loadable_adapter(tiny_model_di
     held_out = [_conversation(rng) for _ in range(6)]
     settings = SFTSettings(learning_rate=3e-3, max_steps=15, grad_accumulation=2, lora=LoraSettings(r=8, alpha=16))
     steps: list[dict[str, float]] = []
-    result = run_sft(tiny_model_dir, train, tmp_path, settings, eval_conversations=held_out, on_step=steps.append)
+    with caplog.at_level("INFO", logger="socialrl.sft"):
+        result = run_sft(tiny_model_dir, train, tmp_path, settings, eval_conversations=held_out, on_step=steps.append)
+    # Progress: one line per optimiser step with its loss and rate.
+    progress = [r.getMessage() for r in caplog.records if r.getMessage().startswith("SFT step")]
+    assert len(progress) == 15 and "loss" in progress[-1] and "tok/s" in progress[-1]
     assert result.examples == 24 and result.steps == 15  # one example per conversation
     assert result.eval_loss_after < result.eval_loss_before - 0.3
     assert [s["step"] for s in steps] == list(range(1, 16)) and len(result.loss_curve) == 15
