@@ -345,7 +345,6 @@ class GameRoom:
             game.result = await run_episode(
                 make(game.env_id), agents, scenario, game.seed, turn_timeout=None, episode_id=game.episode_id
             )
-            game.status = "finished"
         except asyncio.CancelledError:
             game.status = "abandoned"
             raise
@@ -365,6 +364,9 @@ class GameRoom:
             except Exception as exc:  # keep the result on the page even when the tables refuse it
                 log.exception("recording game %s failed", game.game_id)
                 game.error = f"the episode was played but could not be recorded: {type(exc).__name__}: {exc}"
+        if game.result is not None:
+            # Finished only once recorded: whoever sees the outcome can already find the episode in the tables.
+            game.status = "finished"
 
     def move(self, game_id: str, text: str) -> None:
         game = self.game(game_id)

@@ -69,6 +69,7 @@ let environments = [];
 let game = null;
 let next = 0;
 let polling = null;
+let epoch = 0;  // bumped by each move: an answer to a poll sent before the move is stale
 let introShown = false;
 
 function showError(message) { $("error").textContent = message || ""; }
@@ -184,10 +185,10 @@ function render(state) {
 
 async function poll() {
   if (!game) return;
-  const asked = game;
+  const asked = game, sent = epoch;
   try {
     const state = await api("GET", "/api/games/" + game + "?since=" + next);
-    if (asked === game) render(state);  // a new game may have started meanwhile
+    if (asked === game && sent === epoch) render(state);  // a new game or a move may have come meanwhile
   } catch (e) { showError(e.message); clearInterval(polling); polling = null; }
 }
 
@@ -214,12 +215,13 @@ $("move-form").addEventListener("submit", async (ev) => {
   ev.preventDefault();
   const text = $("move").value;
   showError("");
+  epoch++;
+  $("move").disabled = true; $("send").disabled = true;  // until the answer to this move says whose turn it is
   try {
     await api("POST", "/api/games/" + game + "/moves", {text});
     $("move").value = "";
-    $("move").disabled = true; $("send").disabled = true;
-    await poll();
   } catch (e) { showError(e.message); }
+  await poll();
 });
 
 $("move").addEventListener("keydown", (ev) => {
