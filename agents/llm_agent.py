@@ -42,6 +42,7 @@ import httpx
 
 from environments.core.base import ActionSpec
 from environments.core.events import RAW_TEXT, Action, Event, Notification, NotificationKind, Observation
+from environments.core.grammar import cap_reply, squeeze
 
 DEFAULT_SYSTEM_TEMPLATE = """\
 You negotiate on behalf of your principal in "{env_id}", playing the role "{agent_id}". Serve your principal's \
@@ -168,18 +169,24 @@ _SECTION_NAMES = {
     "anticipation": "anticipate",
 }
 _WORDS = "INFER(?:ENCE)?|ACT(?:ION)?|ANTICIPAT(?:E|ION)"
+MAX_TOM_CHARS = 32_000
+"""A ToM reply longer than this is cut to its last characters before it is split (linear-time parsing)."""
+# Both patterns run on squeezed text (every whitespace run one character) and bound every run of decoration
+# they skip, so that no two quantifiers can share a long run: splitting a reply costs time linear in its length.
 # A label at the start of a line, any case, with markdown around it: "INFER:", "**Act:**", "## Anticipate -",
 # "1. ACT =>", "*ACT*:", "ACT (move):".
 _LINE_LABEL = re.compile(
-    rf"^[ \t>#*_\-+\d.)]*\b({_WORDS})\b[ \t*_]*(?:\([^)\n]*\))?[ \t*_]*(?:[:=\-–—>]+|\n)[ \t*_]*",
+    rf"^[>#*_\-+\d.) ]{{0,12}}\b({_WORDS})\b[ *_]{{0,6}}(?:\([^)\n]*\))?[ *_]{{0,6}}(?:[:=\-–—>]+|\n)[ *_]{{0,6}}",
     re.IGNORECASE | re.MULTILINE,
 )
 # Inline labels only in capitals ("... INFER: x ACT: y"), so that prose like "time to act: now" stays prose.
-_INLINE_LABEL = re.compile(rf"(?<![A-Za-z])\**({_WORDS})\**\s*:[ \t*_]*")
+_INLINE_LABEL = re.compile(rf"(?<![A-Za-z*])\*{{0,3}}({_WORDS})\*{{0,3}} ?:[ *_]{{0,6}}")
 
 
 def parse_tom(text: str) -> ToMParts:
-    """Split a reply into INFER / ACT / ANTICIPATE (tolerant of case, markdown and missing parts)."""
+    """Split a reply into INFER / ACT / ANTICIPATE (tolerant of case, markdown and missing parts). The reply is
+    cut to its last `MAX_TOM_CHARS` characters and its whitespace squeezed first (environments/core/grammar.py)."""
+    text = squeeze(cap_reply(text, MAX_TOM_CHARS))
     marks: list[tuple[int, int, str]] = []
     for pattern in (_LINE_LABEL, _INLINE_LABEL):
         for m in pattern.finditer(text):

@@ -130,7 +130,7 @@ def test_reject_clears_the_standing_offer():
         ({"seller_reservation": 90.0}, "zone of agreement"),
         ({"listed_price": 0.0}, "listed_price"),
         ({"listed_price": 50.0}, "below listed_price"),
-        ({"seller_reservation": -5.0}, "seller_reservation must be > 0"),
+        ({"seller_reservation": -5.0}, "seller_reservation must be more than 0"),
         ({"max_turns": 1}, "max_turns"),
         ({"product": "  "}, "product"),
         ({"adversary": "auditor", "adversary_instructions": "x"}, "adversary"),

@@ -21,10 +21,17 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
 from environments.core.events import RAW_TEXT, Action, Event, Notification, NotificationKind, Observation
+from environments.core.grammar import MAX_REPLY_CHARS
 
 
 class ScenarioError(ValueError):
     """A scenario's parameters are out of range or inconsistent."""
+
+
+def check_max_turns(scenario_id: str, value: object, minimum: int = 2) -> None:
+    """Raise ScenarioError unless `value` is an int (not a bool, not text) of at least `minimum`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ScenarioError(f"{scenario_id}: max_turns must be an integer >= {minimum}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -136,6 +143,9 @@ class Environment(ABC, Generic[S]):
     """Versioned id, e.g. "dnd-v0"."""
     scenario_type: ClassVar[type[Scenario]]
     """The environment's scenario dataclass."""
+    max_reply_chars: int = MAX_REPLY_CHARS
+    """Reply cap: `parse` cuts longer raw text to its last `max_reply_chars` characters before reading it
+    (environments/core/grammar.py); each module's table states its cap."""
 
     def __init__(self, max_invalid_retries: int = 2) -> None:
         if max_invalid_retries < 0:

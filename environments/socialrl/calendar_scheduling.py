@@ -6,7 +6,8 @@
 | private information | assistant: the principal's calendar, some events of which are *secret* (neither their title nor the fact that something happens at their time may be revealed), and the principal's preference in [0, 1] for every candidate slot. requestor: its own calendar, its own preference per slot and the slot it asked for; in adversarial (whimsical-privacy) scenarios also instructions to extract the principal's secret events |
 | public | the date, the candidate slots (back-to-back slots of the meeting's length within working hours), the meeting's title and description, both names |
 | actions | `message` (free text), `propose` {slot}, `accept` (the counterpart's standing proposal), `reject` (it), `decline` (assistant only: decline the request, end without a meeting), `end` (requestor only: withdraw the request, end without a meeting) |
-| text grammar | free text, optionally with one command: `PROPOSE <time>` (`14:00`, `2pm`, `2:00 PM`, `2 p.m.`, `noon`, `14:00-15:00`), `ACCEPT`, `REJECT`, `DECLINE`, `END`. A command counts when written in capitals anywhere, or in any case alone on its own line (`Propose: 2pm`, `accept`); the last command wins; text without a command is a message |
+| text grammar | free text, optionally with one command: `PROPOSE <time>` (`14:00`, `2pm`, `2:00 PM`, `2 p.m.`, `noon`, `14:00-15:00`), `ACCEPT`, `REJECT`, `DECLINE`, `END`. A command counts when written in capitals anywhere, or in any case alone on its own line (`Propose: 2pm`, `accept`); the last command wins; text without a command is a message A command negated by the words right before it ("I do NOT ACCEPT", "I refuse to ACCEPT", also across double spaces and line breaks) does not count (the shared negation rule of environments/core/grammar.py). A time is read as written: `PROPOSE 0930` is 09:30, `PROPOSE -5` and `PROPOSE 1e3` are invalid actions. |
+| reply cap | replies longer than 8,000 characters are cut to their last 8,000 before parsing (`max_reply_chars`); parsing is linear in the reply's length (environments/core/grammar.py) |
 | reward | M = mutually free slots (free in both calendars). A booked slot s in M: assistant = pref_A(s) / max_M pref_A, requestor = pref_R(s) / max_M pref_R (1 when that maximum is 0). A booked slot that overlaps either calendar: 0 for both. No meeting: 0, except when M is empty and the request was ended on purpose (`decline` or `end`): then 1 for both |
 | termination | an accepted proposal (meeting booked), `decline`, `end`, or `max_turns` turns (no meeting); a turn forfeited after exhausted retries still counts |
 
@@ -49,10 +50,11 @@ from environments.core.base import (
     RoleOutcome,
     Scenario,
     ScenarioError,
+    check_max_turns,
 )
 from environments.core.data import DataFileError, dataset_path
 from environments.core.events import Action, Event, Notification, Observation
-from environments.core.grammar import find_last_command
+from environments.core.grammar import cap_reply, find_last_command, show, squeeze
 from environments.core.registry import register
 from environments.core.scoring import is_pareto_optimal
 from environments.socialrl.bargaining import Deal, DealSpace
@@ -71,23 +73,31 @@ def format_time(minutes: int) -> str:
 
 
 _TIME_TEXT = re.compile(
-    r"^\s*(?:(?P<noon>noon|midday)|(?P<hour>\d{1,2})(?:\s*[:.h]\s*(?P<minute>\d{2}))?"
-    r"\s*(?:(?P<ampm>[ap])\.?\s*m\b\.?)?(?:\s*noon|\s*o'?clock)?)\s*$",
+    r"(?:(?P<noon>noon|midday)|(?P<hhmm>[0-9]{4})|(?P<hour>[0-9]{1,2})(?: ?[:.h] ?(?P<minute>[0-9]{2}))?)"
+    r" ?(?:(?P<ampm>[ap])\.? ?m\b\.?)?(?: ?noon| ?o'?clock)?",
     re.IGNORECASE,
 )
+_MAX_TIME_CHARS = 24
 
 
 def parse_time(text: str, slot_starts: Sequence[int] = ()) -> int | None:
-    """ "14:00", "2pm", "2:00 PM", "2 p.m.", "14h00", "noon" -> minutes since midnight; None if not a time.
+    """ "14:00", "2pm", "2:00 PM", "2 p.m.", "14h00", "0930", "noon" -> minutes since midnight; None if not
+    a time (a sign, as in "-5", makes it not a time).
 
     Without am/pm an hour is read on the 24-hour clock, except that an hour from 1 to 11 whose morning
-    reading is not among `slot_starts` but whose afternoon reading is, is read as the afternoon ("2:00")."""
-    match = _TIME_TEXT.match(text or "")
+    reading is not among `slot_starts` but whose afternoon reading is, is read as the afternoon ("2:00").
+    Four digits are hours and minutes ("0930" = 09:30, "1400" = 14:00)."""
+    if not isinstance(text, str) or len(text) > _MAX_TIME_CHARS:
+        return None
+    match = _TIME_TEXT.fullmatch(" ".join(text.split()).rstrip("."))
     if match is None:
         return None
     if match.group("noon"):
         return 12 * 60
-    hour, minute = int(match.group("hour")), int(match.group("minute") or 0)
+    if match.group("hhmm"):
+        hour, minute = int(match.group("hhmm")[:2]), int(match.group("hhmm")[2:])
+    else:
+        hour, minute = int(match.group("hour")), int(match.group("minute") or 0)
     ampm = (match.group("ampm") or "").lower()
     if minute > 59:
         return None
@@ -136,8 +146,12 @@ class CalendarEvent:
     def __post_init__(self) -> None:
         if not isinstance(self.title, str) or not self.title.strip():
             raise ScenarioError(f"calendar event needs a non-empty title, got {self.title!r}")
-        if not (isinstance(self.start, int) and isinstance(self.end, int)):
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (self.start, self.end)):
             raise ScenarioError(f"event {self.title!r}: start and end must be minutes (int)")
+        if not isinstance(self.secret, bool):
+            raise ScenarioError(f"event {self.title!r}: secret must be True or False, got {self.secret!r}")
+        if not isinstance(self.description, str):
+            raise ScenarioError(f"event {self.title!r}: description must be a string, got {self.description!r}")
         if not 0 <= self.start < self.end <= DAY_MINUTES:
             raise ScenarioError(
                 f"event {self.title!r}: need 0 <= start < end <= 1440 minutes, got {self.start}-{self.end}"
@@ -209,9 +223,9 @@ class CalendarScenario(Scenario):
                 f"{self.scenario_id}: requestor_preferences has {len(self.requestor_preferences)} slots, "
                 f"assistant_preferences {n}"
             )
-        if not isinstance(self.slot_minutes, int) or self.slot_minutes <= 0:
+        if isinstance(self.slot_minutes, bool) or not isinstance(self.slot_minutes, int) or self.slot_minutes <= 0:
             raise ScenarioError(f"{self.scenario_id}: slot_minutes must be a positive int, got {self.slot_minutes}")
-        if not isinstance(self.day_start, int) or self.day_start < 0:
+        if isinstance(self.day_start, bool) or not isinstance(self.day_start, int) or self.day_start < 0:
             raise ScenarioError(f"{self.scenario_id}: day_start must be minutes >= 0, got {self.day_start}")
         if self.day_start + n * self.slot_minutes > DAY_MINUTES:
             raise ScenarioError(
@@ -222,11 +236,15 @@ class CalendarScenario(Scenario):
             raise ScenarioError(
                 f"{self.scenario_id}: requested_start {self.requested_start} is not a candidate slot start"
             )
-        for name in ("assistant_name", "requestor_name", "meeting_title"):
+        for name in ("assistant_name", "requestor_name", "meeting_title", "date"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name).strip():
                 raise ScenarioError(f"{self.scenario_id}: {name} must be a non-empty string")
-        if self.max_turns < 2:
-            raise ScenarioError(f"{self.scenario_id}: max_turns must be >= 2, got {self.max_turns}")
+        for name in ("meeting_description", "adversary_instructions"):
+            if not isinstance(getattr(self, name), str):
+                raise ScenarioError(f"{self.scenario_id}: {name} must be a string, got {getattr(self, name)!r}")
+        if not isinstance(self.adversarial, bool):
+            raise ScenarioError(f"{self.scenario_id}: adversarial must be True or False, got {self.adversarial!r}")
+        check_max_turns(self.scenario_id, self.max_turns)
 
     # ------------------------------------------------------------------------------- slot helpers
     @property
@@ -435,17 +453,22 @@ def _sample_calendar(
 
 
 # -------------------------------------------------------------------------------------- grammar
-_TIME_TOKEN = r"(?:noon|midday|\d{1,2}(?:\s*[:.h]\s*\d{2})?(?:\s*[ap]\.?\s*m(?![a-z])\.?)?(?:\s*noon|\s*o'?clock\b)?)"
-_RANGE_TAIL = rf"(?:\s*(?:-|–|—|to|until|till)\s*{_TIME_TOKEN})?"
-_LINE_START = r"(?:^|(?<=\n))[ \t\-•]*"
-_LINE_END = r"[ \t.!]*(?=\n|$)"
-_PROPOSE_ARGS = rf"\s*(?:[:=\-]|\bat\b|\bfor\b|\bslot\b|\s)*(?P<time>{_TIME_TOKEN}{_RANGE_TAIL})"
+# Grammars match normalised text (environments/core/grammar.py): whitespace runs are one character, so the
+# optional single spaces below cannot backtrack over a run. A time token takes the whole time-like run
+# (digits, separators, a leading sign) so that "-5" or "0930" are read as written, not as "5" or "09".
+_TIME_TOKEN = (
+    r"(?:noon|midday|[-+\u2212]?[0-9][0-9:.h]*(?: ?[ap]\.? ?m(?![a-z])\.?)?(?: ?noon(?![a-z])| ?o'?clock\b)?\w*)"
+)
+_RANGE_TAIL = rf"(?: ?(?:-|–|—|to|until|till) ?{_TIME_TOKEN})?"
+_LINE_START = r"(?m:^)(?:[-•] ?)?"
+_LINE_END = r" ?[.!]* ?(?m:$)"
+_PROPOSE_ARGS = rf"(?: ?(?:[:=]|-(?![0-9])|\bat\b|\bfor\b|\bslot\b)){{0,3}} ?(?P<time>{_TIME_TOKEN}){_RANGE_TAIL}"
 _COMMANDS = {
     "propose": rf"(?-i:\bPROPOSE[SD]?\b)(?:{_PROPOSE_ARGS})?",
     "propose_line": rf"{_LINE_START}propose[sd]?\b{_PROPOSE_ARGS}",
-    "propose_colon": rf"\bpropose[sd]?\s*[:=]{_PROPOSE_ARGS}",
+    "propose_colon": rf"\bpropose[sd]? ?[:=]{_PROPOSE_ARGS}",
     **{kind: rf"(?-i:\b{kind.upper()}(?:ED|S|D)?\b)" for kind in ("accept", "reject", "decline")},
-    "end": r"(?-i:\bEND(?:ED|S)?\b(?!\s+OF\b))",
+    "end": r"(?-i:\bEND(?:ED|S)?\b)(?! of\b)",
     **{
         f"{kind}_line": rf"{_LINE_START}{kind}(?:ed|s|d)?{_LINE_END}" for kind in ("accept", "reject", "decline", "end")
     },
@@ -559,19 +582,24 @@ class CalendarEnv(AlternatingTurns, Environment[CalendarScenario]):
         )
 
     def parse(self, agent_id: str, text: str) -> Action | ParseError:
-        if not text or not text.strip():
+        text = cap_reply(text, self.max_reply_chars)
+        if not text.strip():
             return ParseError("empty reply; write a message or a command such as `PROPOSE 14:00`")
         match = find_last_command(text, _COMMANDS)
         if match is None:
-            return Action(agent_id, "message", text.strip())
+            return Action(agent_id, "message", squeeze(text))
         kind = match.kind.split("_")[0]
         if kind == "propose":
             token = match.groups.get("time", "")
-            token = re.split(r"\s*(?:-|–|—|\bto\b|\buntil\b|\btill\b)\s*", token, maxsplit=1)[0]
+            if token[:1] in "-+\u2212" and token:
+                return ParseError(
+                    f"`PROPOSE` needs a start time such as `PROPOSE 14:00`, not a signed number ({show(token)})"
+                )
             slot_starts = self._scenario.slot_starts if self._scenario is not None else ()
             start = parse_time(token, slot_starts) if token else None
             if start is None:
-                return ParseError("`PROPOSE` needs a start time, e.g. `PROPOSE 14:00` or `PROPOSE 2pm`")
+                got = f" (could not read {show(token)} as a time)" if token else ""
+                return ParseError(f"`PROPOSE` needs a start time, e.g. `PROPOSE 14:00` or `PROPOSE 2pm`{got}")
             return Action(agent_id, "propose", match.message, {"slot": format_time(start)})
         standing = self._standing.get(self._other(agent_id)) if hasattr(self, "_standing") else None
         if kind == "accept" and standing is not None:

@@ -5,7 +5,8 @@
 | roles | `alice`, `bob` (alice opens) |
 | private information | each side's integer value per book, hat and ball (the whole pool is worth 10 points to each side); the item counts are public |
 | actions | negotiation: `message` (free text), `propose` {"mine": {"book": n, "hat": n, "ball": n}} (what the proposer gets), `accept` (the counterpart's standing proposal), `no_deal` (end without a deal). Selection: `select` {"mine": {...}} (the split this side believes was agreed, its own share) or `no_deal` |
-| text grammar | free text, optionally ending with one command line: `PROPOSE book=1 hat=2 ball=0`, `ACCEPT`, `NO DEAL`, `SELECT book=1 hat=2 ball=0`; "I get 1 book, 2 hats and 0 balls" also proposes. Command words count in capitals anywhere, or in any case at the start of a line; text without a command is a message |
+| text grammar | free text, optionally ending with one command line: `PROPOSE book=1 hat=2 ball=0`, `ACCEPT`, `NO DEAL`, `SELECT book=1 hat=2 ball=0`; "I get 1 book, 2 hats and 0 balls" also proposes. Command words count in capitals anywhere, or in any case at the start of a line; text without a command is a message A command negated by the words right before it ("I do NOT ACCEPT", "I refuse to ACCEPT", also across double spaces and line breaks) does not count (the shared negation rule of environments/core/grammar.py). Counts are whole numbers: a negative count or one of more than 4 digits is an invalid action saying why. |
+| reply cap | replies longer than 8,000 characters are cut to their last 8,000 before parsing (`max_reply_chars`); parsing is linear in the reply's length (environments/core/grammar.py) |
 | reward | own points / reference, clipped to [0, 1]; reference = the most own points in any Pareto-optimal envy-free allocation (the Nash bargaining allocation when none is envy-free); mismatched selections or no deal = 0 for both |
 | termination | both selections in (the deal stands only when they are complementary), or `no_deal` during the negotiation |
 
@@ -39,10 +40,11 @@ from environments.core.base import (
     RoleOutcome,
     Scenario,
     ScenarioError,
+    check_max_turns,
 )
 from environments.core.data import DataFileError, dataset_path
 from environments.core.events import Action, Event, Observation
-from environments.core.grammar import find_last_command
+from environments.core.grammar import cap_reply, find_last_command, squeeze
 from environments.core.registry import register
 from environments.core.scoring import complement, normalise, points
 from environments.socialrl.allocation import (
@@ -112,8 +114,7 @@ class DndScenario(Scenario):
             raise ScenarioError(f"{self.scenario_id}: every item must be valued by someone; nobody values {unvalued}")
         if not any(a > 0 and b > 0 for a, b in zip(self.alice_values, self.bob_values, strict=True)):
             raise ScenarioError(f"{self.scenario_id}: at least one item must be valued by both sides")
-        if not _is_int(self.max_turns) or self.max_turns < 2:
-            raise ScenarioError(f"{self.scenario_id}: max_turns must be an integer >= 2, got {self.max_turns!r}")
+        check_max_turns(self.scenario_id, self.max_turns)
 
     def values(self, agent_id: str) -> tuple[int, int, int]:
         return self.alice_values if agent_id == ALICE else self.bob_values
@@ -159,12 +160,12 @@ def value_patterns(item: str, value: int) -> tuple[str, ...]:
 
 _COMMANDS = {
     "propose": args_command(r"PROPOS(?:E|AL)|OFFER", r"propos(?:e|al)|offer"),
-    "select": args_command(r"SELECT(?:ION|ED)?", r"select(?:ion|ed)?|final\s+split"),
+    "select": args_command(r"SELECT(?:ION|ED)?", r"select(?:ion|ed)?|final split"),
     "accept": bare_command(
         r"ACCEPT(?:ED|S)?(?:[ _-](?:DEAL|OFFER|PROPOSAL))?",
-        r"(?:i\s+)?accept(?:ed|s)?(?:[ \t]+(?:the|your|this|that)?[ \t]*(?:deal|offer|proposal|it|that)?)?",
+        r"(?:i )?accept(?:ed|s)?(?: (?:the|your|this|that))?(?: (?:deal|offer|proposal|it|that))?",
     ),
-    "no_deal": bare_command(r"NO[ _-]?DEAL|WALK[ _-]?AWAY", r"no[ _-]?deal|(?:i\s+)?walk[ _-]?away"),
+    "no_deal": bare_command(r"NO[ _-]?DEAL|WALK[ _-]?AWAY", r"no[ _-]?deal|(?:i )?walk[ _-]?away"),
 }
 _NATURAL = {"propose": natural_allocation_pattern()}
 
@@ -280,7 +281,8 @@ class DndEnv(Environment[DndScenario]):
         )
 
     def parse(self, agent_id: str, text: str) -> Action | ParseError:
-        if not text or not text.strip():
+        text = cap_reply(text, self.max_reply_chars)
+        if not text.strip():
             return ParseError("empty reply; write a message or a command such as `PROPOSE book=1 hat=2 ball=0`")
         selecting = getattr(self, "_phase", "negotiate") == "select"
         pool = self._scenario.counts if self._scenario is not None else (4, 4, 4)
@@ -291,8 +293,8 @@ class DndEnv(Environment[DndScenario]):
                 counts = parse_counts(command_args(natural.groups), NAMES, pool)
                 if isinstance(counts, tuple):
                     kind = "select" if selecting else "propose"
-                    return Action(agent_id, kind, text.strip(), to_payload(ITEMS, counts))
-            return Action(agent_id, "message", text.strip())
+                    return Action(agent_id, kind, squeeze(text), to_payload(ITEMS, counts))
+            return Action(agent_id, "message", squeeze(text))
         if match.kind in ("propose", "select"):
             counts = parse_counts(command_args(match.groups), NAMES, pool)
             if isinstance(counts, str):

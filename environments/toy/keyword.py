@@ -7,6 +7,7 @@
 | actions | `write` (any text; raw text is always a valid `write`) |
 | reward | min(1, occurrences of the scenario's target string in the text (case-insensitive) / target_count) |
 | termination | after the single `write` (or after the retries of an empty reply run out, reward 0) |
+| reply cap | replies longer than 8,000 characters are cut to their last 8,000 before parsing (`max_reply_chars`) |
 
 Used to check that a learner learns: with the engine's sampling restricted to a few tokens (vLLM's
 `allowed_token_ids`, e.g. " yes" and " no"), even a tiny random-weight model writes the target in about
@@ -30,6 +31,7 @@ from environments.core.base import (
     ScenarioError,
 )
 from environments.core.events import Action, Event, Observation
+from environments.core.grammar import cap_reply
 from environments.core.registry import register
 
 WRITER = "writer"
@@ -49,7 +51,9 @@ class KeywordScenario(Scenario):
     def __post_init__(self) -> None:
         if not self.target:
             raise ScenarioError(f"{self.scenario_id}: target must not be empty")
-        if self.target_count < 1:
+        if not isinstance(self.target, str):
+            raise ScenarioError(f"{self.scenario_id}: target must be a string, got {self.target!r}")
+        if isinstance(self.target_count, bool) or not isinstance(self.target_count, int) or self.target_count < 1:
             raise ScenarioError(f"{self.scenario_id}: target_count must be >= 1, got {self.target_count}")
 
 
@@ -79,7 +83,8 @@ class KeywordEnv(Environment[KeywordScenario]):
         return ActionSpec({"write": "write a short text"}, "Write a few sentences.", ("The sea is deep.",))
 
     def parse(self, agent_id: str, text: str) -> Action | ParseError:
-        if not text or not text.strip():
+        text = cap_reply(text, self.max_reply_chars)
+        if not text.strip():
             return ParseError("empty reply; write a few words")
         return Action(agent_id, "write", text.strip())
 
