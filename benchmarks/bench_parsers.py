@@ -1,8 +1,9 @@
 """Parse time of adversarial replies, per environment and reply shape (issue 14: linear-time grammars).
 
 Every environment is driven through real episodes by code agents; whenever a seat is asked to act, the
-environment's own `parse` is timed on adversarial replies of growing length (the shapes below: a command
-word, a long run of whitespace and one stray character, long numbers, repeated terms, ...). Parsing is
+environment's own `parse` is timed on adversarial replies of growing length (the shapes of
+tests/adversarial.py: a command word, a long run of whitespace and one stray character, long numbers,
+repeated terms, ...). Parsing is
 pure, so probing does not change the episode. A series stops once one parse takes longer than
 `--stop-after` seconds. The largest time over the seats and phases of an environment is reported.
 
@@ -16,59 +17,16 @@ Results go to benchmarks/results/<NAME>.json (default: parsers.json).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import platform
 import signal
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from environments import make, sample_scenarios
-from environments.core.events import Action, Notification
+from tests.adversarial import ENV_IDS, SHAPES, visit_turns
 
 RESULTS = Path(__file__).resolve().parent / "results"
-ENV_IDS = (
-    "dnd-v0",
-    "casino-v0",
-    "craigslist-v0",
-    "marketplace-v0",
-    "job-interview-v0",
-    "calendar-v0",
-    "red-black-v0",
-    "sugarscape-v0",
-    "keyword-v0",
-)
-
-
-def _pad(word: str, fill: str) -> Callable[[int], str]:
-    return lambda n: word + fill * n + "x"
-
-
-SHAPES: dict[str, Callable[[int], str]] = {
-    # The issue's shape: a command word, a long run of whitespace, one stray character.
-    **{f"{w}+spaces+x": _pad(w, " ") for w in ("accept", "ACCEPT", "OFFER", "offer", "PROPOSE", "propose")},
-    **{f"{w}+spaces+x": _pad(w, " ") for w in ("REFLECT:", "INTENT:", "VOTE", "vote", "SELECT", "I get")},
-    **{f"{w}+spaces+x": _pad(w, " ") for w in ("no deal", "walk away", "OFFER: GIVE 3", "PROPOSE book=1")},
-    "accept+tabs+x": _pad("accept", "\t"),
-    "ACCEPT+newlines+x": _pad("ACCEPT", "\n"),
-    "accept+!+x": _pad("accept", "!"),
-    "OFFER $+digits+x": lambda n: "OFFER $" + "1" * n + "x",
-    "OFFER+digit-commas": lambda n: "OFFER " + "1," * (n // 2),
-    "PROPOSE+digits": lambda n: "PROPOSE " + "9" * n,
-    "digits": lambda n: "9" * n,
-    "PROPOSE+terms": lambda n: "PROPOSE " + "book=1 " * (n // 7),
-    "PROPOSE+salary-terms": lambda n: "PROPOSE " + "salary=35, " * (n // 11),
-    "I get+counts": lambda n: "I get " + "1 hat, " * (n // 7),
-    "not+ACCEPT": lambda n: "not " * (n // 4) + "ACCEPT",
-    "ACCEPT repeated": lambda n: "ACCEPT " * (n // 7),
-    "OFFER repeated": lambda n: "OFFER $5 " * (n // 9),
-    "stars": lambda n: "*" * n,
-    "letters": lambda n: "a" * n,
-    "INFER-ACT": lambda n: "INFER:" + " " * n + "x",
-    "vote-words": lambda n: "vote for " * (n // 9) + "x",
-}
 
 
 class ParseTimeout(Exception):
@@ -97,60 +55,7 @@ def timed_parse(env: Any, agent_id: str, text: str, limit_s: float) -> tuple[flo
     return time.perf_counter() - start, error
 
 
-class ProbeAgent:
-    """Wraps a code agent: before each answer, times the environment's parse on every shape."""
-
-    def __init__(self, inner: Any, env: Any, probe: Callable[[Any, str, tuple[str, ...]], None]) -> None:
-        self.inner, self.env, self.probe = inner, env, probe
-
-    async def reset(self, agent_id: str, env_id: str, spec: Any, episode_id: str) -> None:
-        self.agent_id = agent_id
-        await self.inner.reset(agent_id, env_id, spec, episode_id)
-
-    async def observe(self, event: Any) -> None:
-        await self.inner.observe(event)
-
-    async def act(self, request: Notification) -> Action:
-        self.probe(self.env, self.agent_id, tuple(request.allowed))
-        return await self.inner.act(request)
-
-
-def code_agents(env_id: str, env: Any, scenario: Any, seed: int) -> dict[str, Any]:
-    """One code agent per seat of a reset environment."""
-    env.reset(scenario, seed)
-    seat_ids = tuple(env.agent_ids)
-    if env_id == "red-black-v0":
-        from agents.yoao.red_black_strategies import make_strategy_agent
-
-        return {s: make_strategy_agent("tit_for_tat", seed) for s in seat_ids}
-    if env_id == "sugarscape-v0":
-        from agents.yoao.sugarscape_agents import MRSTrader
-
-        return {s: MRSTrader() for s in seat_ids}
-    if env_id == "keyword-v0":
-        from environments.core.events import RAW_TEXT
-
-        class Writer:
-            async def reset(self, *args: Any) -> None:
-                pass
-
-            async def observe(self, event: Any) -> None:
-                pass
-
-            async def act(self, request: Notification) -> Action:
-                return Action(request.to, RAW_TEXT, "no no no no no no no no")
-
-        return {s: Writer() for s in seat_ids}
-    from agents.socialrl.code_agents import make_code_agent
-
-    return {s: make_code_agent("conceder", seed=seed) for s in seat_ids}
-
-
 def measure(env_id: str, sizes: list[int], stop_after: float, uncapped: bool) -> dict[str, Any]:
-    from environments.core.runtime import run_episode
-
-    env = make(env_id)
-    scenario = sample_scenarios(env_id, 1, seed=3)[0]
     times: dict[str, dict[int, float]] = {name: {} for name in SHAPES}
     stopped: set[str] = set()
     phases: set[tuple[str, ...]] = set()
@@ -162,6 +67,8 @@ def measure(env_id: str, sizes: list[int], stop_after: float, uncapped: bool) ->
         phases.add(allowed)
         if uncapped and hasattr(env, "max_reply_chars"):
             env.max_reply_chars = 10**9
+        for shape in SHAPES.values():  # warm up: the first parse compiles the grammar's patterns
+            timed_parse(env, agent_id, shape(10), limit_s=60)
         for name, shape in SHAPES.items():
             for n in sizes:
                 if name in stopped and n > max(times[name], default=0):
@@ -178,8 +85,7 @@ def measure(env_id: str, sizes: list[int], stop_after: float, uncapped: bool) ->
         if uncapped and hasattr(env, "max_reply_chars"):
             del env.max_reply_chars
 
-    agents = {s: ProbeAgent(a, env, probe) for s, a in code_agents(env_id, make(env_id), scenario, 0).items()}
-    asyncio.run(run_episode(env, agents, scenario, seed=0, turn_timeout=None))
+    visit_turns(env_id, probe)
     worst = {n: max((t[n] for t in times.values() if n in t), default=None) for n in sizes}
     worst_shape = {
         n: max((name for name, t in times.items() if n in t), key=lambda name: times[name][n], default=None)
