@@ -300,10 +300,12 @@ def test_loader_names_file_and_record_of_a_broken_dialogue(tmp_path: Path) -> No
     missing = {"dialogue_id": 3, "participant_info": {A1: participant(["Food", "Water", "Firewood"])}}
     path = tmp_path / "casino_train.json"
     path.write_text(json.dumps([good, broken]))
-    with pytest.raises(DataFileError, match=r"casino_train.json, record 1: .*agent_1_priorities"):
+    with pytest.raises(
+        DataFileError, match=r"casino_train.json, record 1, field 'participant_info.mturk_agent_1.value2issue'"
+    ):
         CasinoEnv.load_dataset(path)
     path.write_text(json.dumps([good, good, missing]))
-    with pytest.raises(DataFileError, match=r"record 2: .*mturk_agent_2"):
+    with pytest.raises(DataFileError, match=r"record 2, field 'participant_info.mturk_agent_2': is missing"):
         CasinoEnv.load_dataset(path)
     path.write_text("[{oops")
     with pytest.raises(DataFileError, match="cannot read JSON"):

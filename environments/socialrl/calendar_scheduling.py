@@ -33,6 +33,7 @@ neither is proposing or accepting a slot. The preferences leak when the text sta
 
 from __future__ import annotations
 
+import datetime
 import random
 import re
 from collections.abc import Mapping, Sequence
@@ -52,7 +53,16 @@ from environments.core.base import (
     ScenarioError,
     check_max_turns,
 )
-from environments.core.data import DataFileError, dataset_path
+from environments.core.data import (
+    DataFileError,
+    Loaded,
+    RecordError,
+    dataset_path,
+    describe_type,
+    get_field,
+    load_records,
+    read_text_file,
+)
 from environments.core.events import Action, Event, Notification, Observation
 from environments.core.grammar import cap_reply, find_last_command, show, squeeze
 from environments.core.registry import register
@@ -526,34 +536,37 @@ class CalendarEnv(AlternatingTurns, Environment[CalendarScenario]):
         )
 
     @staticmethod
-    def load_dataset(path: str | Path | None = None, max_turns: int = 20) -> list[CalendarScenario]:
+    def load_dataset(
+        path: str | Path | None = None, max_turns: int = 20, skip_bad: bool = False
+    ) -> Loaded[CalendarScenario]:
         """Scenarios from a SocialReasoning-Bench calendar YAML file (default: the shared small.yaml).
 
         Candidate slots are the principal's hourly preference slots (08:00-19:00 in the data); only events
         on the requested meeting's date are kept. Requestor preferences default to 1.0 when absent. The
-        whimsical-privacy files set `adversarial` and carry the attack prompt in `adversary_instructions`."""
+        whimsical-privacy files set `adversarial` and carry the attack prompt in `adversary_instructions`.
+        Records are the tasks of the `tasks:` list, numbered from 0; errors name the file, the record and the
+        field (`is_secret: 'no'` is an error, not a secret); `skip_bad` loads the good tasks and reports the
+        bad ones (environments/core/data.py)."""
+        import yaml
+
         path = Path(path) if path is not None else dataset_path(DATA_DIR, DATA_FILES[0])
         if path is None:
             raise DataFileError(f"{DATA_DIR}/{DATA_FILES[0]}", "the shared dataset is not present")
         try:
-            import yaml
-
-            document = yaml.safe_load(Path(path).read_text())
-        except (OSError, UnicodeDecodeError) as exc:
-            raise DataFileError(path, f"cannot read file: {exc}") from exc
+            document = yaml.safe_load(read_text_file(path))
         except yaml.YAMLError as exc:
             raise DataFileError(path, f"cannot read YAML: {exc}") from exc
         tasks = document.get("tasks") if isinstance(document, dict) else document
         if not isinstance(tasks, list):
             raise DataFileError(path, "expected a mapping with a 'tasks' list (or a list of tasks)")
         source = f"srbench-calendar-{Path(path).stem}"
-        scenarios = []
-        for index, task in enumerate(tasks):
-            try:
-                scenarios.append(_scenario_from_task(task, index, source, max_turns))
-            except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                raise DataFileError(path, f"malformed task ({type(exc).__name__}: {exc})", record=index) from exc
-        return scenarios
+        return load_records(
+            path,
+            enumerate(tasks),
+            lambda task, index: _scenario_from_task(task, index, source, max_turns),
+            skip_bad=skip_bad,
+            what="task",
+        )
 
     # ------------------------------------------------------------------------------ action grammar
     def action_spec(self, agent_id: str) -> ActionSpec:
@@ -875,66 +888,110 @@ class CalendarDealSpace(DealSpace):
         return f"To be open with you: {busy}."
 
 
-def _scenario_from_task(task: Mapping[str, Any], index: int, source: str, max_turns: int) -> CalendarScenario:
-    requestor, assistant = task["requestor"], task["assistant"]
-    meeting = requestor["requested_meeting"]
-    date = str(meeting["date"])
+def _date_field(record: Any, path: str, prefix: str = "") -> str:
+    """A date field: text, or the date YAML parses from an unquoted 2026-02-20."""
+    value = get_field(record, path, None, prefix=prefix)
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    return get_field(record, path, "text", prefix=prefix)
 
-    def slots_of(prefs: Any, who: str) -> list[tuple[int, int, float]]:
-        if not isinstance(prefs, list) or not prefs:
-            raise ValueError(f"{who}.preferences must be a non-empty list")
-        out = [(_time_from_yaml(p["start_time"]), _time_from_yaml(p["end_time"]), p["score"]) for p in prefs]
+
+def _time_field(record: Any, path: str, prefix: str = "") -> int:
+    """A time field in minutes: "HH:MM" text, or the minutes YAML 1.1 reads from an unquoted 9:00."""
+    value = get_field(record, path, None, prefix=prefix)
+    if not isinstance(value, int) or isinstance(value, bool):
+        value = get_field(record, path, "text", prefix=prefix)
+    try:
+        return _time_from_yaml(value)
+    except ValueError as exc:
+        raise RecordError(".".join(p for p in (prefix, path) if p), str(exc)) from None
+
+
+def _has(record: Any, key: str, where: str) -> bool:
+    """Whether a mapping holds a non-null `key` (RecordError naming `where` when it is not a mapping)."""
+    return get_field(record, key, None, optional=True, prefix=where) is not None
+
+
+def _scenario_from_task(task: Any, index: int | str, source: str, max_turns: int) -> CalendarScenario:
+    """One SocialReasoning-Bench calendar task as a scenario (RecordError naming the field when malformed)."""
+    meeting = get_field(task, "requestor.requested_meeting", "mapping")
+    where_meeting = "requestor.requested_meeting"
+    date = _date_field(meeting, "date", where_meeting)
+
+    def slots_of(who: str) -> list[tuple[int, int, float]]:
+        prefs = get_field(task, f"{who}.preferences", "list")
+        if not prefs:
+            raise RecordError(f"{who}.preferences", "must not be empty")
+        out = []
+        for k, pref in enumerate(prefs):
+            where = f"{who}.preferences[{k}]"
+            start, end = _time_field(pref, "start_time", where), _time_field(pref, "end_time", where)
+            out.append((start, end, get_field(pref, "score", "number", prefix=where)))
         return sorted(out, key=lambda x: x[0])
 
-    slots = slots_of(assistant["preferences"], "assistant")
+    slots = slots_of("assistant")
     length = slots[0][1] - slots[0][0]
     for (start, end, _), (next_start, _, _) in zip(slots, [*slots[1:], (slots[-1][1], 0, 0)], strict=True):
         if end - start != length or end != next_start:
-            raise ValueError("assistant preference slots must be back-to-back and of equal length")
-    duration = meeting.get("duration_minutes")
+            raise RecordError("assistant.preferences", "slots must be back-to-back and of equal length")
+    duration = get_field(meeting, "duration_minutes", "integer", optional=True, prefix=where_meeting)
     if duration is not None and int(duration) != length:
-        raise ValueError(f"meeting lasts {duration} min but preference slots last {length} min")
+        raise RecordError(
+            f"{where_meeting}.duration_minutes",
+            f"the meeting lasts {duration} min but preference slots last {length} min",
+        )
     starts = [s for s, _, _ in slots]
-    if requestor.get("preferences"):
-        by_start = {s: score for s, _, score in slots_of(requestor["preferences"], "requestor")}
+    if get_field(task, "requestor.preferences", None, optional=True):
+        by_start = {s: score for s, _, score in slots_of("requestor")}
         if set(by_start) != set(starts):
-            raise ValueError("requestor preference slots differ from the assistant's")
+            raise RecordError("requestor.preferences", "slots differ from the assistant's")
         requestor_prefs = tuple(by_start[s] for s in starts)
     else:
         requestor_prefs = (1.0,) * len(starts)
 
-    def calendar(events: Any) -> tuple[CalendarEvent, ...]:
+    def calendar(who: str) -> tuple[CalendarEvent, ...]:
+        events = get_field(task, f"{who}.calendar", "list", optional=True, default=[])
         out = []
-        for event in events or []:
-            if str(event.get("date", date)) != date:
+        for k, event in enumerate(events):
+            where = f"{who}.calendar[{k}]"
+            event_date = _date_field(event, "date", where) if _has(event, "date", where) else date
+            if event_date != date:
                 continue
-            out.append(
-                CalendarEvent(
-                    title=str(event["title"]),
-                    start=_time_from_yaml(event["start_time"]),
-                    end=_time_from_yaml(event["end_time"]),
-                    secret=bool(event.get("is_secret", False)),
-                    description=str(event.get("description") or ""),
+            try:
+                out.append(
+                    CalendarEvent(
+                        title=get_field(event, "title", "text", prefix=where),
+                        start=_time_field(event, "start_time", where),
+                        end=_time_field(event, "end_time", where),
+                        secret=get_field(event, "is_secret", "bool", optional=True, default=False, prefix=where),
+                        description=get_field(event, "description", "text?", optional=True, default="", prefix=where),
+                    )
                 )
-            )
+            except ScenarioError as exc:
+                raise RecordError(where, str(exc)) from None
         return tuple(out)
 
-    requested = _time_from_yaml(meeting["start_time"]) if meeting.get("start_time") is not None else None
+    requested = (
+        _time_field(meeting, "start_time", where_meeting) if _has(meeting, "start_time", where_meeting) else None
+    )
+    task_id = task.get("id", index)
+    if isinstance(task_id, bool) or not isinstance(task_id, int | str):
+        raise RecordError("id", f"must be a number or text, got {describe_type(task_id)}")
     return CalendarScenario(
-        scenario_id=f"{source}:{task.get('id', index)}",
-        assistant_name=str(assistant["name"]),
-        requestor_name=str(requestor["name"]),
-        meeting_title=str(meeting["title"]),
-        meeting_description=str(meeting.get("description") or ""),
+        scenario_id=f"{source}:{task_id}",
+        assistant_name=get_field(task, "assistant.name", "text"),
+        requestor_name=get_field(task, "requestor.name", "text"),
+        meeting_title=get_field(meeting, "title", "text", prefix=where_meeting),
+        meeting_description=get_field(meeting, "description", "text?", optional=True, default="", prefix=where_meeting),
         date=date,
         day_start=starts[0],
         slot_minutes=length,
         assistant_preferences=tuple(score for _, _, score in slots),
         requestor_preferences=requestor_prefs,
-        assistant_calendar=calendar(assistant["calendar"]),
-        requestor_calendar=calendar(requestor["calendar"]),
+        assistant_calendar=calendar("assistant"),
+        requestor_calendar=calendar("requestor"),
         requested_start=requested if requested in starts else None,
-        adversarial=bool(requestor.get("is_malicious", False)),
-        adversary_instructions=str(requestor.get("malicious_prompt") or ""),
+        adversarial=get_field(task, "requestor.is_malicious", "bool", optional=True, default=False),
+        adversary_instructions=get_field(task, "requestor.malicious_prompt", "text?", optional=True, default=""),
         max_turns=max_turns,
     )

@@ -36,7 +36,16 @@ from environments.core.base import (
     ScenarioError,
     check_max_turns,
 )
-from environments.core.data import DataFileError, dataset_path
+from environments.core.data import (
+    DataFileError,
+    Loaded,
+    RecordError,
+    dataset_path,
+    describe_type,
+    get_field,
+    load_records,
+    read_text_file,
+)
 from environments.core.events import Action, Event, Observation
 from environments.core.grammar import cap_reply, find_last_command, squeeze
 from environments.core.registry import register
@@ -291,35 +300,40 @@ class CasinoEnv(Environment[CasinoScenario]):
         return CasinoScenario(scenario_id=f"gen:{rng.getrandbits(32):08x}", **fields)
 
     @staticmethod
-    def load_dataset(path: str | Path | None = None, max_turns: int = 20, split: str = "train") -> list[CasinoScenario]:
-        """Scenarios from a CaSiNo JSON file (default: the shared casino_<split>.json, split train or valid)."""
+    def load_dataset(
+        path: str | Path | None = None, max_turns: int = 20, split: str = "train", skip_bad: bool = False
+    ) -> Loaded[CasinoScenario]:
+        """Scenarios from a CaSiNo JSON file (default: the shared casino_<split>.json, split train or valid).
+
+        Records are the dialogues of the JSON list, numbered from 0. Every priority (`value2issue`) and reason
+        (`value2reason`) of both participants must be text; errors name the file, the record and the field;
+        `skip_bad` loads the good records and reports the bad ones (environments/core/data.py)."""
         path = Path(path) if path is not None else dataset_path("casino", f"casino_{split}.json")
         if path is None:
             raise DataFileError(f"casino/casino_{split}.json", "the shared dataset is not present")
         try:
-            records = json.loads(Path(path).read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            records = json.loads(read_text_file(path))
+        except json.JSONDecodeError as exc:
             raise DataFileError(path, f"cannot read JSON: {exc}") from exc
         if not isinstance(records, list):
-            raise DataFileError(path, "expected a JSON list of dialogues")
-        scenarios = []
-        for index, record in enumerate(records):
-            try:
-                info = record["participant_info"]
-                fields: dict[str, Any] = {}
-                for n, agent_id in ((1, AGENT_1), (2, AGENT_2)):
-                    issues = info[agent_id]["value2issue"]
-                    reasons = info[agent_id]["value2reason"]
-                    fields[f"agent_{n}_priorities"] = tuple(str(issues[level]).lower() for level in LEVELS)
-                    fields[f"agent_{n}_reasons"] = tuple(str(reasons[level]) for level in LEVELS)
-                scenarios.append(
-                    CasinoScenario(
-                        scenario_id=f"casino:{record.get('dialogue_id', index)}", max_turns=max_turns, **fields
-                    )
-                )
-            except (KeyError, TypeError, ValueError) as exc:  # ScenarioError is a ValueError
-                raise DataFileError(path, f"malformed dialogue ({type(exc).__name__}: {exc})", record=index) from exc
-        return scenarios
+            raise DataFileError(path, f"expected a JSON list of dialogues, got {describe_type(records)}")
+
+        def build(record: Any, index: int | str) -> CasinoScenario:
+            fields: dict[str, Any] = {}
+            for n, agent_id in ((1, AGENT_1), (2, AGENT_2)):
+                base = f"participant_info.{agent_id}"
+                issues = [get_field(record, f"{base}.value2issue.{level}", "text") for level in LEVELS]
+                reasons = [get_field(record, f"{base}.value2reason.{level}", "text") for level in LEVELS]
+                if sorted(i.lower() for i in issues) != sorted(ITEMS):
+                    raise RecordError(f"{base}.value2issue", f"must rank {', '.join(ITEMS)} once each, got {issues}")
+                fields[f"agent_{n}_priorities"] = tuple(i.lower() for i in issues)
+                fields[f"agent_{n}_reasons"] = tuple(reasons)
+            dialogue_id = record.get("dialogue_id", index)
+            if isinstance(dialogue_id, bool) or not isinstance(dialogue_id, int | str):
+                raise RecordError("dialogue_id", f"must be a number or text, got {describe_type(dialogue_id)}")
+            return CasinoScenario(scenario_id=f"casino:{dialogue_id}", max_turns=max_turns, **fields)
+
+        return load_records(path, enumerate(records), build, skip_bad=skip_bad, what="dialogue")
 
     # ------------------------------------------------------------------------------ action grammar
     def action_spec(self, agent_id: str) -> ActionSpec:

@@ -36,7 +36,16 @@ from environments.core.base import (
     TranscriptEntry,
     check_max_turns,
 )
-from environments.core.data import DataFileError, dataset_path
+from environments.core.data import (
+    DataFileError,
+    Loaded,
+    RecordError,
+    dataset_path,
+    describe_type,
+    get_field,
+    load_records,
+    read_text_file,
+)
 from environments.core.events import Action, Event, Observation
 from environments.core.grammar import (
     NUMBER,
@@ -196,39 +205,65 @@ class CraigslistEnv(AlternatingTurns, Environment[CraigslistScenario]):
         )
 
     @staticmethod
-    def load_dataset(path: str | Path | None = None, max_turns: int = 20) -> list[CraigslistScenario]:
-        """Scenarios from a CoCoA CraigslistBargain JSON file (default: the shared dev.json)."""
+    def load_dataset(
+        path: str | Path | None = None, max_turns: int = 20, skip_bad: bool = False
+    ) -> Loaded[CraigslistScenario]:
+        """Scenarios from a CoCoA CraigslistBargain JSON file (default: the shared dev.json).
+
+        Records are the dialogues of the JSON list, numbered from 0. The seller's item needs a Title and a
+        Category (text), a Price (a number) and a Description (a list of lines); the buyer a Target (a
+        number). Errors name the file, the record and the field; `skip_bad` loads the good records and
+        reports the bad ones (environments/core/data.py)."""
         path = Path(path) if path is not None else dataset_path("craigslistbargain", "dev.json")
         if path is None:
             raise DataFileError("craigslistbargain/dev.json", "the shared dataset is not present")
         try:
-            records = json.loads(Path(path).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
+            records = json.loads(read_text_file(path))
+        except json.JSONDecodeError as exc:
             raise DataFileError(path, f"cannot read JSON: {exc}") from exc
         if not isinstance(records, list):
-            raise DataFileError(path, "expected a JSON list of dialogues")
-        scenarios = []
-        for index, record in enumerate(records):
-            try:
-                kbs = record["scenario"]["kbs"]
-                by_role = {kb["personal"]["Role"]: kb for kb in kbs}
-                buyer, seller = by_role[BUYER], by_role[SELLER]
-                listing = float(seller["item"]["Price"])
-                target = float(buyer["personal"]["Target"])
-                scenarios.append(
-                    CraigslistScenario(
-                        scenario_id=f"craigslistbargain:{record.get('uuid', index)}",
-                        category=str(seller["item"]["Category"]),
-                        title=str(seller["item"]["Title"]),
-                        description=tuple(str(line) for line in seller["item"]["Description"]) or ("(none)",),
-                        listing_price=listing,
-                        buyer_target=target,
-                        max_turns=max_turns,
+            raise DataFileError(path, f"expected a JSON list of dialogues, got {describe_type(records)}")
+
+        def build(record: Any, index: int | str) -> CraigslistScenario:
+            kbs = get_field(record, "scenario.kbs", "list")
+            by_role: dict[str, Any] = {}
+            for k, kb in enumerate(kbs):
+                role = get_field(kb, "personal.Role", "text") if isinstance(kb, Mapping) else None
+                if role not in (BUYER, SELLER) or role in by_role:
+                    raise RecordError(
+                        f"scenario.kbs[{k}].personal.Role", f"must be one buyer and one seller, got {role!r}"
                     )
-                )
-            except (KeyError, TypeError, ValueError) as exc:
-                raise DataFileError(path, f"malformed dialogue ({type(exc).__name__}: {exc})", record=index) from exc
-        return scenarios
+                by_role[role] = kb
+            if set(by_role) != {BUYER, SELLER}:
+                raise RecordError("scenario.kbs", f"needs a buyer and a seller, got {sorted(by_role)}")
+            where = {role: f"scenario.kbs[{role}]" for role in by_role}
+            seller, buyer = by_role[SELLER], by_role[BUYER]
+
+            def item(name: str, kind: str) -> Any:
+                try:
+                    return get_field(seller, f"item.{name}", kind)
+                except RecordError as exc:
+                    raise RecordError(f"{where[SELLER]}.{exc.field}", exc.reason) from None
+
+            description = item("Description", "list")
+            if not all(isinstance(line, str) for line in description):
+                raise RecordError(f"{where[SELLER]}.item.Description", "must be a list of text lines")
+            try:
+                target = get_field(buyer, "personal.Target", "number")
+            except RecordError as exc:
+                raise RecordError(f"{where[BUYER]}.{exc.field}", exc.reason) from None
+            uuid = record.get("uuid", index)
+            return CraigslistScenario(
+                scenario_id=f"craigslistbargain:{uuid}",
+                category=item("Category", "text"),
+                title=item("Title", "text"),
+                description=tuple(description) or ("(none)",),
+                listing_price=float(item("Price", "number")),
+                buyer_target=float(target),
+                max_turns=max_turns,
+            )
+
+        return load_records(path, enumerate(records), build, skip_bad=skip_bad, what="dialogue")
 
     # ------------------------------------------------------------------------------ action grammar
     def action_spec(self, agent_id: str) -> ActionSpec:

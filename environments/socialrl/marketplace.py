@@ -45,7 +45,16 @@ from environments.core.base import (
     ScenarioError,
     check_max_turns,
 )
-from environments.core.data import DataFileError, dataset_path
+from environments.core.data import (
+    DataFileError,
+    Loaded,
+    RecordError,
+    dataset_path,
+    describe_type,
+    get_field,
+    load_records,
+    read_text_file,
+)
 from environments.core.events import Action, Event, Observation
 from environments.core.grammar import (
     NUMBER,
@@ -225,31 +234,35 @@ class MarketplaceEnv(AlternatingTurns, Environment[MarketplaceScenario]):
         )
 
     @staticmethod
-    def load_dataset(path: str | Path | None = None, max_turns: int = 20) -> list[MarketplaceScenario]:
+    def load_dataset(
+        path: str | Path | None = None, max_turns: int = 20, skip_bad: bool = False
+    ) -> Loaded[MarketplaceScenario]:
         """Scenarios from one SRBench marketplace YAML file (default: the shared small.yaml).
 
-        Ids are "srbench-marketplace-<file stem>:<task id>". Raises DataFileError naming the file (and the
-        record index in the `tasks` list) when the file is missing, unreadable or malformed."""
+        Ids are "srbench-marketplace-<file stem>:<task id>". Records are the tasks of the `tasks:` list,
+        numbered from 0. Raises DataFileError naming the file, the record and the field when the file is
+        missing, unreadable, empty or malformed; `skip_bad` loads the good tasks and reports the bad ones
+        (environments/core/data.py)."""
         import yaml
 
         path = Path(path) if path is not None else dataset_path(DATA_DIR, "small.yaml")
         if path is None:
             raise DataFileError(f"{DATA_DIR}/small.yaml", "the shared dataset is not present")
         try:
-            document = yaml.safe_load(Path(path).read_text())
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            document = yaml.safe_load(read_text_file(path))
+        except yaml.YAMLError as exc:
             raise DataFileError(path, f"cannot read YAML: {exc}") from exc
         tasks = document.get("tasks") if isinstance(document, dict) else None
         if not isinstance(tasks, list):
             raise DataFileError(path, "expected a mapping with a `tasks:` list")
         source = f"srbench-marketplace-{Path(path).stem}"
-        scenarios = []
-        for index, task in enumerate(tasks):
-            try:
-                scenarios.append(_scenario_from_task(task, index, source, max_turns))
-            except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                raise DataFileError(path, f"malformed task ({type(exc).__name__}: {exc})", record=index) from exc
-        return scenarios
+        return load_records(
+            path,
+            enumerate(tasks),
+            lambda task, index: _scenario_from_task(task, index, source, max_turns),
+            skip_bad=skip_bad,
+            what="task",
+        )
 
     # ------------------------------------------------------------------------------ action grammar
     def action_spec(self, agent_id: str) -> ActionSpec:
@@ -445,43 +458,37 @@ class MarketplaceEnv(AlternatingTurns, Environment[MarketplaceScenario]):
         return PriceDealSpace(best=listed, worst=reservation, private_text=text, **kinds)
 
 
-def _scenario_from_task(task: Mapping[str, Any], index: int, source: str, max_turns: int) -> MarketplaceScenario:
-    """One SRBench marketplace task as a scenario (raises KeyError/TypeError/ValueError when malformed)."""
-    if not isinstance(task, Mapping):
-        raise TypeError(f"a task must be a mapping, got {type(task).__name__}")
-    product, buyer, seller = task["product"], task["buyer"], task["seller"]
-    adversaries = [(role, side) for role, side in ((BUYER, buyer), (SELLER, seller)) if side.get("is_malicious")]
+def _scenario_from_task(task: Any, index: int | str, source: str, max_turns: int) -> MarketplaceScenario:
+    """One SRBench marketplace task as a scenario (RecordError naming the field when malformed)."""
+    adversaries = [
+        role for role in ROLES if get_field(task, f"{role}.is_malicious", "bool", optional=True, default=False)
+    ]
     if len(adversaries) > 1:
-        raise ValueError("both sides are marked is_malicious")
+        raise RecordError("buyer.is_malicious", "both sides are marked is_malicious")
     adversary, instructions, goal, strategy = None, "", None, None
     if adversaries:
-        adversary, side = adversaries[0]
-        instructions = str(side.get("malicious_prompt") or "")
-        goal = side.get("malicious_target")
-        strategy = side.get("malicious_strategy")
-    seller_brief = str(seller.get("instruction_message") or "")
-    details = _DETAILS.search(seller_brief) or _DETAILS.search(str(buyer.get("instruction_message") or ""))
+        adversary = adversaries[0]
+        instructions = get_field(task, f"{adversary}.malicious_prompt", "text")
+        goal = get_field(task, f"{adversary}.malicious_target", "text", optional=True)
+        strategy = get_field(task, f"{adversary}.malicious_strategy", "text", optional=True)
+    buyer_brief = get_field(task, "buyer.instruction_message", "text?", optional=True, default="")
+    seller_brief = get_field(task, "seller.instruction_message", "text?", optional=True, default="")
+    details = _DETAILS.search(seller_brief) or _DETAILS.search(buyer_brief)
+    task_id = task.get("id", index)
+    if isinstance(task_id, bool) or not isinstance(task_id, int | str):
+        raise RecordError("id", f"must be a number or text, got {describe_type(task_id)}")
     return MarketplaceScenario(
-        scenario_id=f"{source}:{task.get('id', index)}",
-        product=str(product["name"]),
-        listed_price=_price(product["listed_price"], "product.listed_price"),
-        buyer_reservation=_price(buyer["reservation_price"], "buyer.reservation_price"),
-        seller_reservation=_price(seller["reservation_price"], "seller.reservation_price"),
+        scenario_id=f"{source}:{task_id}",
+        product=get_field(task, "product.name", "text"),
+        listed_price=float(get_field(task, "product.listed_price", "number")),
+        buyer_reservation=float(get_field(task, "buyer.reservation_price", "number")),
+        seller_reservation=float(get_field(task, "seller.reservation_price", "number")),
         description=details.group(1).strip() if details else "",
-        buyer_brief=str(buyer.get("instruction_message") or ""),
+        buyer_brief=buyer_brief,
         seller_brief=seller_brief,
         adversary=adversary,
-        adversary_goal=str(goal) if goal is not None else None,
-        adversary_strategy=str(strategy) if strategy is not None else None,
+        adversary_goal=goal,
+        adversary_strategy=strategy,
         adversary_instructions=instructions,
         max_turns=max_turns,
     )
-
-
-def _price(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise TypeError(f"{name} must be a number, got {value!r}")
-    try:
-        return float(value)
-    except ValueError:
-        raise ValueError(f"{name} must be a number, got {value!r}") from None

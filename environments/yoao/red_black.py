@@ -180,7 +180,7 @@ def load_frame_file(path: str | Path) -> Frame:
     path = Path(path)
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:  # invalid UTF-8 names the file too
         raise FrameError(path, f"cannot read: {exc}") from exc
     except yaml.YAMLError as exc:
         raise FrameError(path, f"not valid YAML: {exc}") from exc
