@@ -112,9 +112,11 @@ def teacher_traces(
 
 @asset_check(asset=teacher_traces, partitions_def=DOMAINS)
 def traces_rewards_in_range(context, store: StoreResource) -> AssetCheckResult:
-    """Every stored trace reward lies in [0, 1] and every trace has an assistant turn."""
+    """Every stored trace's reward lies in [0, 1] before the clamp (the clamped `reward` always would) and every
+    trace has an assistant turn."""
     frame = store.store().query(
-        "SELECT count(*) AS n, count(*) FILTER (WHERE reward < 0 OR reward > 1) AS bad, "
+        "SELECT count(*) AS n, count(*) FILTER (WHERE unclamped_reward < 0 OR unclamped_reward > 1 "
+        "OR isnan(unclamped_reward)) AS bad, "
         "count(*) FILTER (WHERE assistant_turns = 0) AS silent FROM traces WHERE env_id = ?",
         [context.partition_key],
     )

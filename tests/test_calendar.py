@@ -477,8 +477,8 @@ def _play(assistant: str, requestor: str, seed: int, scenarios=None) -> list[tup
             (
                 o.agreement,
                 o.deal,
-                o.roles["assistant"].reward,
-                o.roles["requestor"].reward,
+                o.roles["assistant"].unclamped_reward,
+                o.roles["requestor"].unclamped_reward,
                 [t.text for t in result.transcript],
             )
         )

@@ -326,7 +326,13 @@ def _play(first: str, second: str, seed: int, n: int = 6) -> list[tuple]:
         result = asyncio.run(run_episode(make("casino-v0"), agents, scenario, seed + i, episode_id=f"e{i}"))
         o = result.outcome
         out.append(
-            (o.agreement, o.deal, o.roles[A1].reward, o.roles[A2].reward, [t.payload for t in result.transcript])
+            (
+                o.agreement,
+                o.deal,
+                o.roles[A1].unclamped_reward,  # the formula's own value: a range check on it can fail
+                o.roles[A2].unclamped_reward,
+                [t.payload for t in result.transcript],
+            )
         )
     return out
 

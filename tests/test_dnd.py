@@ -310,8 +310,8 @@ def _play(alice: str, bob: str, seed: int, n: int = 6) -> list[tuple]:
             (
                 o.agreement,
                 o.deal,
-                o.roles["alice"].reward,
-                o.roles["bob"].reward,
+                o.roles["alice"].unclamped_reward,  # the formula's own value: a range check on it can fail
+                o.roles["bob"].unclamped_reward,
                 [t.payload for t in result.transcript],
             )
         )

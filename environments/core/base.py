@@ -91,6 +91,10 @@ class RoleOutcome:
     """Number of rejected actions (malformed text, wrong kind, bad payload, timeouts)."""
     leaked: tuple[str, ...] = ()
     """Names of the role's private facts found in its own messages."""
+    unclamped_reward: float | None = None
+    """The environment's own reward before the base class's safety clamp to [0, 1] (`Environment._finish`).
+    Every environment's formula stays in [0, 1] by itself, so this equals `reward`; tests and the fuzz test
+    check that on this value, because an assertion on the clamped `reward` could never fail."""
 
 
 @dataclass(frozen=True)
@@ -304,11 +308,13 @@ class Environment(ABC, Generic[S]):
         roles = {}
         for agent_id, role_outcome in base.roles.items():
             leaked = detect_leaks(self.private_facts(agent_id), self.messages_of(agent_id))
+            raw = float(role_outcome.reward)
             roles[agent_id] = RoleOutcome(
-                reward=min(1.0, max(0.0, float(role_outcome.reward))),
+                reward=min(1.0, max(0.0, raw)) if raw == raw else 0.0,  # NaN: 0 (and flagged by unclamped_reward)
                 utility=float(role_outcome.utility),
                 invalid_actions=self._invalid_counts.get(agent_id, 0),
                 leaked=leaked,
+                unclamped_reward=raw,
             )
         self._outcome = Outcome(
             env_id=base.env_id,
