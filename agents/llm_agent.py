@@ -95,7 +95,11 @@ class LLMAgentConfig:
     model: str
     """Model name to request (a base model or a LoRA adapter name)."""
     api_key_env: str | None = "OPENAI_API_KEY"
-    """Name of the environment variable holding the bearer token (never the token); unset/None = no token."""
+    """Name of the environment variable holding the bearer token (never the token); unset/None = no token.
+    Read only when `api_key` is None."""
+    api_key: str | None = field(default=None, repr=False)
+    """The bearer token itself, e.g. the rollout proxy's per-run token (EngineResource.proxy_api_key). Not in
+    the repr, never logged or recorded; takes precedence over `api_key_env`."""
     temperature: float = 0.7
     """Sampling temperature."""
     top_p: float = 1.0
@@ -129,6 +133,8 @@ class LLMAgentConfig:
             raise ValueError(f"base_url must be an http(s) URL, got {self.base_url!r}")
         if not self.model:
             raise ValueError("model must be a non-empty name")
+        if self.api_key is not None and not self.api_key:
+            raise ValueError("api_key must be None or a non-empty token")
         if not 0.0 <= self.temperature <= 2.0:
             raise ValueError(f"temperature must lie in [0, 2], got {self.temperature}")
         if not 0.0 < self.top_p <= 1.0:
@@ -380,7 +386,9 @@ class LLMAgent:
             HEADER_TURN: str(self.turn_index),
             HEADER_ATTEMPT: str(self.attempt),
         }
-        key = os.environ.get(self.config.api_key_env) if self.config.api_key_env else None
+        key = self.config.api_key
+        if key is None and self.config.api_key_env:
+            key = os.environ.get(self.config.api_key_env)
         if key:
             headers["Authorization"] = f"Bearer {key}"
         return headers

@@ -182,7 +182,7 @@ def specialist(
     init = Path(sft_warmstart["adapter_dir"]) if sft_warmstart.get("adapter_dir") else None
     # Keyed by the root run, so "re-execute from failure" resumes PPO from its last checkpoint.
     output = _work_dir(settings, "ppo", env_id, (context.run.root_run_id or context.run.run_id)[:8])
-    services = Services(engine.client, engine.proxy_base_url, store.store())
+    services = Services(engine.client, engine.proxy_base_url, store.store(), proxy_api_key=engine.proxy_api_key)
     critic_dir = resolve_model(profile.critic_model, settings.paths().models)
     result, run_id, version = stage1.train_specialist(
         env_id, profile, engine.model_dir, critic_dir, services, output, init, mlflow.tracker()
@@ -254,7 +254,7 @@ def specialist_eval(
     policies["ppo"] = stage1.serve_adapter(engine.client, f"{env_id}-ppo", Path(specialist["adapter_dir"])).name
     summaries: dict[str, Any] = {}
     for label, model in policies.items():
-        result = stage1.evaluate_model(env_id, profile, engine.proxy_base_url, model)
+        result = stage1.evaluate_model(env_id, profile, engine.proxy_base_url, model, api_key=engine.proxy_api_key)
         store_evaluation(store.store(), result, f"{env_id}:{label}", f"eval-{run_id}-{label}")
         summaries[label] = {
             **{k: v for k, v in result.summary.as_dict().items() if isinstance(v, int | float)},

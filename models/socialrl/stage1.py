@@ -163,13 +163,17 @@ def train_specialist(
     return result, run_id, version
 
 
-def llm_policy(base_url: str, model: str, profile: Profile, seed: int = 0, tom: bool = False) -> LLMAgent:
-    """An LLM agent serving `model` (the base model or an adapter name) through `base_url`."""
+def llm_policy(
+    base_url: str, model: str, profile: Profile, seed: int = 0, tom: bool = False, api_key: str | None = None
+) -> LLMAgent:
+    """An LLM agent serving `model` (the base model or an adapter name) through `base_url` (`api_key`: its
+    bearer token, e.g. the proxy's per-run token)."""
     return LLMAgent(
         LLMAgentConfig(
             base_url=base_url,
             model=model,
             api_key_env=None,
+            api_key=api_key,
             temperature=0.7,
             max_tokens=profile.max_new_tokens,
             seed=seed,
@@ -187,13 +191,14 @@ def evaluate_model(
     seed: int = 0,
     scenarios: Sequence[Scenario] | None = None,
     seat: str | None = None,
+    api_key: str | None = None,
 ) -> EvaluationResult:
     """A served model (base or adapter) on the domain's held-out scenarios against the fixed counterparts,
     in `seat` (None: the specialist's seat, the one PPO trains, so base, SFT and PPO compare like for like)."""
     held_out = list(scenarios) if scenarios is not None else held_out_scenarios(env_id, profile.heldout_scenarios, seed)
 
     def make_policy(policy_seed: int) -> Agent:
-        return llm_policy(base_url, model, profile, seed=policy_seed)
+        return llm_policy(base_url, model, profile, seed=policy_seed, api_key=api_key)
 
     plan = EvaluationPlan(
         env_id,
