@@ -7,7 +7,12 @@ repeated terms, ...). Parsing is
 pure, so probing does not change the episode. A series stops once one parse takes longer than
 `--stop-after` seconds. The largest time over the seats and phases of an environment is reported.
 
-    python -m benchmarks.bench_parsers [--sizes 250,500,1000,2000,4000,100000] [--out NAME] [--uncapped]
+    python -m benchmarks.bench_parsers [--sizes 100,200,...,100000] [--out NAME] [--uncapped] [--envs a,b]
+
+It also measures what one adversarial seat does to other episodes in the same event loop (the issue: 4
+concurrent episodes went from 0.02 s to 2.24 s): 4 concurrent `dnd-v0` episodes of code agents, one of them
+with a seat that answers every turn with "accept" + N spaces + "x", and a heartbeat task that records the
+longest gap between its 1 ms ticks (the longest time the loop was blocked).
 
 `--uncapped` lifts each environment's reply cap (`max_reply_chars`) so that the grammar itself is timed on
 the full length (the cap normally cuts a reply to its last characters before parsing).
@@ -17,6 +22,7 @@ Results go to benchmarks/results/<NAME>.json (default: parsers.json).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import platform
 import signal
@@ -108,6 +114,67 @@ def measure(env_id: str, sizes: list[int], stop_after: float, uncapped: bool) ->
     }
 
 
+class _Stubborn:
+    """Answers every turn with the issue's reply: a command word, N spaces, one stray character."""
+
+    def __init__(self, spaces: int) -> None:
+        self.text = "accept" + " " * spaces + "x"
+
+    async def reset(self, *args: Any) -> None:
+        pass
+
+    async def observe(self, event: Any) -> None:
+        pass
+
+    async def act(self, request: Any) -> Any:
+        from environments.core.events import RAW_TEXT, Action
+
+        return Action(request.to, RAW_TEXT, self.text)
+
+
+def loop_stall(spaces: int, episodes: int = 4, timeout_s: float = 0.5) -> dict[str, Any]:
+    """Wall time of `episodes` concurrent dnd episodes (one with a stubborn seat) and the longest loop stall."""
+    from environments import make, sample_scenarios
+    from environments.core.runtime import EpisodeSpec, run_episodes
+    from tests.adversarial import code_agents
+
+    scenarios = sample_scenarios("dnd-v0", episodes, seed=1)
+
+    def agents(index: int) -> dict[str, Any]:
+        seats = code_agents("dnd-v0", ("alice", "bob"), seed=index)
+        if index == 0:
+            seats["bob"] = _Stubborn(spaces)
+        return seats
+
+    specs = [
+        EpisodeSpec(lambda: make("dnd-v0"), lambda i=i: agents(i), s, seed=i, episode_id=f"loop{i}")
+        for i, s in enumerate(scenarios)
+    ]
+
+    async def run() -> tuple[float, float, int]:
+        stall = 0.0
+        done = False
+
+        async def heartbeat() -> None:
+            nonlocal stall
+            last = time.perf_counter()
+            while not done:
+                await asyncio.sleep(0.001)
+                now = time.perf_counter()
+                stall, last = max(stall, now - last), now
+
+        beat = asyncio.create_task(heartbeat())
+        start = time.perf_counter()
+        results = await run_episodes(specs, concurrency=episodes, turn_timeout=timeout_s)
+        elapsed = time.perf_counter() - start
+        done = True
+        await beat
+        return elapsed, stall, sum(sum(r.timeouts.values()) for r in results)
+
+    elapsed, stall, timeouts = asyncio.run(run())
+    return {"spaces": spaces, "episodes": episodes, "wall_s": elapsed, "longest_stall_s": stall, "timeouts": timeouts}
+
+
 def _ms(seconds: float | str | None) -> str:
     if seconds is None:
         return "-"
@@ -123,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--uncapped", action="store_true", help="lift the reply cap (time the grammar itself)")
     parser.add_argument("--out", default="parsers", help="results file name (without .json)")
     parser.add_argument("--envs", default=",".join(ENV_IDS))
+    parser.add_argument("--no-loop", action="store_true", help="skip the concurrent-episodes measurement")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     rows = []
@@ -133,6 +201,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{env_id:18s} phases={row['phases']:2d} worst {cells}  errors={len(row['errors'])}", flush=True)
         for error in row["errors"][:3]:
             print("   ", error)
+    loops = [loop_stall(spaces) for spaces in (0, 320)] if not args.no_loop else []
+    for row in loops:
+        print(
+            f"4 concurrent dnd episodes, one seat answering 'accept' + {row['spaces']} spaces + 'x': "
+            f"{row['wall_s']:.2f} s, longest loop stall {row['longest_stall_s'] * 1000:.1f} ms, "
+            f"{row['timeouts']} timeouts (turn timeout 0.5 s)",
+            flush=True,
+        )
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / f"{args.out}.json"
     out.write_text(
@@ -144,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
                 "stop_after_s": args.stop_after,
                 "uncapped": args.uncapped,
                 "rows": rows,
+                "event_loop": loops,
             },
             indent=2,
         )
