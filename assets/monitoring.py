@@ -1,13 +1,18 @@
 """Re-evaluation of registered models: the nightly champion evaluation and the evaluation of a newly
-registered model version (requested by a sensor). Both append to the `evaluations` table, which is the
-evaluation history (one run id per evaluation, rows per counterpart and pooled)."""
+registered model version (requested by a sensor). Both append to the `evaluations` table (one run id per
+evaluation, rows per counterpart and pooled) and record the result on the model version with its history
+(`Tracker.record_evaluation_history`: the latest values as version tags `eval.<suite>.<metric>`, every
+evaluation as a point of metric `<suite>/<metric>` on the version's training run). Suites: "nightly"
+(fresh held-out scenarios seeded by the date) and "heldout" (the profile's held-out scenarios, seed 0)."""
 
 from datetime import UTC, datetime
 
 from dagster import AssetExecutionContext, Config, MetadataValue, OpExecutionContext, Output, asset, op
 
 from environments import SOCIALRL_ENV_IDS
-from models.evaluation.policy import store_evaluation
+from models.display import display_metadata, format_number
+from models.evaluation.policy import EvaluationResult, store_evaluation
+from models.evaluation.transcripts import representative_transcripts, transcripts_markdown
 from models.socialrl import stage1
 from resources import EngineResource, MlflowResource, SettingsResource, StoreResource
 
@@ -30,7 +35,7 @@ def _evaluate_version(
     version: int,
     run_id: str,
     seed: int,
-) -> dict[str, float]:
+) -> EvaluationResult:
     env_id = _env_of(model_name)
     if env_id is None:
         raise ValueError(f"{model_name} is not a SocialRL specialist name")
@@ -41,7 +46,7 @@ def _evaluate_version(
         env_id, profile, engine.proxy_base_url, served.name, seed=seed, api_key=engine.proxy_api_key
     )
     store_evaluation(store.store(), result, f"{model_name}@v{version}", run_id)
-    return result.summary.as_dict()
+    return result
 
 
 @asset(group_name=GROUP, kinds={"vllm", "mlflow", "duckdb"})
@@ -54,19 +59,35 @@ def champion_evaluations(
 ) -> Output[dict]:
     """Every registered champion re-evaluated on fresh held-out scenarios (seeded by the date), appended to
     the `evaluations` history. Materialised nightly by a schedule."""
-    today = datetime.now(UTC).strftime("%Y%m%d")
-    rows = {}
-    for version in mlflow.tracker().champion_versions(prefix="socialrl-"):
-        summary = _evaluate_version(
-            settings, store, engine, mlflow, version.name, version.version, f"nightly-{today}", int(today)
+    now = datetime.now(UTC)
+    today = now.strftime("%Y%m%d")
+    tracker = mlflow.tracker()
+    rows: dict[str, float] = {}
+    lines, transcripts = [], []
+    for version in tracker.champion_versions(prefix="socialrl-"):
+        label = f"{version.name}@v{version.version}"
+        run_id = f"nightly-{today}"
+        result = _evaluate_version(settings, store, engine, mlflow, version.name, version.version, run_id, int(today))
+        summary = result.summary
+        tracker.record_evaluation_history(version.name, version.version, summary, "nightly", when=now, source=run_id)
+        rows[label] = summary.mean_reward
+        lines.append(
+            f"| {label} | {format_number(summary.mean_reward)} | "
+            f"[{format_number(summary.ci_low)}, {format_number(summary.ci_high)}] | {summary.n} | "
+            f"{format_number(summary.agreement_rate)} | {version.run_id or ''} |"
         )
-        rows[f"{version.name}@v{version.version}"] = summary["mean_reward"]
-    table = "\n".join(f"| {k} | {v:.3f} |" for k, v in rows.items()) or "| (no champions yet) | |"
+        transcripts.append(transcripts_markdown(representative_transcripts(result, label), title=label))
+        context.log.info(f"{label}: nightly mean reward {summary.mean_reward:.3f} (n={summary.n})")
+    table = "\n".join(lines) or "| (no champions yet) | | | | | |"
     return Output(
         rows,
         metadata={
-            "champions": len(rows),
-            "mean_reward": MetadataValue.md("| model | mean reward |\n|---|---|\n" + table),
+            **display_metadata({"champions": len(rows)}),
+            "mean_reward": MetadataValue.md(
+                "| model | mean reward | 95% CI | n | agreement | MLflow training run |\n|---|---|---|---|---|---|\n"
+                + table
+            ),
+            "transcripts": MetadataValue.md("\n\n".join(transcripts) or "*no champions yet*"),
         },
     )
 
@@ -87,9 +108,13 @@ def evaluate_model_version(
     engine: EngineResource,
     mlflow: MlflowResource,
 ) -> dict:
-    """Evaluates one registered version on the held-out scenarios and stores the result on the version."""
+    """Evaluates one registered version on the held-out scenarios and stores the result on the version: the
+    promotion value `eval.mean_reward`, and the whole summary with its history (suite "heldout")."""
     run_id = f"version-{config.model_name}-v{config.version}-{context.run_id[:8]}"
-    summary = _evaluate_version(settings, store, engine, mlflow, config.model_name, config.version, run_id, 0)
-    mlflow.tracker().record_evaluation(config.model_name, config.version, {"mean_reward": summary["mean_reward"]})
-    context.log.info(f"{config.model_name} v{config.version}: mean reward {summary['mean_reward']:.3f}")
-    return summary
+    result = _evaluate_version(settings, store, engine, mlflow, config.model_name, config.version, run_id, 0)
+    summary = result.summary
+    tracker = mlflow.tracker()
+    tracker.record_evaluation(config.model_name, config.version, {"mean_reward": summary.mean_reward})
+    tracker.record_evaluation_history(config.model_name, config.version, summary, "heldout", source=run_id)
+    context.log.info(f"{config.model_name} v{config.version}: mean reward {summary.mean_reward:.3f} (n={summary.n})")
+    return summary.as_dict()

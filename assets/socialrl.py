@@ -1,12 +1,13 @@
 """SocialRL stage 1 as Dagster assets: scenarios -> teacher_traces -> sft_warmstart -> specialist ->
 specialist_eval -> specialist_champion, plus the code-agent tournament. Thin: each asset reads its
-settings, calls one function of models/socialrl/stage1.py or agents/, stores tables and returns a summary.
+settings, calls one function of models/socialrl/stage1.py (or agents/), stores tables and returns that
+function's frozen dataclass with display metadata (numbers rounded; full precision stays in the tables).
 """
 
 import json
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from dagster import (
     AssetCheckResult,
@@ -20,11 +21,17 @@ from dagster import (
 )
 
 from agents.socialrl.tournament import TournamentConfig, run_tournament
+from agents.traces import Trace
 from environments import SOCIALRL_ENV_IDS
+from models.display import display_metadata, format_number, json_safe
+from models.evaluation.policy import EvaluationResult, store_evaluation
 from models.evaluation.reports import environment_summary
+from models.plots import markdown_image
 from models.records import rows_for
 from models.serving.model_store import resolve_model
 from models.socialrl import stage1
+from models.storage import TableStore
+from models.tracking import Tracker, git_commit, run_tags
 from models.training.config import Services
 from resources import EngineResource, MlflowResource, SettingsResource, StoreResource
 
@@ -33,11 +40,18 @@ GROUP = "socialrl"
 
 
 def _run_id(context: AssetExecutionContext) -> str:
-    return f"{context.run.run_id[:8]}-{uuid.uuid4().hex[:4]}"
+    return f"{context.run_id[:8]}-{uuid.uuid4().hex[:4]}"
 
 
-def _work_dir(settings: SettingsResource, *parts: str) -> Path:
-    return settings.paths().run_dir(*parts)
+def _tags(context: AssetExecutionContext, settings: SettingsResource, stage: str, parent: str | None = None) -> dict:
+    return run_tags(
+        domain=context.partition_key if context.has_partition_key else None,
+        profile=settings.get_profile().name,
+        git_commit=git_commit(),
+        dagster_run_id=context.run_id,
+        parent_run_id=parent,
+        stage=stage,
+    )
 
 
 def _markdown_chat(messages: list[dict[str, str]], limit: int = 12) -> str:
@@ -48,10 +62,18 @@ def _markdown_chat(messages: list[dict[str, str]], limit: int = 12) -> str:
     return "\n\n".join(lines)
 
 
+@dataclass(frozen=True)
+class TournamentRun:
+    """Where the tournament's episodes went."""
+
+    run_id: str
+    episodes: int
+
+
 @asset(group_name=GROUP, kinds={"python", "duckdb"})
 def code_agent_tournament(
     context: AssetExecutionContext, settings: SettingsResource, store: StoreResource
-) -> Output[dict]:
+) -> Output[TournamentRun]:
     """Every ordered pair of code agents (Boulware, conceder, reciprocal, accommodating, random) on the same
     seeded scenarios of all six SocialRL environments; episodes to the episode tables."""
     profile = settings.get_profile()
@@ -61,7 +83,7 @@ def code_agent_tournament(
     table.append_all(rows_for(results, run_id))
     summary = environment_summary(table, run_id)
     return Output(
-        {"run_id": run_id, "episodes": len(results)},
+        TournamentRun(run_id, len(results)),
         metadata={
             "episodes": len(results),
             "run_id": run_id,
@@ -71,96 +93,118 @@ def code_agent_tournament(
 
 
 @asset(partitions_def=DOMAINS, group_name=GROUP, kinds={"python", "duckdb"})
-def scenarios(context: AssetExecutionContext, settings: SettingsResource, store: StoreResource) -> Output[dict]:
-    """Generated training and held-out scenarios of a domain (disjoint by content), stored in the
-    `scenarios` table. Later assets regenerate the same lists from the profile and check the ids."""
-    env_id = context.partition_key
-    profile = settings.get_profile()
-    split = stage1.domain_scenarios(env_id, profile)
-    run_id = _run_id(context)
-    store.store().append("scenarios", stage1.scenario_rows(env_id, split, run_id))
-    ids = {name: [s.scenario_id for s in items] for name, items in split.items()}
+def scenarios(
+    context: AssetExecutionContext, settings: SettingsResource, store: StoreResource
+) -> Output[stage1.ScenarioSplit]:
+    """Training and held-out scenarios of a domain (disjoint by content; real data where the domain has it
+    and the profile says so), stored in the `scenarios` table."""
+    split = stage1.split_scenarios(context.partition_key, settings.get_profile(), _run_id(context))
+    store.store().append("scenarios", split.rows)
     return Output(
-        {"run_id": run_id, **ids},
-        metadata={"train": len(ids["train"]), "heldout": len(ids["heldout"]), "run_id": run_id},
+        split,
+        metadata={
+            "train": len(split.train_ids),
+            "heldout": len(split.heldout_ids),
+            "source": split.source,
+            "run_id": split.run_id,
+        },
     )
+
+
+@dataclass(frozen=True)
+class TeacherTraceSet:
+    """A domain's teacher traces (rows in the `traces` table under `run_id`)."""
+
+    env_id: str
+    run_id: str
+    episodes: int
 
 
 @asset(partitions_def=DOMAINS, group_name=GROUP, kinds={"python", "duckdb"})
 def teacher_traces(
-    context: AssetExecutionContext, scenarios: dict, settings: SettingsResource, store: StoreResource
-) -> Output[dict]:
+    context: AssetExecutionContext, scenarios: stage1.ScenarioSplit, settings: SettingsResource, store: StoreResource
+) -> Output[TeacherTraceSet]:
     """The strategic code teacher (Bayesian opponent model, anchoring, selective concessions, no leaks) in
     every seat against the fixed counterparts; each episode rendered as the chat an LLM agent in that seat
     would see, with the INFER -> ACT -> ANTICIPATE reasoning, to the `traces` table."""
     env_id = context.partition_key
-    profile = settings.get_profile()
     run_id = _run_id(context)
-    traces = stage1.teacher_traces(env_id, profile, run_tag=f"traces-{run_id}")
+    traces = stage1.teacher_traces(env_id, settings.get_profile(), run_tag=f"traces-{run_id}")
     store.store().append("traces", [t.row(run_id) for t in traces])
     summary = stage1.trace_summary(traces)
     best = max(traces, key=lambda t: t.reward)
     return Output(
-        {"run_id": run_id, "episodes": len(traces), **summary},
+        TeacherTraceSet(env_id, run_id, len(traces)),
         metadata={
-            **{k: float(v) for k, v in summary.items()},
+            **display_metadata(summary),
             "run_id": run_id,
             "sample_negotiation": MetadataValue.md(_markdown_chat(best.messages)),
         },
     )
 
 
-@asset_check(asset=teacher_traces, partitions_def=DOMAINS)
-def traces_rewards_in_range(context, store: StoreResource) -> AssetCheckResult:
-    """Every stored trace's reward lies in [0, 1] before the clamp (the clamped `reward` always would) and every
-    trace has an assistant turn."""
-    frame = store.store().query(
-        "SELECT count(*) AS n, count(*) FILTER (WHERE unclamped_reward < 0 OR unclamped_reward > 1 "
-        "OR isnan(unclamped_reward)) AS bad, "
-        "count(*) FILTER (WHERE assistant_turns = 0) AS silent FROM traces WHERE env_id = ?",
-        [context.partition_key],
+def traces_usable(table: TableStore, env_id: str, run_id: str) -> AssetCheckResult:
+    """The traces of `run_id` exist and each has at least one assistant turn (something to learn from)."""
+    frame = table.query(
+        "SELECT count(*) AS n, count(*) FILTER (WHERE assistant_turns = 0) AS silent FROM traces "
+        "WHERE env_id = ? AND run_id = ?",
+        [env_id, run_id],
     )
-    bad, silent, n = int(frame.bad[0]), int(frame.silent[0]), int(frame.n[0])
-    return AssetCheckResult(passed=n > 0 and bad == 0, metadata={"traces": n, "out_of_range": bad, "silent": silent})
+    silent, n = int(frame.silent[0]), int(frame.n[0])
+    return AssetCheckResult(passed=n > 0 and silent == 0, metadata={"traces": n, "silent": silent})
+
+
+@asset_check(asset=teacher_traces, partitions_def=DOMAINS)
+def traces_are_usable(context, teacher_traces: TeacherTraceSet, store: StoreResource) -> AssetCheckResult:
+    """Every trace of the run has an assistant turn."""
+    return traces_usable(store.store(), teacher_traces.env_id, teacher_traces.run_id)
+
+
+def _load_traces(store: StoreResource, env_id: str, run_id: str) -> list[Trace]:
+    frame = store.store().query("SELECT * FROM traces WHERE env_id = ? AND run_id = ?", [env_id, run_id])
+    return [
+        Trace(r.episode_id, r.env_id, r.seat, r.agent, r.counterpart, r.scenario_id, json.loads(r.messages),
+              json.loads(r.reasoning), float(r.reward), bool(r.agreement), tuple(json.loads(r.leaked)))
+        for r in frame.itertuples(index=False)
+    ]  # fmt: skip
 
 
 @asset(partitions_def=DOMAINS, group_name=GROUP, kinds={"pytorch", "mlflow"})
 def sft_warmstart(
     context: AssetExecutionContext,
-    teacher_traces: dict,
+    teacher_traces: TeacherTraceSet,
     settings: SettingsResource,
     store: StoreResource,
     mlflow: MlflowResource,
-) -> Output[dict]:
-    """LoRA SFT (TRL SFTTrainer, loss on assistant turns only) of the base model on the domain's filtered
-    teacher traces; skipped for domains the profile does not warm-start. Logged as an MLflow run."""
-    env_id = context.partition_key
-    profile = settings.get_profile()
-    if env_id not in profile.sft_domains:
-        return Output({"adapter_dir": None}, metadata={"skipped": f"{env_id} is not warm-started in {profile.name}"})
-    from agents.traces import Trace
-
-    frame = store.store().query(
-        "SELECT * FROM traces WHERE env_id = ? AND run_id = ?", [env_id, teacher_traces["run_id"]]
-    )
-    traces = [
-        Trace(r.episode_id, r.env_id, r.seat, r.agent, r.counterpart, r.scenario_id, json.loads(r.messages),
-              json.loads(r.reasoning), float(r.reward), bool(r.agreement), tuple(json.loads(r.leaked)))
-        for r in frame.itertuples(index=False)
-    ]  # fmt: skip
+) -> Output[stage1.WarmStart]:
+    """LoRA SFT (TRL SFTTrainer, whole conversations packed, loss on assistant turns only) of the base model
+    on the domain's filtered teacher traces; skipped for domains the profile does not warm-start. Logged
+    as an MLflow run with the loss per step."""
+    env_id, profile = context.partition_key, settings.get_profile()
+    traces = _load_traces(store, env_id, teacher_traces.run_id)
     base_dir = resolve_model(profile.base_model, settings.paths().models)
-    output = _work_dir(settings, "sft", env_id, _run_id(context))
-    result, run_id = stage1.warmstart(env_id, traces, profile, base_dir, output, mlflow.tracker())
+    output = settings.paths().run_dir("sft", env_id, _run_id(context))
+    warm = stage1.warmstart(
+        env_id, traces, profile, base_dir, output, mlflow.tracker(), _tags(context, settings, "sft")
+    )
+    if warm.sft is None:
+        return Output(warm, metadata={"skipped": warm.skipped})
+    result = warm.sft
     return Output(
-        {"adapter_dir": str(result.adapter_dir), "mlflow_run_id": run_id},
+        warm,
         metadata={
-            "train_loss": result.train_loss,
-            "eval_loss_before": result.eval_loss_before or float("nan"),
-            "eval_loss_after": result.eval_loss_after or float("nan"),
-            "examples": result.examples,
-            "steps": result.steps,
-            "wall_seconds": result.wall_seconds,
-            "mlflow_run_id": run_id or "",
+            **display_metadata(
+                {
+                    "train_loss": result.train_loss,
+                    "eval_loss_before": result.eval_loss_before,
+                    "eval_loss_after": result.eval_loss_after,
+                    "examples": result.examples,
+                    "steps": result.steps,
+                    "tokens_per_s": result.tokens_per_second,
+                    "wall_seconds": result.wall_seconds,
+                }
+            ),
+            "mlflow_run_id": warm.mlflow_run_id or "",
         },
     )
 
@@ -168,158 +212,202 @@ def sft_warmstart(
 @asset(partitions_def=DOMAINS, group_name=GROUP, kinds={"pytorch", "vllm", "mlflow"})
 def specialist(
     context: AssetExecutionContext,
-    sft_warmstart: dict,
+    sft_warmstart: stage1.WarmStart,
     settings: SettingsResource,
     store: StoreResource,
     engine: EngineResource,
     mlflow: MlflowResource,
-) -> Output[dict]:
+) -> Output[stage1.Specialist]:
     """Multi-turn PPO with a critic (ours: TRL has no PPOTrainer), starting from the SFT adapter when there is
-    one; rollouts through vLLM and the rollout proxy. Registered in MLflow as socialrl-<domain>-specialist
-    with alias `candidate`."""
-    env_id = context.partition_key
-    profile = settings.get_profile()
-    init = Path(sft_warmstart["adapter_dir"]) if sft_warmstart.get("adapter_dir") else None
+    one (also the KL reference); rollouts through vLLM and the rollout proxy. Registered in MLflow as
+    socialrl-<domain>-specialist with alias `candidate`; learning curves as plots."""
+    env_id, profile = context.partition_key, settings.get_profile()
+    init = Path(sft_warmstart.adapter_dir) if sft_warmstart.adapter_dir else None
     # Keyed by the root run, so "re-execute from failure" resumes PPO from its last checkpoint.
-    output = _work_dir(settings, "ppo", env_id, (context.run.root_run_id or context.run.run_id)[:8])
+    output = settings.paths().run_dir("ppo", env_id, (context.run.root_run_id or context.run.run_id)[:8])
     services = Services(engine.client, engine.proxy_base_url, store.store(), proxy_api_key=engine.proxy_api_key)
     critic_dir = resolve_model(profile.critic_model, settings.paths().models)
-    result, run_id, version = stage1.train_specialist(
-        env_id, profile, engine.model_dir, critic_dir, services, output, init, mlflow.tracker()
+    trained = stage1.train_specialist(
+        env_id,
+        profile,
+        engine.model_dir,
+        critic_dir,
+        services,
+        output,
+        init,
+        mlflow.tracker(),
+        _tags(context, settings, "ppo", parent=sft_warmstart.mlflow_run_id),
     )
-    curve = [round(float(m["reward_mean"]), 4) for m in result.history]
-    last = result.history[-1]
+    reward_png, diagnostics_png = stage1.learning_curve_plots(trained.curve, env_id)
+    last = trained.curve[-1]
     return Output(
-        {
-            "adapter_dir": str(result.adapter_dir),
-            "run_name": profile.ppo_for(env_id).run_name,
-            "mlflow_run_id": run_id,
-            "model_name": stage1.registered_name(env_id),
-            "model_version": version,
-            "seat": stage1.specialist_seat(env_id, profile),
-            "iterations": [
-                {k: m[k] for k in ("iteration", "reward_mean", "time_rollout_s", "time_train_s", "time_sync_s")}
-                for m in result.history
-            ],
-        },
+        trained,
         metadata={
-            "reward_curve": MetadataValue.json(curve),
-            "final_reward_mean": float(last["reward_mean"]),
-            "logprob_mismatch_mean_abs": float(last["logprob_mismatch_mean_abs"]),
-            "seconds_rollout_train_sync": MetadataValue.json(
-                [round(last["time_rollout_s"], 1), round(last["time_train_s"], 1), round(last["time_sync_s"], 1)]
+            "learning_curve": MetadataValue.md(markdown_image(reward_png, "reward per iteration")),
+            "diagnostics": MetadataValue.md(markdown_image(diagnostics_png, "PPO diagnostics")),
+            "reward_curve": MetadataValue.json([json_safe(p.reward_mean) for p in trained.curve]),
+            **display_metadata(
+                {
+                    "final_reward_mean": last.reward_mean,
+                    "rollout_tokens_per_s": last.rollout_tokens_per_s,
+                    "update_tokens_per_s": last.update_tokens_per_s,
+                    "seconds_rollout": last.time_rollout_s,
+                    "seconds_train": last.time_train_s,
+                    "seconds_sync": last.time_sync_s,
+                }
             ),
-            "mlflow_run_id": run_id or "",
-            "model": f"{stage1.registered_name(env_id)} v{version}",
+            "mlflow_run_id": trained.mlflow_run_id or "",
+            "model": f"{trained.model_name} v{trained.model_version}",
         },
     )
 
 
 @asset_check(asset=specialist, partitions_def=DOMAINS)
-def completions_have_token_ids(context, specialist: dict, store: StoreResource) -> AssetCheckResult:
+def completions_have_token_ids(context, specialist: stage1.Specialist, store: StoreResource) -> AssetCheckResult:
     """Every recorded completion of the specialist's rollouts has engine token ids and one log-prob per token."""
     frame = store.store().query(
         """SELECT count(*) AS n,
                   count(*) FILTER (WHERE completion_token_ids IS NULL OR len(completion_token_ids) = 0
                                    OR len(completion_logprobs) <> len(completion_token_ids)) AS bad
            FROM recorded_calls WHERE starts_with(episode_id, ?) AND error IS NULL""",
-        [specialist["run_name"] + ":"],
+        [specialist.run_name + ":"],
     )
     n, bad = int(frame.n[0]), int(frame.bad[0])
     return AssetCheckResult(passed=n > 0 and bad == 0, metadata={"recorded_calls": n, "incomplete": bad})
 
 
+def _evaluation_table(evaluation: stage1.SpecialistEvaluation) -> str:
+    rows = [
+        "| policy | n | mean reward | 95% CI | agreement | invalid/turn | leak | turns |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for label, p in evaluation.policies.items():
+        s = p.summary
+        rows.append(
+            f"| {label} | {s.n} | {format_number(s.mean_reward)} | [{format_number(s.ci_low)}, "
+            f"{format_number(s.ci_high)}] | {format_number(s.agreement_rate)} | "
+            f"{format_number(s.invalid_action_rate)} | {format_number(s.leakage_rate)} | {format_number(s.mean_rounds)} |"
+        )
+    rows += ["", "| paired difference | mean | 95% CI | n |", "|---|---|---|---|"]
+    for name, e in evaluation.paired.items():
+        rows.append(
+            f"| {name} | {format_number(e.mean)} | [{format_number(e.ci_low)}, {format_number(e.ci_high)}] | {e.n} |"
+        )
+    return "\n".join(rows)
+
+
 @asset(partitions_def=DOMAINS, group_name=GROUP, kinds={"vllm", "duckdb"})
 def specialist_eval(
     context: AssetExecutionContext,
-    sft_warmstart: dict,
-    specialist: dict,
+    sft_warmstart: stage1.WarmStart,
+    specialist: stage1.Specialist,
     settings: SettingsResource,
     store: StoreResource,
     engine: EngineResource,
     mlflow: MlflowResource,
-) -> Output[dict]:
-    """Base model, SFT warm-start and PPO specialist on the domain's held-out scenarios against the fixed
-    counterparts, all in the specialist's seat: mean reward with a 95% CI, agreement, Pareto-optimal,
-    invalid-action and leakage rates (Craigslist: the buyer's below-target opening rate too), stored in the
-    `evaluations` table and on the model version."""
-    from models.evaluation.policy import store_evaluation
-
-    env_id = context.partition_key
-    profile = settings.get_profile()
+) -> Output[stage1.SpecialistEvaluation]:
+    """Base model, SFT warm-start and PPO specialist on the same held-out episodes (scenarios, counterparts
+    and seeds), in the specialist's seat: each policy's mean reward with a bootstrap CI, the paired
+    differences ppo-sft, sft-base, ppo-base with scenario-clustered bootstrap CIs, behaviour (agreement,
+    invalid actions, leaks, turns; Craigslist: buyer openings below target), representative transcripts.
+    Stored in the `evaluations` table, on the model version (description, model card) and its MLflow run."""
+    env_id, profile = context.partition_key, settings.get_profile()
     run_id = _run_id(context)
-    policies: dict[str, str] = {"base": "base"}
-    if sft_warmstart.get("adapter_dir"):
-        policies["sft"] = stage1.serve_adapter(engine.client, f"{env_id}-sft", Path(sft_warmstart["adapter_dir"])).name
-    policies["ppo"] = stage1.serve_adapter(engine.client, f"{env_id}-ppo", Path(specialist["adapter_dir"])).name
-    summaries: dict[str, Any] = {}
-    for label, model in policies.items():
-        result = stage1.evaluate_model(env_id, profile, engine.proxy_base_url, model, api_key=engine.proxy_api_key)
-        store_evaluation(store.store(), result, f"{env_id}:{label}", f"eval-{run_id}-{label}")
-        summaries[label] = {
-            **{k: v for k, v in result.summary.as_dict().items() if isinstance(v, int | float)},
-            **stage1.behaviour_metrics(result),
-        }
-    # Held-out evaluation of the candidate, kept on the model version (the champion comparison reads it).
-    mlflow.tracker().record_evaluation(
-        specialist["model_name"],
-        specialist["model_version"],
-        {"candidate_mean_reward": summaries["ppo"]["mean_reward"]},
+    served = {"base": "base"}
+    if sft_warmstart.adapter_dir:
+        served["sft"] = stage1.serve_adapter(engine.client, f"{env_id}-sft", Path(sft_warmstart.adapter_dir)).name
+    served["ppo"] = stage1.serve_adapter(engine.client, f"{env_id}-ppo", Path(specialist.adapter_dir)).name
+    table = store.store()
+
+    def store_result(result: EvaluationResult, label: str) -> None:
+        store_evaluation(table, result, f"{env_id}:{label}", f"eval-{run_id}-{label}")
+
+    evaluation = stage1.evaluate_specialist(
+        env_id, profile, engine.proxy_base_url, served, specialist, run_id, store_result, api_key=engine.proxy_api_key
     )
-    table = "| policy | mean reward | 95% CI | agreement | invalid | leak |\n|---|---|---|---|---|---|\n" + "\n".join(
-        f"| {k} | {v['mean_reward']:.3f} | [{v['ci_low']:.3f}, {v['ci_high']:.3f}] | {v['agreement_rate']:.2f} | "
-        f"{v['invalid_action_rate']:.2f} | {v['leakage_rate']:.2f} |"
-        for k, v in summaries.items()
+    tracker = mlflow.tracker()
+    png = stage1.evaluation_plot(evaluation)
+    if specialist.mlflow_run_id:
+        tracker.log_artifact_file(specialist.mlflow_run_id, "evaluation.png", png, "plots")
+        tracker.log_artifact_file(
+            specialist.mlflow_run_id, "transcripts.html", evaluation.transcripts_html, "transcripts"
+        )
+    stage1.document_specialist(tracker, evaluation, profile, sft_warmstart, git_commit() or "")
+    # The candidate's held-out mean reward, on the version (the champion comparison reads it).
+    tracker.record_evaluation(
+        specialist.model_name, specialist.model_version, {"mean_reward": evaluation.policies["ppo"].summary.mean_reward}
     )
     behaviour = {
         f"{label}_{name}": value
-        for label, summary in summaries.items()
-        for name, value in summary.items()
+        for label, p in evaluation.policies.items()
+        for name, value in p.behaviour.items()
         if name in ("below_target_opening_rate", "buyer_offer_rate")
     }
     return Output(
-        {**specialist, "evaluation": summaries, "eval_run_id": run_id},
+        evaluation,
         metadata={
-            "evaluation": MetadataValue.md(table),
-            "seat": specialist["seat"],
-            "ppo_mean_reward": summaries["ppo"]["mean_reward"],
-            **behaviour,
+            "evaluation": MetadataValue.md(_evaluation_table(evaluation)),
+            "plot": MetadataValue.md(markdown_image(png, "held-out reward")),
+            "transcripts": MetadataValue.md(evaluation.transcripts_markdown or "*no episodes*"),
+            "report": MetadataValue.json(json_safe(evaluation.report())),
+            "seat": evaluation.seat,
+            **display_metadata(
+                {
+                    "ppo_mean_reward": evaluation.policies["ppo"].summary.mean_reward,
+                    **{name: e.mean for name, e in evaluation.paired.items()},
+                    **behaviour,
+                }
+            ),
+            "mlflow_run_id": specialist.mlflow_run_id or "",
         },
     )
 
 
-@asset_check(asset=specialist_eval, partitions_def=DOMAINS, blocking=True)
-def beats_champion(context, specialist_eval: dict, mlflow: MlflowResource) -> AssetCheckResult:
-    """Blocking: the candidate's held-out mean reward must beat the current champion's (or there is none)."""
-    tracker = mlflow.tracker()
-    name = specialist_eval["model_name"]
-    mine = specialist_eval["evaluation"]["ppo"]["mean_reward"]
-    champion_version = tracker.aliases(name).get("champion")
-    if champion_version is None:
-        theirs, version = float("-inf"), None
-    else:
-        version = champion_version
-        theirs = tracker.get_version(name, version).evaluation().get("mean_reward", float("-inf"))
-    passed = version == specialist_eval["model_version"] or mine > theirs
-    return AssetCheckResult(
-        passed=passed,
-        severity=AssetCheckSeverity.ERROR,
-        metadata={"candidate": mine, "champion": theirs if version else "none", "champion_version": str(version)},
+def champion_check(tracker: Tracker, evaluation: stage1.SpecialistEvaluation) -> AssetCheckResult:
+    """The registry's one promotion rule (`Tracker.compare_with_champion`) as a blocking check result."""
+    s = evaluation.specialist
+    comparison = tracker.compare_with_champion(
+        s.model_name, s.model_version, "mean_reward", evaluation.policies["ppo"].summary.mean_reward
     )
+    return AssetCheckResult(
+        passed=comparison.wins,
+        severity=AssetCheckSeverity.ERROR,
+        metadata=display_metadata(
+            {
+                "candidate": comparison.candidate_value,
+                "champion": comparison.champion_value if comparison.champion_version else "none",
+                "champion_version": str(comparison.champion_version),
+            }
+        ),
+    )
+
+
+@asset_check(asset=specialist_eval, partitions_def=DOMAINS, blocking=True)
+def beats_champion(context, specialist_eval: stage1.SpecialistEvaluation, mlflow: MlflowResource) -> AssetCheckResult:
+    """Blocking: the candidate's held-out mean reward must beat the current champion's (or there is none);
+    the same rule `specialist_champion` applies when it promotes."""
+    return champion_check(mlflow.tracker(), specialist_eval)
+
+
+@dataclass(frozen=True)
+class ChampionUpdate:
+    """The registry alias after a promotion attempt."""
+
+    model_name: str
+    version: int | None
+    champion: bool
 
 
 @asset(partitions_def=DOMAINS, group_name=GROUP, kinds={"mlflow"})
-def specialist_champion(context: AssetExecutionContext, specialist_eval: dict, mlflow: MlflowResource) -> Output[dict]:
+def specialist_champion(
+    context: AssetExecutionContext, specialist_eval: stage1.SpecialistEvaluation, mlflow: MlflowResource
+) -> Output[ChampionUpdate]:
     """Moves the registry alias `champion` to the evaluated specialist (runs only when `beats_champion` passed)."""
-    tracker = mlflow.tracker()
-    promoted = tracker.promote_if_better(
-        specialist_eval["model_name"],
-        specialist_eval["model_version"],
-        "mean_reward",
-        specialist_eval["evaluation"]["ppo"]["mean_reward"],
+    s = specialist_eval.specialist
+    promoted = mlflow.tracker().promote_if_better(
+        s.model_name, s.model_version, "mean_reward", specialist_eval.policies["ppo"].summary.mean_reward
     )
-    name, version = specialist_eval["model_name"], specialist_eval["model_version"]
     return Output(
-        {"model_name": name, "version": version, "champion": promoted},
-        metadata={"champion": f"{name} v{version}" if promoted else "unchanged"},
+        ChampionUpdate(s.model_name, s.model_version, promoted),
+        metadata={"champion": f"{s.model_name} v{s.model_version}" if promoted else "unchanged"},
     )

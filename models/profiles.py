@@ -51,7 +51,10 @@ class Profile:
     train_scenarios: int = 64
     """Generated training scenarios per domain."""
     heldout_scenarios: int = 32
-    """Held-out scenarios per domain for evaluation."""
+    """Held-out scenarios per domain for evaluation (each played against every evaluation counterpart)."""
+    scenario_source: str = "generated"
+    """"generated", or "dataset": real scenarios where a domain has a dataset and the shared data is present
+    (training and held-out partitions split by content, models/evaluation/scenarios.py), else generated."""
     teacher_episodes: int = 64
     """Teacher episodes per domain (split over the seats)."""
     trace_min_reward: float = 0.0
@@ -64,6 +67,10 @@ class Profile:
     """Fixed counterparts of every evaluation."""
     max_new_tokens: int = 128
     """Most tokens per model reply in evaluation."""
+    eval_temperature: float = 0.7
+    """Sampling temperature of models under evaluation (seeded per episode, so paired policies share seeds)."""
+    eval_concurrency: int = 32
+    """Evaluation episodes in flight at once (their calls batch in the engine)."""
     engine: EngineSettings = field(default_factory=EngineSettings)
     """Engine start-up settings."""
 
@@ -73,12 +80,19 @@ class Profile:
         unknown = set(self.domains) - set(SOCIALRL_ENV_IDS) or set(self.sft_domains) - set(self.domains)
         if unknown:
             raise ValueError(f"unknown or untrained domains: {sorted(unknown)}")
+        if self.scenario_source not in ("generated", "dataset"):
+            raise ValueError(f"scenario_source must be 'generated' or 'dataset', got {self.scenario_source!r}")
         if self.train_scenarios < 1 or self.heldout_scenarios < 1 or self.teacher_episodes < 1:
             raise ValueError("scenario and episode counts must be >= 1")
 
     def ppo_for(self, env_id: str) -> PPOConfig:
         """The PPO config of one domain's specialist."""
-        return replace(self.ppo, env_id=env_id, run_name=f"{env_id.removesuffix('-v0')}-specialist")
+        return replace(
+            self.ppo,
+            env_id=env_id,
+            run_name=f"{env_id.removesuffix('-v0')}-specialist",
+            scenario_source=self.scenario_source,
+        )
 
 
 SMOKE = Profile(
@@ -89,17 +103,20 @@ SMOKE = Profile(
     train_scenarios=8,
     heldout_scenarios=4,
     teacher_episodes=4,
-    sft=SFTSettings(learning_rate=1e-3, max_steps=2, batch_size=4, max_length=1024, lora=LoraSettings(r=8, alpha=16)),
+    sft=SFTSettings(
+        learning_rate=1e-3, max_steps=2, grad_accumulation=2, max_length=1024, lora=LoraSettings(r=8, alpha=16)
+    ),
     ppo=PPOConfig(
         env_id="craigslist-v0",
         iterations=2,
         episodes_per_iteration=4,
         max_new_tokens=16,
         concurrency=4,
-        hyper=PPOHyper(actor_lr=1e-4, critic_lr=1e-4, minibatch_episodes=4),
+        hyper=PPOHyper(actor_lr=1e-4, critic_lr=1e-4, minibatch_episodes=4, kl_coef=0.01, critic="shared"),
         lora=LoraSettings(r=8, alpha=16),
     ),
     max_new_tokens=16,
+    eval_concurrency=16,
     engine=EngineSettings(max_model_len=2048, kv_cache_gib=1.0),
 )
 

@@ -15,6 +15,12 @@ that agents/llm_agent.py sets (HEADER_*).
 | scenarios | generated scenario of a domain and split | (run_id, env_id, scenario_id) |
 | traces | teacher episode of one seat, as chat messages | (run_id, episode_id) |
 
+Views (`VIEWS`, created by `models.storage.TableStore.connect` when their tables are in its schemas):
+
+| view | one row per | what |
+| --- | --- | --- |
+| transcripts | accepted action | the turn (speaker, kind, text, payload) with its episode (environment, scenario, agreement, deal) and the speaker's role (agent, reward, leaked facts); see docs/researcher_view.md |
+
 Recorded calls carry the engine's own token ids and log-probs (never re-tokenised text); trainers join
 them with `episode_roles` on (episode_id, agent_id) to build PPO batches.
 """
@@ -153,6 +159,25 @@ TABLES: dict[str, dict[str, str]] = {
     "scenarios": SCENARIOS_COLUMNS,
     "traces": TRACES_COLUMNS,
 }
+
+
+TRANSCRIPTS_VIEW_SQL = """
+SELECT t.run_id, t.episode_id, e.env_id, e.scenario_id, e.seed, t.turn_index,
+       t.agent_id AS speaker, r.agent_name AS speaker_agent, t.kind, t.text, t.payload,
+       r.reward AS speaker_reward, r.leaked AS speaker_leaked,
+       e.agreement, e.deal, e.rounds, e.agents, e.created_at
+FROM episode_turns t
+JOIN episodes e ON e.episode_id = t.episode_id AND e.run_id = t.run_id
+LEFT JOIN episode_roles r ON r.episode_id = t.episode_id AND r.run_id = t.run_id AND r.agent_id = t.agent_id
+"""
+"""Every accepted action with its episode and its speaker's role. Rows are unordered: add
+`ORDER BY run_id, episode_id, turn_index`. Joined on (episode_id, run_id), so an episode id reused by two
+runs stays two episodes."""
+
+VIEWS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "transcripts": (TRANSCRIPTS_VIEW_SQL, ("episodes", "episode_roles", "episode_turns")),
+}
+"""View name -> (SELECT statement, the tables it reads)."""
 
 
 def _json(value: Any) -> str:

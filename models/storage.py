@@ -30,7 +30,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from models.records import TABLES
+from models.records import TABLES, VIEWS
 
 log = logging.getLogger("socialrl.storage")
 
@@ -80,9 +80,19 @@ class AppendResult:
 class TableStore:
     """Append-only Parquet tables with DuckDB queries over them."""
 
-    def __init__(self, root: str | Path, schemas: Mapping[str, Mapping[str, str]] = TABLES) -> None:
+    def __init__(
+        self,
+        root: str | Path,
+        schemas: Mapping[str, Mapping[str, str]] = TABLES,
+        views: Mapping[str, tuple[str, tuple[str, ...]]] = VIEWS,
+    ) -> None:
         self.root = Path(root)
         self.schemas = dict(schemas)
+        overlap = set(views) & set(self.schemas)
+        if overlap:
+            raise ValueError(f"view names {sorted(overlap)} are also table names")
+        self.views = dict(views)
+        """View name -> (SELECT over the tables, the tables it needs); see models/records.py VIEWS."""
 
     def table_dir(self, table: str) -> Path:
         if table not in self.schemas:
@@ -184,7 +194,8 @@ class TableStore:
         return {name: self.append(name, rows) for name, rows in tables.items()}
 
     def connect(self) -> duckdb.DuckDBPyConnection:
-        """An in-memory DuckDB connection with one view per table (empty tables are empty views)."""
+        """An in-memory DuckDB connection with one view per table (empty tables are empty views), plus the
+        derived views (e.g. `transcripts`) whose tables are all in this store's schemas."""
         con = duckdb.connect()
         for table, schema in self.schemas.items():
             directory = self.table_dir(table)
@@ -195,6 +206,9 @@ class TableStore:
             else:
                 cols = ", ".join(f'CAST(NULL AS {typ}) AS "{col}"' for col, typ in schema.items())
                 con.execute(f"CREATE VIEW {table} AS SELECT {cols} WHERE false")
+        for view, (sql, needs) in self.views.items():
+            if set(needs) <= set(self.schemas):
+                con.execute(f"CREATE VIEW {view} AS {sql}")
         return con
 
     def query(self, sql: str, params: list[Any] | None = None) -> pd.DataFrame:

@@ -1,6 +1,20 @@
-"""The Dagster code location: one Definitions object (loaded by workspace.yaml and [tool.dagster])."""
+"""The Dagster code location: one Definitions object (loaded by workspace.yaml and [tool.dagster]).
+
+What runs on its own once the daemon is up (`make ui`):
+
+| automation | default | what it starts |
+| --- | --- | --- |
+| schedule `nightly_champion_evaluation` | RUNNING | every day at 02:00 UTC: `champion_evaluations` (one vLLM engine, every champion on fresh held-out scenarios); this is the point of the nightly re-evaluation |
+| sensor `new_model_version_sensor` | STOPPED, unless $SOCIALRL_EVALUATE_NEW_VERSIONS is 1/true (`make ui EVALUATE_NEW_VERSIONS=1`) | one evaluation run (its own vLLM engine) per specialist version registered after the sensor's first tick |
+
+On its first tick the sensor only notes the versions already registered (a registry filled by `make run`
+does not turn into a burst of evaluation runs when the sensor is switched on); later ticks request every
+version registered since, once each (the cursor holds the newest version seen per model).
+"""
 
 import json
+import logging
+from pathlib import Path
 
 from dagster import (
     AssetSelection,
@@ -8,6 +22,7 @@ from dagster import (
     DefaultSensorStatus,
     Definitions,
     EnvVar,
+    Field,
     RunRequest,
     ScheduleDefinition,
     SensorEvaluationContext,
@@ -16,8 +31,10 @@ from dagster import (
     job,
     load_asset_checks_from_modules,
     load_assets_from_modules,
+    logger,
     sensor,
 )
+from dagster._loggers import colored_console_logger
 
 from assets import monitoring, socialrl
 from models.profiles import get_profile
@@ -34,6 +51,16 @@ def build_resources(profile: str | None = None, data_dir: str = "") -> dict[str,
         "engine": engine,
         "mlflow": MlflowResource(settings=settings),
     }
+
+
+EVALUATE_NEW_VERSIONS_ENV = "SOCIALRL_EVALUATE_NEW_VERSIONS"
+"""Set to 1/true to start `new_model_version_sensor` RUNNING (the code location's edge reads it)."""
+
+
+def new_version_sensor_status(value: str | None) -> DefaultSensorStatus:
+    """RUNNING when `value` (of $SOCIALRL_EVALUATE_NEW_VERSIONS) says yes, else STOPPED."""
+    yes = (value or "").strip().lower() in ("1", "true", "yes", "on")
+    return DefaultSensorStatus.RUNNING if yes else DefaultSensorStatus.STOPPED
 
 
 all_assets = load_assets_from_modules([socialrl, monitoring])
@@ -69,13 +96,23 @@ nightly_champion_evaluation = ScheduleDefinition(
 )
 
 
-@sensor(job=model_version_evaluation_job, minimum_interval_seconds=300, default_status=DefaultSensorStatus.RUNNING)
+@sensor(
+    job=model_version_evaluation_job,
+    minimum_interval_seconds=300,
+    default_status=new_version_sensor_status(EnvVar(EVALUATE_NEW_VERSIONS_ENV).get_value("")),
+)
 def new_model_version_sensor(context: SensorEvaluationContext, mlflow: MlflowResource):
-    """Requests an evaluation for every specialist version registered since the last tick (the cursor
-    holds the newest version seen per model)."""
-    seen: dict[str, int] = json.loads(context.cursor) if context.cursor else {}
+    """Requests an evaluation for every specialist version registered since the last tick (the cursor holds
+    the newest version seen per model). The first tick (no cursor) only notes what is registered already."""
+    seen: dict[str, int] | None = json.loads(context.cursor) if context.cursor else None
+    current = mlflow.tracker().version_numbers(prefix="socialrl-")
+    if seen is None:
+        baseline = {name: versions[-1] for name, versions in current.items() if versions}
+        context.update_cursor(json.dumps(baseline, sort_keys=True))
+        count = sum(len(v) for v in current.values())
+        return SkipReason(f"first tick: {count} versions registered earlier are not evaluated; new ones will be")
     requests = []
-    for name, versions in mlflow.tracker().version_numbers(prefix="socialrl-").items():
+    for name, versions in current.items():
         for version in versions:
             if version > seen.get(name, 0):
                 config = {"model_name": name, "version": version}
@@ -91,19 +128,50 @@ def new_model_version_sensor(context: SensorEvaluationContext, mlflow: MlflowRes
     return requests or SkipReason("no new model versions")
 
 
-defs = Definitions(
-    assets=all_assets,
-    asset_checks=all_checks,
-    jobs=[
-        tournament_job,
-        traces_job,
-        sft_job,
-        specialist_job,
-        stage1_job,
-        champion_evaluation_job,
-        model_version_evaluation_job,
-    ],
-    schedules=[nightly_champion_evaluation],
-    sensors=[new_model_version_sensor],
-    resources=build_resources(),
+@logger(
+    config_schema={
+        "path": Field(str, description="File the run's events are appended to."),
+        "log_level": Field(str, default_value="DEBUG"),
+    },
+    description="Every event of a run appended to a file (`make run` keeps the console for people).",
 )
+def file_logger(init_context) -> logging.Logger:
+    config = init_context.logger_config
+    path = Path(config["path"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    events = logging.Logger(f"dagster-file-{path.name}", level=config["log_level"].upper())
+    events.addHandler(handler)
+    return events
+
+
+JOBS = [
+    tournament_job,
+    traces_job,
+    sft_job,
+    specialist_job,
+    stage1_job,
+    champion_evaluation_job,
+    model_version_evaluation_job,
+]
+
+LINEAGE = (("tournament_job", False), ("stage1_job", True), ("champion_evaluation_job", False))
+"""What `make run` launches, in order: (job, partitioned by domain). The UI runs the same jobs."""
+
+
+def build_definitions(profile: str | None = None, data_dir: str = "") -> Definitions:
+    """The code location with resources for `profile` and `data_dir` (defaults: $SOCIALRL_PROFILE and
+    $SOCIALRL_DATA_DIR, read at this edge); `make run` builds it for its own arguments."""
+    return Definitions(
+        assets=all_assets,
+        asset_checks=all_checks,
+        jobs=JOBS,
+        schedules=[nightly_champion_evaluation],
+        sensors=[new_model_version_sensor],
+        resources=build_resources(profile, data_dir),
+        loggers={"console": colored_console_logger, "file": file_logger},
+    )
+
+
+defs = build_definitions()

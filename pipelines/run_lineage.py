@@ -1,32 +1,40 @@
-"""`make run`: materialise the whole lineage with the chosen profile, in this process, on the same Dagster
-instance the UI uses (so every run, materialisation and check shows up in `make ui` afterwards).
+"""`make run`: launch the lineage's jobs (pipelines.definitions.LINEAGE, the same jobs the UI runs) in this
+process on the Dagster instance the UI uses, and report what their assets recorded.
 
-Order: the code-agent tournament; then, per domain partition, scenarios -> teacher_traces ->
-sft_warmstart -> specialist -> specialist_eval -> specialist_champion (one Dagster run per domain, with
-its checks); then `champion_evaluations`, the nightly re-evaluation of every champion. A domain that fails
-does not stop the others; the command exits non-zero and names it. Each domain's run starts and stops
-its own vLLM server and proxy (about 40 s each on CPU). What this instance already materialised with the
-same profile is skipped unless --force (see `run_lineage`).
+Order: `tournament_job`; `stage1_job` once per domain partition (scenarios -> teacher_traces ->
+sft_warmstart -> specialist -> specialist_eval -> specialist_champion, with the checks); then
+`champion_evaluation_job` (the nightly re-evaluation of every champion). A job that fails does not stop the
+others; the command exits non-zero and names it. A candidate that loses the blocking `beats_champion`
+check is an outcome ("not promoted"), not a failure. What this instance already materialised with the same
+profile is skipped unless --force.
+
+The console shows one concise line per step (SFT steps, PPO iterations, jobs) from the `socialrl` loggers;
+every Dagster event and every log line go to <data>/logs/make-run-<time>.log. The report (printed, and
+written to <data>/reports/make-run-<time>.json) is read back from the `report` metadata of each domain's
+`specialist_eval` materialisation: per domain the policies' held-out results, the paired differences
+(`ppo_minus_sft`, `sft_minus_base`, `ppo_minus_base`, each {mean, ci_low, ci_high, n}) and the PPO
+`learning_curve`.
 
     python -m pipelines.run_lineage [--profile smoke|cpu|paper] [--domains craigslist-v0,dnd-v0]
                                     [--data-dir DIR] [--skip-monitoring] [--force]
 """
 
 import argparse
-import json
+import logging
+import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-
-import pandas as pd
+from typing import Any
 
 from environments import SOCIALRL_ENV_IDS
+from models.display import format_number, strict_json
 from models.profiles import PROFILE_NAMES, get_profile
 from models.settings import DataPaths
-from models.storage import TableStore
 from models.tracking import TrackingConfig
 
 PROFILE_TAG = "socialrl/profile"
+log = logging.getLogger("socialrl.make_run")
 
 
 @dataclass(frozen=True)
@@ -34,25 +42,31 @@ class StepResult:
     """One Dagster run of the lineage."""
 
     name: str
-    """What was materialised (an asset or a domain partition)."""
+    """The job, with its partition (e.g. "stage1_job[craigslist-v0]")."""
+    job: str
+    partition: str | None
     success: bool
-    """Whether the run and its blocking checks succeeded."""
+    """Whether the run succeeded (a candidate that is not promoted counts as success)."""
     seconds: float
-    """Wall time of the run."""
     run_id: str
     """The Dagster run id ("" when the run could not be created)."""
     error: str = ""
-    """Why it failed."""
-    evaluation: dict | None = None
-    """A domain run's `specialist_eval` output: the specialist, its PPO iterations and the evaluations."""
+    report: dict[str, Any] | None = None
+    """A domain run's `specialist_eval` report (policies, paired differences, learning curve)."""
     promoted: bool | None = None
     """Whether the domain's new specialist became `champion` (None: not a domain run)."""
     skipped: bool = False
-    """Already materialised with this profile (today, for the nightly asset): not run again."""
+    """Already materialised with this profile (today, for the nightly job): not run again."""
+    notes: list[str] = field(default_factory=list)
 
 
-def _latest(instance, asset: str, profile: str, partition: str | None = None) -> tuple[str, float] | None:
-    """(run id, timestamp) of the newest materialisation of `asset` (`partition`) made with `profile`."""
+# The asset whose materialisation marks a job as done, per job.
+_MARKER = {"tournament_job": "code_agent_tournament", "stage1_job": "specialist_eval"}
+_MARKER["champion_evaluation_job"] = "champion_evaluations"
+
+
+def _latest(instance, asset: str, profile: str, partition: str | None = None):
+    """The newest materialisation record of `asset` (`partition`) made by a run tagged with `profile`."""
     from dagster import AssetKey, AssetRecordsFilter
 
     records = instance.fetch_materializations(
@@ -61,49 +75,55 @@ def _latest(instance, asset: str, profile: str, partition: str | None = None) ->
     for record in records:  # newest first
         run = instance.get_run_by_id(record.run_id)
         if run is not None and run.tags.get(PROFILE_TAG) == profile:
-            return record.run_id, record.timestamp
+            return record
     return None
 
 
-def _materialise(
-    name: str, assets: list, selection, resources: dict, instance, profile: str, partition_key: str | None = None
-):
-    from dagster import materialize
+def _report_of(record) -> dict[str, Any] | None:
+    if record is None:
+        return None
+    materialization = record.asset_materialization
+    entry = materialization.metadata.get("report") if materialization else None
+    return entry.value if entry is not None else None
 
+
+def _execute(defs, job: str, partition: str | None, instance, profile: str, log_file: Path) -> StepResult:
+    name = f"{job}[{partition}]" if partition else job
     start = time.perf_counter()
+    run_config = {
+        "loggers": {
+            "console": {"config": {"log_level": "ERROR"}},  # the console is for people; events go to the file
+            "file": {"config": {"path": str(log_file), "log_level": "DEBUG"}},
+        }
+    }
     try:
-        result = materialize(
-            assets,
-            selection=selection,
-            resources=resources,
+        result = defs.resolve_job_def(job).execute_in_process(
+            run_config=run_config,
             instance=instance,
-            partition_key=partition_key,
+            partition_key=partition,
             raise_on_error=False,
             tags={"socialrl/launched_by": "make run", PROFILE_TAG: profile},
         )
-    except Exception as exc:  # a definition error: report it, keep the other domains going
-        return StepResult(name, False, time.perf_counter() - start, "", f"{type(exc).__name__}: {exc}")
+    except Exception as exc:  # a definition error: report it, keep the other jobs going
+        return StepResult(name, job, partition, False, time.perf_counter() - start, "", f"{type(exc).__name__}: {exc}")
     seconds = time.perf_counter() - start
-    evaluation, promoted = None, None
-    if partition_key is not None:
-        checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-        promoted = checks.get("beats_champion")
-        try:
-            evaluation = result.output_for_node("specialist_eval")
-        except Exception:  # the domain failed before its evaluation
-            evaluation = None
+    checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    promoted = checks.get("beats_champion") if partition else None
+    report = _report_of(_latest(instance, "specialist_eval", profile, partition)) if partition else None
     failed_steps = {e.step_key or "" for e in result.all_events if e.is_step_failure}
-    # A candidate that does not beat the champion fails the blocking check (so the run is marked failed in
-    # Dagster and the alias stays); for `make run` that is an outcome, not an error.
-    not_promoted = promoted is False and evaluation is not None and all("beats_champion" in k for k in failed_steps)
+    # A candidate that does not beat the champion fails the blocking check (Dagster marks the run failed and
+    # the alias stays); for `make run` that is an outcome, not an error.
+    not_promoted = promoted is False and report is not None and all("beats_champion" in k for k in failed_steps)
     failures = [e.message or "" for e in result.all_events if e.is_failure]
     return StepResult(
         name,
+        job,
+        partition,
         result.success or not_promoted,
         seconds,
         result.run_id,
         "" if not_promoted else "; ".join(failures)[:500],
-        evaluation,
+        report if result.success or not_promoted else None,
         promoted,
     )
 
@@ -114,98 +134,120 @@ def run_lineage(
     with_monitoring: bool = True,
     data: Path | None = None,
     force: bool = False,
+    log_file: Path | None = None,
 ) -> list[StepResult]:
-    """Materialise the lineage; returns one StepResult per Dagster run. Without `force`, what this
-    instance already materialised with the same profile is skipped (the tournament, each domain's
-    `specialist_eval`, and `champion_evaluations` if it ran today, UTC), so a second `make run` only
-    completes what is missing."""
-    from dagster import AssetSelection, DagsterInstance
+    """Launch the lineage's jobs; one StepResult per Dagster run. Without `force`, what this instance already
+    materialised with the same profile is skipped (the tournament, each domain's `specialist_eval`, and
+    `champion_evaluations` if it ran today, UTC), so a second `make run` only completes what is missing."""
+    from dagster import DagsterInstance
 
-    from pipelines.definitions import all_assets, all_checks, build_resources
+    from pipelines.definitions import LINEAGE, build_definitions
 
     paths = DataPaths(data) if data is not None else DataPaths.from_env()
+    log_file = log_file or paths.logs / f"make-run-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.log"
+    defs = build_definitions(profile, str(paths.root))
     instance = DagsterInstance.from_config(str(paths.dagster_home))  # the same instance `make ui` opens
-    resources = build_resources(profile=profile, data_dir=str(paths.root))
-    everything = [*all_assets, *all_checks]
-    stage1 = AssetSelection.groups("socialrl") - AssetSelection.assets("code_agent_tournament")
-    plan: list[tuple[str, str, object, str | None]] = [
-        ("code_agent_tournament", "code_agent_tournament", AssetSelection.assets("code_agent_tournament"), None)
-    ]
-    plan += [(domain, "specialist_eval", stage1, domain) for domain in domains]
-    if with_monitoring:
-        plan.append(
-            ("champion_evaluations", "champion_evaluations", AssetSelection.assets("champion_evaluations"), None)
-        )
     today = time.strftime("%Y-%m-%d", time.gmtime())
-    steps = []
-    for name, marker, selection, partition in plan:
-        done = None if force else _latest(instance, marker, profile, partition)
-        if done is not None and marker == "champion_evaluations":
-            done = done if time.strftime("%Y-%m-%d", time.gmtime(done[1])) == today else None
-        if done is not None:
-            steps.append(StepResult(name, True, 0.0, done[0], skipped=True))
-        else:
-            steps.append(_materialise(name, everything, selection, resources, instance, profile, partition))
-        _report(steps[-1])
+    steps: list[StepResult] = []
+    for job, partitioned in LINEAGE:
+        if job == "champion_evaluation_job" and not with_monitoring:
+            continue
+        for partition in domains if partitioned else (None,):
+            name = f"{job}[{partition}]" if partition else job
+            done = None if force else _latest(instance, _MARKER[job], profile, partition)
+            if done is not None and job == "champion_evaluation_job":
+                done = done if time.strftime("%Y-%m-%d", time.gmtime(done.timestamp)) == today else None
+            if done is not None:
+                report = _report_of(done) if partition else None
+                steps.append(StepResult(name, job, partition, True, 0.0, done.run_id, report=report, skipped=True))
+            else:
+                log.info("%s: starting", name)
+                steps.append(_execute(defs, job, partition, instance, profile, log_file))
+            _announce(steps[-1])
     return steps
 
 
-def _report(step: StepResult) -> None:
+def _announce(step: StepResult) -> None:
     status = "ok" if step.success else f"FAILED: {step.error}"
     if step.skipped:
         status = "already materialised with this profile, skipped (FORCE=1 redoes it)"
-    if step.promoted is not None:
+    if step.promoted is not None and not step.skipped:
         status += ", promoted to champion" if step.promoted else ", not promoted (the champion stays)"
-    print(f"[make run] {step.name}: {status} ({step.seconds:.0f} s, run {step.run_id[:8]})", flush=True)
+    log.info("%s: %s (%.0f s, run %s)", step.name, status, step.seconds, step.run_id[:8])
+
+
+def _interval(e: dict[str, Any] | None) -> str:
+    if not e:
+        return "-"
+    return f"{format_number(e.get('mean'))} [{format_number(e.get('ci_low'))}, {format_number(e.get('ci_high'))}]"
 
 
 def domain_report(step: StepResult) -> str:
-    """Base vs SFT vs PPO on held-out scenarios and the PPO iterations' wall time, as markdown."""
-    if not step.evaluation:
+    """Base vs SFT vs PPO on the same held-out episodes, the paired differences and the learning curve."""
+    report = step.report
+    if not report:
         return ""
     lines = [
-        f"{step.name} (seat {step.evaluation.get('seat', '?')}): held-out evaluation",
+        f"{report['env_id']} (seat {report['seat']}, {report['scenario_source']} held-out scenarios): {report['model']}",
         "",
-        "| policy | n | mean reward [95% CI] | agreement | invalid/turn | leak | below-target opening |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| policy | n | mean reward [95% CI] | agreement | invalid/turn | leak | turns | below-target opening |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for label, e in step.evaluation["evaluation"].items():
-        opening = e.get("below_target_opening_rate")
+    for label, p in report["policies"].items():
         lines.append(
-            f"| {label} | {e['n']} | {e['mean_reward']:.3f} [{e['ci_low']:.3f}, {e['ci_high']:.3f}] | "
-            f"{e['agreement_rate']:.2f} | {e['invalid_action_rate']:.2f} | {e['leakage_rate']:.2f} | "
-            f"{'-' if opening is None else f'{opening:.2f}'} |"
+            f"| {label} | {p['n']} | {format_number(p['mean_reward'])} [{format_number(p['ci_low'])}, "
+            f"{format_number(p['ci_high'])}] | {format_number(p['agreement_rate'])} | "
+            f"{format_number(p['invalid_action_rate'])} | {format_number(p['leakage_rate'])} | "
+            f"{format_number(p.get('mean_rounds'))} | {format_number(p.get('below_target_opening_rate'))} |"
         )
-    lines += ["", "| PPO iteration | reward | rollout s | train s | sync s |", "| --- | --- | --- | --- | --- |"]
-    for it in step.evaluation.get("iterations", []):
+    lines += ["", "| paired (same episodes) | mean difference [95% CI] | n |", "| --- | --- | --- |"]
+    for name, e in report["paired"].items():
+        lines.append(f"| {name} | {_interval(e)} | {e.get('n')} |")
+    lines += [
+        "",
+        "| PPO iteration | reward [95% CI] | KL | value loss | entropy | rollout s | train s | sync s |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for it in report["learning_curve"]:
         lines.append(
-            f"| {it['iteration']} | {it['reward_mean']:.3f} | {it['time_rollout_s']:.0f} | "
-            f"{it['time_train_s']:.0f} | {it['time_sync_s']:.1f} |"
+            f"| {it['iteration']}{'' if it['actor_trained'] else ' (critic)'} | "
+            f"{_interval({'mean': it['reward_mean'], 'ci_low': it['reward_ci_low'], 'ci_high': it['reward_ci_high']})} | "
+            f"{format_number(it['kl'])} | {format_number(it['value_loss'])} | {format_number(it['entropy'])} | "
+            f"{format_number(it['time_rollout_s'])} | {format_number(it['time_train_s'])} | "
+            f"{format_number(it['time_sync_s'])} |"
         )
     return "\n".join(lines)
 
 
-def write_report(root: Path, profile: str, steps: list[StepResult], elapsed: float) -> Path:
-    """The run's numbers as JSON under <data>/reports/."""
-    path = root / "reports" / f"make-run-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    report = {"profile": profile, "wall_s": round(elapsed, 1), "steps": [asdict(s) for s in steps]}
-    path.write_text(json.dumps(report, indent=1, default=str))
+def write_report(paths: DataPaths, profile: str, steps: list[StepResult], elapsed: float) -> Path:
+    """The run's numbers as strict JSON under <data>/reports/: per domain `paired` and `learning_curve`."""
+    path = paths.reports / f"make-run-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
+    domains = {s.partition: s.report for s in steps if s.partition and s.report}
+    report = {
+        "profile": profile,
+        "wall_s": round(elapsed, 1),
+        "domains": domains,
+        "steps": [{k: v for k, v in asdict(s).items() if k != "report"} for s in steps],
+    }
+    path.write_text(strict_json(report, indent=1))
     return path
 
 
-def summary(root: Path) -> str:
-    """The latest held-out evaluation per domain and policy, from the `evaluations` table."""
-    store = TableStore(root / "tables")
-    if not (store.root / "evaluations").exists():
-        return "(no evaluations yet)"
-    frame = store.query(
-        """SELECT policy_name, mean_reward, ci_low, ci_high, agreement_rate, invalid_action_rate, leakage_rate, n
-           FROM evaluations WHERE counterpart = '*' QUALIFY row_number() OVER (PARTITION BY policy_name ORDER BY created_at DESC) = 1
-           ORDER BY policy_name"""
-    )
-    with pd.option_context("display.width", 200, "display.max_columns", 20, "display.precision", 3):
-        return frame.to_string(index=False)
+def _configure_logging(log_file: Path) -> None:
+    """Concise INFO lines of our loggers on the console; everything at DEBUG in the log file."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    root = logging.getLogger()
+    root.setLevel(logging.DEBUG)
+    to_file = logging.FileHandler(log_file)
+    to_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    root.addHandler(to_file)
+    console = logging.StreamHandler(sys.stdout)
+    console.setLevel(logging.INFO)
+    console.setFormatter(logging.Formatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
+    console.addFilter(lambda record: record.name.startswith("socialrl"))
+    root.addHandler(console)
+    for noisy in ("httpx", "httpcore", "urllib3", "filelock", "datasets"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -221,28 +263,28 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(domains) - set(SOCIALRL_ENV_IDS)
     if unknown:
         parser.error(f"unknown domains {sorted(unknown)}; choose from {', '.join(SOCIALRL_ENV_IDS)}")
-    root = (DataPaths(args.data_dir) if args.data_dir else DataPaths.from_env()).root
-    print(f"[make run] profile {profile.name}, domains {', '.join(domains)}, data {root}", flush=True)
+    paths = DataPaths(args.data_dir) if args.data_dir else DataPaths.from_env()
+    log_file = paths.logs / f"make-run-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.log"
+    _configure_logging(log_file)
+    log.info("profile %s, domains %s, data %s; full log %s", profile.name, ", ".join(domains), paths.root, log_file)
     start = time.perf_counter()
-    steps = run_lineage(profile.name, domains, not args.skip_monitoring, root, force=args.force)
+    steps = run_lineage(profile.name, domains, not args.skip_monitoring, paths.root, args.force, log_file)
     elapsed = time.perf_counter() - start
     print(f"\n[make run] lineage finished in {elapsed / 60:.1f} min\n")
     for step in steps:
-        if step.evaluation:
+        if step.report:
             print(domain_report(step) + "\n")
-    print("Latest evaluation per policy in the `evaluations` table (all runs so far):\n")
-    print(summary(root))
-    print(f"\nThis run's numbers: {write_report(root, profile.name, steps, elapsed)}")
-    tracking = TrackingConfig.from_env(DataPaths(root))
+    print(f"This run's numbers: {write_report(paths, profile.name, steps, elapsed)}")
+    tracking = TrackingConfig.from_env(paths)
     print(
-        f"\nTables (Parquet, query with DuckDB): {DataPaths(root).tables}\n"
+        f"\nTables (Parquet, query with DuckDB): {paths.tables}\n"
         f"MLflow registry: {tracking.tracking_uri} (models socialrl-<domain>-specialist, aliases candidate/champion)\n"
-        f"Dagster runs: {root / 'dagster_home'}\n"
+        f"Dagster runs: {paths.dagster_home}\nFull log: {log_file}\n"
         "Browse both: make ui  (Dagster http://127.0.0.1:3000, MLflow http://127.0.0.1:5000)"
     )
     failed = [s.name for s in steps if not s.success]
     if failed:
-        print(f"\n[make run] failed: {', '.join(failed)} (see the runs in the Dagster UI)")
+        print(f"\n[make run] failed: {', '.join(failed)} (see the runs in the Dagster UI and the full log)")
         return 1
     return 0
 

@@ -1,7 +1,12 @@
 """`make ui`: the Dagster UI (webserver + daemon, so schedules and sensors run) and the MLflow UI over the
-project's store; prints both URLs and stops both on Ctrl-C.
+project's store; prints both URLs and what runs on its own, and stops both on Ctrl-C.
 
-    python -m pipelines.ui [--dagster-port 3000] [--mlflow-port 5000]
+Calm by default: nothing heavy starts when the UI comes up. The nightly schedule stays on (every day at
+02:00 UTC it re-evaluates the champions, starting one vLLM engine); the new-model-version sensor is off
+unless --evaluate-new-versions (`make ui EVALUATE_NEW_VERSIONS=1`), and even then it evaluates only the
+versions registered after its first tick (see pipelines/definitions.py).
+
+    python -m pipelines.ui [--dagster-port 3000] [--mlflow-port 5000] [--evaluate-new-versions]
 """
 
 import argparse
@@ -15,17 +20,27 @@ from pathlib import Path
 from models.settings import REPO_ROOT, DataPaths
 from models.tracking import TrackingConfig, quiet_environment, server_command
 
+# Read by pipelines/definitions.py (the code location); not imported from there, so that this launcher does
+# not load every asset module into its own process.
+EVALUATE_NEW_VERSIONS_ENV = "SOCIALRL_EVALUATE_NEW_VERSIONS"
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dagster-port", type=int, default=3000)
     parser.add_argument("--mlflow-port", type=int, default=5000)
+    parser.add_argument(
+        "--evaluate-new-versions",
+        action="store_true",
+        help="start the sensor that evaluates every newly registered model version (each run starts a vLLM engine)",
+    )
     args = parser.parse_args(argv)
     paths = DataPaths.from_env()
     home = paths.dagster_home
     bin_dir = Path(sys.executable).parent
     # The code location's settings resource reads the same data directory ($SOCIALRL_DATA_DIR, the edge).
     dagster_env = {**os.environ, "DAGSTER_HOME": str(home), "SOCIALRL_DATA_DIR": str(paths.root)}
+    dagster_env[EVALUATE_NEW_VERSIONS_ENV] = "1" if args.evaluate_new_versions else "0"
     processes = [
         subprocess.Popen(
             [str(bin_dir / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(args.dagster_port)],
@@ -41,6 +56,15 @@ def main(argv: list[str] | None = None) -> int:
         ),
     ]
     print(f"Dagster UI: http://127.0.0.1:{args.dagster_port}   MLflow UI: http://127.0.0.1:{args.mlflow_port}")
+    sensor = (
+        "ON: evaluates each version registered from now on (one vLLM engine per run)"
+        if args.evaluate_new_versions
+        else "off (make ui EVALUATE_NEW_VERSIONS=1, or switch it on in the UI)"
+    )
+    print(
+        "Runs on its own: schedule nightly_champion_evaluation, daily 02:00 UTC (re-evaluates the champions);\n"
+        f"sensor new_model_version_sensor: {sensor}. Nothing else starts until you launch it.",
+    )
     print("Ctrl-C stops both.", flush=True)
     try:
         while all(p.poll() is None for p in processes):

@@ -82,9 +82,9 @@ SHAPES: dict[str, Callable[[int], str]] = {
 def code_agents(env_id: str, seats: tuple[str, ...], seed: int = 0) -> dict[str, Agent]:
     """One code agent per seat that plays the environment validly."""
     if env_id == "red-black-v0":
-        from agents.yoao.red_black_strategies import make_strategy_agent
+        from agents.yoao.red_black_strategies import make_strategy_team
 
-        return {s: make_strategy_agent("tit_for_tat", seed) for s in seats}
+        return make_strategy_team("tit_for_tat", seats, seed)
     if env_id == "sugarscape-v0":
         from agents.yoao.sugarscape_agents import MRSTrader
 

@@ -32,3 +32,22 @@ def vllm_engine(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
     log = tmp_path_factory.mktemp("engine") / "vllm.log"
     with VLLMEngine(config, log_path=log) as engine:
         yield engine
+
+
+@pytest.fixture(scope="session")
+def tiny_lora_adapter(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real PEFT LoRA adapter (rank 8, q/v projections, random B so it changes outputs) of the tiny model,
+    saved by PEFT itself: its README.md is PEFT's template card and adapter_config.json names the base
+    model by this machine's absolute path, as a trained adapter does."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    config = LoraConfig(
+        r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM", init_lora_weights=False
+    )
+    adapter = tmp_path_factory.mktemp("tiny-lora") / "adapter"
+    get_peft_model(model, config).save_pretrained(adapter)
+    return adapter

@@ -374,3 +374,37 @@ def test_summary_rows_round_trip_through_the_table_store(tmp_path: Path, boulwar
     without = {k: v for k, v in EVALUATION_TABLES.items() if k != "evaluations"}
     with pytest.raises(KeyError, match="evaluations"):
         store_evaluation(TableStore(tmp_path, schemas=without), boulware_buyer, "boulware", "eval-2")
+
+
+# ------------------------------------------------------------------------------------ real-data scenarios
+@pytest.mark.parametrize("env_id", ["craigslist-v0", "marketplace-v0", "calendar-v0", "dnd-v0", "casino-v0"])
+def test_real_data_scenarios_load_and_split_by_content(env_id: str) -> None:
+    from models.evaluation.scenarios import dataset_scenarios
+
+    pool = dataset_scenarios(env_id)
+    if pool is None:
+        pytest.skip("the shared data is not beside this checkout")
+    held = held_out_scenarios(env_id, 12, seed=0, source="dataset")
+    train = training_scenarios(env_id, 40, seed=0, source="dataset")
+    assert held == held_out_scenarios(env_id, 12, seed=0, source="dataset")  # deterministic
+    assert all(is_held_out(env_id, s) for s in held) and not any(is_held_out(env_id, s) for s in train)
+    assert not {scenario_key(env_id, s) for s in held} & {scenario_key(env_id, s) for s in train}
+    # Real records keep their dataset ids, and nothing generated slips in.
+    assert not any(s.scenario_id.startswith(("gen:", "heldout:")) for s in held + train)
+    assert {s.scenario_id for s in held} <= {s.scenario_id for s in pool}
+
+
+def test_a_domain_without_its_data_falls_back_to_the_generator(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from models.evaluation import scenarios
+
+    monkeypatch.setenv("SOCIALRL_SHARED_DATA", str(tmp_path))  # an empty data folder
+    scenarios.dataset_scenarios.cache_clear()
+    try:
+        assert scenarios.dataset_scenarios("craigslist-v0") is None
+        held = held_out_scenarios("craigslist-v0", 3, seed=0, source="dataset")
+        assert [s.scenario_id for s in held] == [s.scenario_id for s in held_out_scenarios("craigslist-v0", 3, seed=0)]
+        assert held_out_scenarios("job-interview-v0", 2, source="dataset")[0].scenario_id.startswith("heldout:")
+    finally:
+        scenarios.dataset_scenarios.cache_clear()
+    with pytest.raises(ValueError, match="scenario source"):
+        held_out_scenarios("craigslist-v0", 1, source="web")

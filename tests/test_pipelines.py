@@ -48,7 +48,7 @@ def test_definitions_load_and_every_job_resolves() -> None:
     assert defs.resolve_schedule_def("nightly_champion_evaluation").cron_schedule == "0 2 * * *"
     assert defs.resolve_sensor_def("new_model_version_sensor").name == "new_model_version_sensor"
     checks = {key.name for key in defs.resolve_asset_graph().asset_check_keys}
-    assert checks == {"traces_rewards_in_range", "completions_have_token_ids", "beats_champion"}
+    assert checks == {"traces_are_usable", "completions_have_token_ids", "beats_champion"}
 
 
 def test_the_version_sensor_requests_each_new_version_once(tmp_path: Path) -> None:
@@ -84,13 +84,34 @@ def test_the_version_sensor_requests_each_new_version_once(tmp_path: Path) -> No
             return new_model_version_sensor(context), context.cursor
 
     register()
+    # The first tick notes what is registered already and starts nothing (a calm `make ui`).
     first, cursor = tick()
-    assert [r.run_key for r in first] == ["socialrl-dnd-specialist-v1"]
+    assert not isinstance(first, list) and "1 versions registered earlier" in first.skip_message
+    register()
+    second, cursor = tick(cursor)
+    assert [r.run_key for r in second] == ["socialrl-dnd-specialist-v2"]
     again, _ = tick(cursor)
     assert not isinstance(again, list)  # a SkipReason: nothing new
     register()
     third, _ = tick(cursor)
-    assert [r.run_config["ops"]["evaluate_model_version"]["config"]["version"] for r in third] == [2]
+    assert [r.run_config["ops"]["evaluate_model_version"]["config"]["version"] for r in third] == [3]
+
+
+def test_make_ui_starts_no_heavy_work_unless_configured() -> None:
+    from dagster import DefaultScheduleStatus, DefaultSensorStatus
+
+    from pipelines import ui
+    from pipelines.definitions import EVALUATE_NEW_VERSIONS_ENV, defs, new_version_sensor_status
+
+    assert ui.EVALUATE_NEW_VERSIONS_ENV == EVALUATE_NEW_VERSIONS_ENV  # `make ui EVALUATE_NEW_VERSIONS=1` sets it
+
+    # The test process has no $SOCIALRL_EVALUATE_NEW_VERSIONS: the sensor is off by default.
+    assert defs.resolve_sensor_def("new_model_version_sensor").default_status == DefaultSensorStatus.STOPPED
+    assert new_version_sensor_status("1") == new_version_sensor_status("TRUE") == DefaultSensorStatus.RUNNING
+    assert new_version_sensor_status("") == new_version_sensor_status("0") == DefaultSensorStatus.STOPPED
+    # The nightly re-evaluation stays on: it is what the nightly schedule is for (documented).
+    schedule = defs.resolve_schedule_def("nightly_champion_evaluation")
+    assert schedule.default_status == DefaultScheduleStatus.RUNNING
 
 
 @pytest.mark.slow
@@ -114,17 +135,44 @@ def test_smoke_lineage_materialises_with_real_resources(tmp_path: Path, tiny_mod
     # A second run skips what this instance already materialised with the profile.
     again = run_lineage("smoke", ("craigslist-v0", "dnd-v0"), with_monitoring=True, data=data)
     assert ours() == environment_before  # settings travel as arguments, not environment variables
-    assert [s.name for s in steps] == ["code_agent_tournament", "craigslist-v0", "dnd-v0", "champion_evaluations"]
+    assert [s.name for s in steps] == [
+        "tournament_job",
+        "stage1_job[craigslist-v0]",
+        "stage1_job[dnd-v0]",
+        "champion_evaluation_job",
+    ]
     assert all(s.success for s in steps), [(s.name, s.error) for s in steps]
     # First specialists of an empty registry are always promoted.
     assert [s.promoted for s in steps] == [None, True, True, None]
-    craigslist = steps[1].evaluation
-    assert craigslist["seat"] == "buyer" and set(craigslist["evaluation"]) == {"base", "sft", "ppo"}
-    assert 0.0 <= craigslist["evaluation"]["ppo"]["below_target_opening_rate"] <= 1.0
-    assert [it["iteration"] for it in craigslist["iterations"]] == [0, 1]
-    assert "| ppo |" in domain_report(steps[1]) and "below-target opening" in domain_report(steps[1])
-    assert "below_target_opening_rate" not in steps[2].evaluation["evaluation"]["ppo"]  # Craigslist only
+    craigslist = steps[1].report
+    assert craigslist["seat"] == "buyer" and set(craigslist["policies"]) == {"base", "sft", "ppo"}
+    assert 0.0 <= craigslist["policies"]["ppo"]["below_target_opening_rate"] <= 1.0
+    assert set(craigslist["paired"]) == {"ppo_minus_sft", "sft_minus_base", "ppo_minus_base"}
+    for difference in craigslist["paired"].values():
+        assert difference["n"] == craigslist["policies"]["ppo"]["n"]  # every evaluation episode is paired
+    assert [it["iteration"] for it in craigslist["learning_curve"]] == [0, 1]
+    report = domain_report(steps[1])
+    assert "| ppo |" in report and "below-target opening" in report and "ppo_minus_sft" in report
+    assert "below_target_opening_rate" not in steps[2].report["policies"]["ppo"]  # Craigslist only
+    assert set(steps[2].report["paired"]) == {"ppo_minus_base"}  # DnD has no warm-start in the smoke profile
     assert [(s.skipped, s.run_id) for s in again] == [(True, s.run_id) for s in steps]
+    assert again[1].report == steps[1].report  # read back from the asset's metadata
+    # make run launches the code location's own jobs, with tags that say what they are.
+    from dagster import DagsterInstance
+
+    instance = DagsterInstance.from_config(str(data / "dagster_home"))
+    runs = {r.run_id: r for r in instance.get_runs()}
+    assert [runs[s.run_id].job_name for s in steps] == [s.job for s in steps]
+    assert all(runs[s.run_id].tags["socialrl/profile"] == "smoke" for s in steps)
+    # The report file is strict JSON.
+    import json
+
+    from models.settings import DataPaths
+    from pipelines.run_lineage import write_report
+
+    written = write_report(DataPaths(data), "smoke", steps, 1.0)
+    parsed = json.loads(written.read_text(), parse_constant=lambda c: pytest.fail(f"bare {c} in the report"))
+    assert set(parsed["domains"]["craigslist-v0"]["paired"]["ppo_minus_sft"]) == {"mean", "ci_low", "ci_high", "n"}
     # The runs are on the instance `make ui` opens.
     assert (data / "dagster_home").is_dir()
 
@@ -153,14 +201,27 @@ def test_smoke_lineage_materialises_with_real_resources(tmp_path: Path, tiny_mod
     assert {"socialrl-craigslist-specialist@v1", "socialrl-dnd-specialist@v1"} <= set(nightly.policy_name)
     local = tracker.lookup("socialrl-craigslist-specialist", alias="champion")
     assert (local.path / "adapter_config.json").is_file()
+    # The nightly evaluation is kept on the version, with its history (the second run skipped it).
+    champion = tracker.get_version("socialrl-craigslist-specialist", 1)
+    assert 0.0 <= champion.evaluation("nightly")["mean_reward"] <= 1.0
+    assert champion.tags["evaluated.nightly.count"] == "1" and champion.tags["evaluated.nightly.source"].startswith(
+        "nightly-"
+    )
+    assert len(tracker.evaluation_history("socialrl-craigslist-specialist", 1, "mean_reward", "nightly")) == 1
 
 
 @pytest.fixture(scope="module")
-def dagster_webserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def dagster_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Dagster instance directory the test webserver reads."""
+    return tmp_path_factory.mktemp("dagster_home")
+
+
+@pytest.fixture(scope="module")
+def dagster_webserver(dagster_home: Path) -> Iterator[str]:
     """`dagster-webserver` on the code location (workspace.yaml), on a free port."""
     from models.serving.engine import free_port
 
-    home = tmp_path_factory.mktemp("dagster_home")
+    home = dagster_home
     port = free_port()
     env = {**os.environ, "DAGSTER_HOME": str(home), "SOCIALRL_PROFILE": "smoke"}
     process = subprocess.Popen(
@@ -236,3 +297,40 @@ def test_the_ui_lists_the_assets_in_headless_chromium(dagster_webserver: str, tm
     dom = proc.stdout
     for name in ("teacher_traces", "sft_warmstart", "specialist_eval"):
         assert name in dom, f"{name} not in the rendered asset graph"
+
+
+def test_transcripts_and_rounded_numbers_render_in_the_webserver(dagster_webserver: str, dagster_home: Path) -> None:
+    """Metadata the monitoring assets write (markdown transcripts with hostile text, rounded numbers, NaN as
+    text) survives the instance and comes back unchanged through the webserver's GraphQL API."""
+    import math
+
+    from dagster import DagsterInstance, MetadataValue, Output, asset, materialize
+
+    from models.display import display_metadata
+    from models.evaluation.transcripts import SeatView, Transcript, TranscriptTurn, transcripts_markdown
+
+    hostile = "<script>alert(1)</script> | x |\n# not a heading\x07" + "long " * 5000
+    transcript = Transcript(
+        "ep-1", "craigslist-v0", "s1", 0, (SeatView("buyer", "p", 0.5, 1.0, 0, (), ("target $90",)),),
+        (TranscriptTurn(0, "buyer", "offer", hostile, {"price": 90.0}),), True, {"price": 90.0}, "buyer", ("best",),
+    )  # fmt: skip
+    markdown = transcripts_markdown([transcript], title="probe@v1")
+
+    @asset(name="metadata_probe")
+    def probe():
+        numbers = display_metadata({"mean_reward": 0.08333333333333333, "pareto_optimal_rate": math.nan})
+        return Output(None, metadata={**numbers, "transcripts": MetadataValue.md(markdown)})
+
+    instance = DagsterInstance.from_config(str(dagster_home))
+    assert materialize([probe], instance=instance).success
+    data = _graphql(
+        dagster_webserver,
+        """{ assetOrError(assetKey: {path: ["metadata_probe"]}) { ... on Asset { assetMaterializations(limit: 1) {
+             metadataEntries { label ... on MarkdownMetadataEntry { mdStr } ... on FloatMetadataEntry { floatValue }
+                               ... on TextMetadataEntry { text } } } } } }""",
+    )
+    entries = {e["label"]: e for e in data["data"]["assetOrError"]["assetMaterializations"][0]["metadataEntries"]}
+    assert entries["transcripts"]["mdStr"] == markdown
+    assert "\\<script\\>" in markdown and "more characters" in markdown and len(markdown) < 10_000
+    assert entries["mean_reward"]["floatValue"] == 0.0833
+    assert entries["pareto_optimal_rate"]["text"] == "n/a"

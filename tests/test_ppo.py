@@ -65,13 +65,22 @@ def _config(yes_no_ids: list[int], run_name: str, iterations: int) -> PPOConfig:
 
 
 def test_ppo_learns_the_keyword_task(
-    vllm_engine: object, proxy: object, tiny_model_dir: Path, yes_no_ids: list[int], tmp_path: Path
+    vllm_engine: object,
+    proxy: object,
+    tiny_model_dir: Path,
+    yes_no_ids: list[int],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     config = _config(yes_no_ids, "learn", iterations=8)
     services = Services(
         vllm_engine.client, proxy.base_url, TableStore(proxy.config.table_root), proxy_api_key=proxy.config.api_key
     )
-    result = train_ppo(config, tiny_model_dir, services, tmp_path / "run")
+    with caplog.at_level("INFO", logger="socialrl.ppo"):
+        result = train_ppo(config, tiny_model_dir, services, tmp_path / "run")
+    # Progress: one line per iteration with the reward's interval, KL, losses and token rates.
+    progress = [r.getMessage() for r in caplog.records if r.getMessage().startswith("PPO learn it")]
+    assert len(progress) == 8 and all("reward" in line and "tok/s" in line for line in progress)
     rewards = [m["reward_mean"] for m in result.history]
     early, late = sum(rewards[:2]) / 2, sum(rewards[-2:]) / 2
     assert late > early + 0.25, rewards
@@ -85,6 +94,32 @@ def test_ppo_learns_the_keyword_task(
     assert list(versions.model) == [f"learn-v{i}" for i in range(8)]
     assert list(versions.adapter_version) == list(versions.model)
     assert result.served_name == "learn-v8" and "learn-v8" in vllm_engine.client.models()
+
+
+@pytest.mark.parametrize(("credit", "critic"), [("token", "separate"), ("turn", "shared")])
+def test_ppo_learns_the_deciding_first_turn_of_a_two_turn_task(
+    vllm_engine: object,
+    proxy: object,
+    tiny_model_dir: Path,
+    yes_no_ids: list[int],
+    tmp_path: Path,
+    credit: str,
+    critic: str,
+) -> None:
+    """Only the first of two replies is rewarded; the second is noise between the choice and the reward."""
+    import dataclasses
+
+    base = _config(yes_no_ids, f"twoturn-{credit}-{critic}", iterations=8)
+    config = dataclasses.replace(
+        base, env_id="keyword-two-turn-v0", hyper=dataclasses.replace(base.hyper, credit=credit, critic=critic)
+    )
+    services = Services(vllm_engine.client, proxy.base_url, TableStore(proxy.config.table_root))
+    result = train_ppo(config, tiny_model_dir, services, tmp_path / "run")
+    rewards = [m["reward_mean"] for m in result.history]
+    early, late = sum(rewards[:2]) / 2, sum(rewards[-2:]) / 2
+    assert late > early + 0.2, rewards
+    assert all(m["packed_fraction"] == 1.0 for m in result.history)  # both turns in one packed sequence
+    assert all(m["entropy"] > 0 for m in result.history)
 
 
 def _ppo_process(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:

@@ -177,3 +177,147 @@ def test_micro_batched_update_equals_one_pass(tiny_model_dir: Path) -> None:
     assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(critic_one, critic_micro, strict=True))
     untouched = [p.detach() for p in learner(1).actor.parameters() if p.requires_grad]
     assert any(not torch.allclose(a, b) for a, b in zip(actor_one, untouched, strict=True))  # it did update
+
+
+# ------------------------------------------------------------------------------- credit, reference, critic
+def test_turn_advantages_by_hand() -> None:
+    from models.training.ppo_learner import turn_advantages
+
+    # Two turns of 2 and 3 tokens; turn values are the values at each turn's first token: 0.2 and 0.5.
+    values = torch.tensor([0.2, 9.0, 0.5, 9.0, 9.0])
+    adv, ret = turn_advantages(values, [2, 3], reward=1.0, gamma=1.0, lam=1.0)
+    # lambda = 1: every turn's advantage is the return (1) minus the turn's value.
+    assert adv.tolist() == pytest.approx([0.8, 0.8, 0.5, 0.5, 0.5])
+    assert ret.tolist() == pytest.approx([1.0] * 5)
+    adv, _ = turn_advantages(values, [2, 3], reward=1.0, gamma=1.0, lam=0.0)
+    # lambda = 0: turn 0 sees only the value of turn 1 (0.5 - 0.2), turn 1 the reward (1 - 0.5).
+    assert adv.tolist() == pytest.approx([0.3, 0.3, 0.5, 0.5, 0.5])
+
+
+def _two_turn_samples(rng: torch.Generator, episodes: int, second_turn_tokens: int) -> list:
+    """The first reply (one token, 100 or 200) decides the reward; a long unrewarded second reply follows."""
+    samples = []
+    for i in range(episodes):
+        first = 100 if i % 2 == 0 else 200
+        noise = tuple(int(t) for t in torch.randint(300, 340, (second_turn_tokens,), generator=rng))
+        t1 = RecordedTurn((1, 2, 3, 4), (first,), (-1.0,))
+        t2 = RecordedTurn((1, 2, 3, 4, first, 5, 6), noise, (-1.0,) * second_turn_tokens)
+        samples.append(episode_samples(f"e{i}", [t1, t2], reward=1.0 if first == 100 else 0.0))
+    return samples
+
+
+def _first_turn_preference(actor: torch.nn.Module) -> float:
+    with torch.no_grad():
+        good = token_logprobs(actor, [Segment([1, 2, 3, 4, 100], [4], [0.0])], 0)[0]
+        bad = token_logprobs(actor, [Segment([1, 2, 3, 4, 200], [4], [0.0])], 0)[0]
+    return float(good - bad)
+
+
+@pytest.mark.parametrize("lam", [1.0, 0.95])
+def test_credit_reaches_the_opening_turn_only_with_lambda_one(tiny_model_dir: Path, lam: float) -> None:
+    """Two-turn toy: only the first reply decides the reward. With gamma = lambda = 1 (the default) its
+    choice is learned; with lambda = 0.95 over tokens the reward reaches it damped by 0.95^60 (~0.05)."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    actor = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj", "up_proj"]))
+    hyper = PPOHyper(actor_lr=3e-3, critic_lr=1e-3, minibatch_episodes=8, old_logprobs="trainer", lam=lam)
+    assert PPOHyper().lam == 1.0 and PPOHyper().gamma == 1.0  # the default reaches the opening turn
+    learner = PPOLearner(actor, ValueModel.from_pretrained(tiny_model_dir), hyper, pad_id=0)
+    before = _first_turn_preference(actor)
+    generator, rng = torch.Generator().manual_seed(0), torch.Generator().manual_seed(1)
+    for _ in range(6):
+        prepared, _ = learner.prepare(_two_turn_samples(rng, 8, second_turn_tokens=60))
+        learner.update(prepared, train_actor=True, generator=generator)
+    gained = _first_turn_preference(actor) - before
+    if lam == 1.0:
+        assert gained > 1.0, gained
+    else:
+        assert gained < 0.3, gained
+
+
+def test_the_kl_reference_is_the_warm_start_adapter(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """PPO starting from an SFT adapter penalises moving away from that adapter, not from the base model."""
+    from peft import LoraConfig, PeftModel, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    warm = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32),
+        LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False),
+    )
+    warm.save_pretrained(tmp_path / "sft")
+    actor = PeftModel.from_pretrained(
+        AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32), tmp_path / "sft", is_trainable=True
+    )
+    learner = PPOLearner(
+        actor,
+        ValueModel.from_pretrained(tiny_model_dir),
+        PPOHyper(actor_lr=1e-2, critic_lr=1e-3, minibatch_episodes=4, kl_coef=0.1),
+        pad_id=0,
+    )
+    learner.load_reference(tmp_path / "sft")
+    samples = [
+        episode_samples("good", [RecordedTurn((1, 2, 3, 4), (10, 11, 12), (-1.0, -1.0, -1.0))], 1.0),
+        episode_samples("bad", [RecordedTurn((1, 2, 3, 4), (20, 21, 22), (-1.0, -1.0, -1.0))], 0.0),
+    ]
+    prepared, _ = learner.prepare(samples)
+    policy = token_logprobs(actor, samples[0].segments, 0)[0]
+    with actor.disable_adapter(), torch.no_grad():
+        base = token_logprobs(actor, samples[0].segments, 0)[0]
+    # Before any update the policy is the warm-start, so the reference log-probs equal the policy's ...
+    assert prepared[0].ref_logprobs[0].tolist() == pytest.approx(policy.tolist(), abs=1e-5)
+    # ... and differ from the adapter-free base model's.
+    assert max(abs(a - b) for a, b in zip(prepared[0].ref_logprobs[0].tolist(), base.tolist(), strict=True)) > 1e-3
+    stats = learner.update(prepared, train_actor=True, generator=torch.Generator().manual_seed(0))
+    assert stats["kl"] == pytest.approx(0.0, abs=1e-6)  # no distance yet from the reference
+    # The trained adapter stays the active, trainable one; the reference stays frozen.
+    assert actor.active_adapter == "default"
+    assert all(not p.requires_grad for n, p in actor.named_parameters() if ".reference." in n)
+    assert any(p.requires_grad for n, p in actor.named_parameters() if ".default." in n)
+    prepared, _ = learner.prepare(samples)
+    assert learner.update(prepared, train_actor=True, generator=torch.Generator().manual_seed(0))["kl"] > 0
+
+
+def test_a_shared_critic_is_one_forward_that_learns_policy_and_values(tiny_model_dir: Path) -> None:
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    actor = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32),
+        LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj", "up_proj"]),
+    )
+    hyper = PPOHyper(actor_lr=5e-3, critic_lr=1e-2, minibatch_episodes=8, old_logprobs="trainer", critic="shared")
+    with pytest.raises(ValueError, match="shared critic"):
+        PPOLearner(actor, ValueModel.from_pretrained(tiny_model_dir), hyper, pad_id=0)
+    learner = PPOLearner(actor, None, hyper, pad_id=0)
+    prompt = (1, 2, 3, 4)
+
+    def prob_ratio() -> float:
+        with torch.no_grad():
+            good = token_logprobs(actor, [Segment([*prompt, 100], [4], [0.0])], 0)[0]
+            bad = token_logprobs(actor, [Segment([*prompt, 200], [4], [0.0])], 0)[0]
+        return float((good - bad).exp())
+
+    samples = [episode_samples(f"g{i}", [RecordedTurn(prompt, (100,), (-1.0,))], 1.0) for i in range(4)]
+    samples += [episode_samples(f"b{i}", [RecordedTurn(prompt, (200,), (-1.0,))], 0.0) for i in range(4)]
+    before = prob_ratio()
+    generator = torch.Generator().manual_seed(0)
+    # Critic warm-up: only the head learns (the adapter is untouched).
+    lora_before = [p.detach().clone() for p in actor.parameters() if p.requires_grad]
+    for _ in range(20):
+        prepared, stats = learner.prepare(samples)
+        learner.update(prepared, train_actor=False, generator=generator)
+    assert all(
+        torch.equal(a, b) for a, b in zip(lora_before, [p for p in actor.parameters() if p.requires_grad], strict=True)
+    )
+    values = torch.cat([v for p in learner.prepare(samples)[0] for v in p.old_values])
+    assert 0.3 < float(values.mean()) < 0.7  # towards the mean return 0.5 from the zero-initialised head
+    for _ in range(5):
+        prepared, stats = learner.prepare(samples)
+        learner.update(prepared, train_actor=True, generator=generator)
+    assert prob_ratio() > 2 * before
+    assert stats["entropy"] > 0

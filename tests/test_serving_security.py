@@ -188,10 +188,14 @@ def test_bad_tags_and_model_names_are_400s_before_the_upstream_and_the_recording
         assert [r.status_code for r in good] == [200] * 7
     rows = _rows(root)
     assert sorted(r["turn_index"] for r in rows if r["status_code"] == 200) == list(range(7))  # all 7 written
-    refused = TableStore(root).query(
-        "SELECT count(*) AS n, count(upstream) AS forwarded, count(turn_index) AS tagged, count(model) AS named "
-        "FROM recorded_calls WHERE status_code = 400"
-    ).iloc[0]
+    refused = (
+        TableStore(root)
+        .query(
+            "SELECT count(*) AS n, count(upstream) AS forwarded, count(turn_index) AS tagged, count(model) AS named "
+            "FROM recorded_calls WHERE status_code = 400"
+        )
+        .iloc[0]
+    )
     # Five refusals recorded, none forwarded to the engine, none carrying the bad tag or model name.
     assert (refused.n, refused.forwarded, refused.tagged, refused.named) == (5, 0, 0, 0)
     assert keyed_proxy.proxy.recorder.rows_dead_lettered == 0 and TableStore(root).dead_letters("recorded_calls") == []

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from models.training.config import LoraSettings, SFTSettings
-from models.training.sft import prompt_completion_examples, run_sft
+from models.training.sft import prompt_completion_examples, run_sft, tokenise_conversations
 
 
 def _conversation(rng: random.Random) -> list[dict[str, str]]:
@@ -31,6 +31,70 @@ def test_each_assistant_turn_is_one_completion_with_its_history() -> None:
     assert prompt_completion_examples([[{"role": "user", "content": "hi"}]]) == []
 
 
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_dir: Path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+def test_a_conversation_is_one_example_with_every_assistant_turn_in_the_loss(tokenizer) -> None:
+    conversation = _conversation(random.Random(0))
+    built = tokenise_conversations([conversation], tokenizer, max_length=2048)
+    assert (len(built.examples), built.windows, built.per_turn_fallbacks, built.truncated) == (1, 1, 0, 0)
+    example = built.examples[0]
+    whole = tokenizer.apply_chat_template(conversation, tokenize=True, return_dict=False)
+    assert list(example.input_ids) == list(whole)
+    trained = tokenizer.decode([t for t, m in zip(example.input_ids, example.completion_mask, strict=True) if m])
+    # Exactly the two assistant messages (each with its end-of-turn marker), nothing of the prompts.
+    assert "too much for me" in trained and "My final word" in trained
+    assert "seller asks" not in trained and "No way" not in trained and "You are a buyer" not in trained
+    assert trained.count("<|im_end|>") == 2
+    # The per-turn alternative trains the same tokens but re-reads the shared prefix.
+    per_turn = sum(
+        len(tokenizer.apply_chat_template([*e["prompt"], *e["completion"]], tokenize=True, return_dict=False))
+        for e in prompt_completion_examples([conversation])
+    )
+    assert per_turn > len(example.input_ids)
+
+
+def test_long_conversations_are_split_into_windows_that_start_with_the_system_prompt(tokenizer) -> None:
+    rng = random.Random(1)
+    long = _conversation(rng)
+    for k in range(30):
+        long += [{"role": "user", "content": f"Round {k}: no."}, {"role": "assistant", "content": f"OFFER ${k}"}]
+    whole = len(tokenizer.apply_chat_template(long, tokenize=True, return_dict=False))
+    built = tokenise_conversations([long], tokenizer, max_length=whole // 3)
+    assert built.windows >= 3 and built.truncated == 0
+    system = tokenizer.apply_chat_template(long[:1], tokenize=True, return_dict=False)
+    for example in built.examples:
+        assert len(example.input_ids) <= whole // 3
+        assert list(example.input_ids[: len(system)]) == list(system)
+    # Every assistant turn is trained exactly once across the windows.
+    trained = "".join(
+        tokenizer.decode([t for t, m in zip(e.input_ids, e.completion_mask, strict=True) if m]) for e in built.examples
+    )
+    assert trained.count("<|im_end|>") == 32
+
+
+def test_packed_sequences_do_not_attend_across_their_boundaries(tiny_model_dir: Path) -> None:
+    """What packing relies on: with position ids restarting at 0 and no attention mask, transformers masks
+    attention per packed sequence, so each sequence's logits equal those of the sequence alone."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32, attn_implementation="sdpa")
+    a, b = torch.randint(5, 1000, (1, 17)), torch.randint(5, 1000, (1, 23))
+    packed = torch.cat([a, b], dim=1)
+    positions = torch.cat([torch.arange(17), torch.arange(23)]).unsqueeze(0)
+    with torch.no_grad():
+        together = model(input_ids=packed, position_ids=positions, use_cache=False).logits
+        alone = model(input_ids=b).logits
+        leaking = model(input_ids=packed).logits  # one causal sequence: b attends to a
+    assert torch.allclose(together[:, 17:], alone, atol=1e-4)
+    assert not torch.allclose(leaking[:, 17:], alone, atol=1e-4)
+
+
 def test_settings_are_checked() -> None:
     with pytest.raises(ValueError, match="max_steps"):
         SFTSettings(max_steps=0)
@@ -39,17 +103,26 @@ def test_settings_are_checked() -> None:
 
 
 @pytest.mark.slow
-def test_sft_lowers_the_held_out_loss_and_saves_a_loadable_adapter(tiny_model_dir: Path, tmp_path: Path) -> None:
+def test_sft_lowers_the_held_out_loss_and_saves_a_loadable_adapter(
+    tiny_model_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
     rng = random.Random(0)
     train = [_conversation(rng) for _ in range(24)]
     held_out = [_conversation(rng) for _ in range(6)]
-    settings = SFTSettings(learning_rate=3e-3, max_steps=15, batch_size=8, lora=LoraSettings(r=8, alpha=16))
-    result = run_sft(tiny_model_dir, train, tmp_path, settings, eval_conversations=held_out)
-    assert result.examples == 48 and result.steps == 15
+    settings = SFTSettings(learning_rate=3e-3, max_steps=15, grad_accumulation=2, lora=LoraSettings(r=8, alpha=16))
+    steps: list[dict[str, float]] = []
+    with caplog.at_level("INFO", logger="socialrl.sft"):
+        result = run_sft(tiny_model_dir, train, tmp_path, settings, eval_conversations=held_out, on_step=steps.append)
+    # Progress: one line per optimiser step with its loss and rate.
+    progress = [r.getMessage() for r in caplog.records if r.getMessage().startswith("SFT step")]
+    assert len(progress) == 15 and "loss" in progress[-1] and "tok/s" in progress[-1]
+    assert result.examples == 24 and result.steps == 15  # one example per conversation
     assert result.eval_loss_after < result.eval_loss_before - 0.3
+    assert [s["step"] for s in steps] == list(range(1, 16)) and len(result.loss_curve) == 15
+    assert result.train_tokens > 0 and result.tokens_per_second > 0
     base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     adapted = PeftModel.from_pretrained(base, result.adapter_dir)
     assert adapted.peft_config["default"].r == 8

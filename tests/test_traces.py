@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from agents.socialrl.teacher import make_teacher
@@ -59,22 +57,3 @@ def test_filters_and_summary(craigslist_traces: list) -> None:
     assert summary["n"] == 6 and summary["mean_reward"] == pytest.approx(sum(rewards) / 6)
     assert (summary["ci_low"], summary["ci_high"]) == pytest.approx(confidence_interval(rewards))
     assert trace_summary([]) == {"n": 0}
-
-
-def test_the_trace_check_fails_on_a_reward_out_of_range_before_the_clamp(tmp_path: Path) -> None:
-    """traces_rewards_in_range reads `unclamped_reward`: the stored (clamped) `reward` is always in [0, 1]."""
-    from types import SimpleNamespace
-
-    from assets.socialrl import traces_rewards_in_range
-    from models.storage import TableStore
-    from resources.settings import SettingsResource
-    from resources.store import StoreResource
-
-    check = traces_rewards_in_range.node_def.compute_fn.decorated_fn
-    context = SimpleNamespace(partition_key="dnd-v0")
-    row = {"episode_id": "e", "env_id": "dnd-v0", "reward": 1.0, "assistant_turns": 2}
-    for unclamped, passed in ((0.75, True), (1.5, False)):
-        root = tmp_path / str(unclamped)
-        TableStore(root).append("traces", [{**row, "reward": min(unclamped, 1.0), "unclamped_reward": unclamped}])
-        result = check(context, StoreResource(settings=SettingsResource(), root=str(root)))
-        assert result.passed is passed and result.metadata["out_of_range"].value == (0 if passed else 1)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from environments.core.base import ActionSpec
-from environments.core.events import Action, Event, Notification, NotificationKind, Observation
+from environments.core.events import Action, Event, Notification, Observation
 from environments.core.registry import env_class
 from environments.socialrl.bargaining import Deal, DealSpace
 
@@ -250,11 +250,3 @@ def make_code_agent(name: str, seed: int = 0, **overrides: Any) -> CodeAgent:
     base: ConcessionConfig = CODE_AGENTS[name]["config"]
     config = ConcessionConfig(**{**base.__dict__, **overrides})
     return ConcessionAgent(config, name, seed)
-
-
-def episode_end_reward(events: list[Event]) -> float | None:
-    """The reward announced in an EPISODE_END notification, if any (helper for tests and humans)."""
-    for event in events:
-        if isinstance(event, Notification) and event.kind == NotificationKind.EPISODE_END:
-            return event.data.get("reward")
-    return None

@@ -277,10 +277,6 @@ class StrategyAgent:
         return Action(self.agent_id, "opinion", f"I vote {word}.", {"choice": choice})
 
 
-def make_strategy_agent(name: str, seed: int = 0) -> StrategyAgent:
-    return StrategyAgent(get_strategy(name), seed)
-
-
 def make_strategy_team(name: str, seats: Sequence[str], seed: int = 0) -> dict[str, StrategyAgent]:
     """One scripted team: every seat plays the same strategy with the same seed, so all vote alike."""
     spec = get_strategy(name)

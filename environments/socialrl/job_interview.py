@@ -352,7 +352,8 @@ def _raw_option(issue: str, raw: str) -> Any:
 
 
 # ---------------------------------------------------------------------------------------- leakage
-_ISSUE_WORDS = {
+ISSUE_WORDS = {
+    # How each issue is named in text (also read by the teacher's opponent model, agents/socialrl/teacher/contract.py).
     "salary": r"(?:salary|pay|wages?|compensation|money)",
     "holidays": r"(?:holidays?|days off|time off|vacation(?: days)?)",
     "position": r"(?:position|role|job title|title)",
@@ -364,7 +365,7 @@ _RANK = r"(?:top|main|biggest|highest|first|number one|#1|most important)"
 
 def priority_patterns(issue: str) -> tuple[str, ...]:
     """Phrases revealing that `issue` matters most to the speaker."""
-    x = rf"(?:the\s+|my\s+)?{_ISSUE_WORDS[issue]}\b"
+    x = rf"(?:the\s+|my\s+)?{ISSUE_WORDS[issue]}\b"
     return (
         rf"\b{x}\s+(?:is|are)\s+(?:the\s+|by\s+far\s+the\s+)?(?:single\s+)?most\s+important\b",
         rf"\b{x}\s+(?:is|are)\s+(?:my|the)\s+{_RANK}\s+(?:priority|concern|issue)",
@@ -378,7 +379,7 @@ def priority_patterns(issue: str) -> tuple[str, ...]:
 
 def weight_patterns(issue: str, weight: float) -> tuple[str, ...]:
     """An issue's weight stated as a percentage next to the issue's name ("salary: 34%", "34% on pay")."""
-    words, percent = _ISSUE_WORDS[issue], rf"(?<![\d.]){round(weight * 100)}(?:\.\d+)?\s*(?:%|percent\b)"
+    words, percent = ISSUE_WORDS[issue], rf"(?<![\d.]){round(weight * 100)}(?:\.\d+)?\s*(?:%|percent\b)"
     return (rf"\b{words}\b[^.\n]{{0,25}}?{percent}", rf"{percent}[^.\n]{{0,25}}?\b{words}\b")
 
 

@@ -1,13 +1,17 @@
-"""Keyword (keyword-v0): a one-turn toy task for checking that a learner learns.
+"""Keyword (keyword-v0, keyword-two-turn-v0): toy tasks for checking that a learner learns.
 
 | | |
 | --- | --- |
 | roles | `writer` |
 | private information | none |
 | actions | `write` (any text; raw text is always a valid `write`) |
-| reward | min(1, occurrences of the scenario's target string in the text (case-insensitive) / target_count) |
-| termination | after the single `write` (or after the retries of an empty reply run out, reward 0) |
+| reward | min(1, occurrences of the scenario's target string (case-insensitive) in the text of the rewarded turn / target_count) |
+| termination | after `turns` writes (or after the retries of an empty reply run out; an unwritten turn counts as empty) |
 | reply cap | replies longer than 8,000 characters are cut to their last 8,000 before parsing (`max_reply_chars`) |
+
+`keyword-v0` is one turn. `keyword-two-turn-v0` asks for two replies and rewards only the first: the
+second reply is unrewarded noise that lies between the deciding choice and the terminal reward, which is
+what credit assignment in multi-turn PPO must see through (models/training/config.py PPOHyper.lam/credit).
 
 Used to check that a learner learns: with the engine's sampling restricted to a few tokens (vLLM's
 `allowed_token_ids`, e.g. " yes" and " no"), even a tiny random-weight model writes the target in about
@@ -47,6 +51,10 @@ class KeywordScenario(Scenario):
     """Occurrences that earn the full reward."""
     topic: str = "the sea"
     """What the writer is asked to write about."""
+    turns: int = 1
+    """Replies the writer gives."""
+    rewarded_turn: int = 0
+    """Index of the only reply that is rewarded."""
 
     def __post_init__(self) -> None:
         if not self.target:
@@ -55,6 +63,10 @@ class KeywordScenario(Scenario):
             raise ScenarioError(f"{self.scenario_id}: target must be a string, got {self.target!r}")
         if isinstance(self.target_count, bool) or not isinstance(self.target_count, int) or self.target_count < 1:
             raise ScenarioError(f"{self.scenario_id}: target_count must be >= 1, got {self.target_count}")
+        if any(isinstance(v, bool) or not isinstance(v, int) for v in (self.turns, self.rewarded_turn)):
+            raise ScenarioError(f"{self.scenario_id}: turns and rewarded_turn must be integers")
+        if self.turns < 1 or not 0 <= self.rewarded_turn < self.turns:
+            raise ScenarioError(f"{self.scenario_id}: need turns >= 1 and 0 <= rewarded_turn < turns")
 
 
 def keyword_reward(text: str, target: str, target_count: int) -> float:
@@ -92,7 +104,7 @@ class KeywordEnv(Environment[KeywordScenario]):
         return ()
 
     def _reset(self, scenario: KeywordScenario) -> list[Event]:
-        self._text = ""
+        self._texts: list[str] = []
         return [
             Observation(
                 WRITER,
@@ -100,14 +112,27 @@ class KeywordEnv(Environment[KeywordScenario]):
                 {"role": WRITER, "private": {}, "public": {}},
                 private=True,
             ),
-            self._request_turn(WRITER, ["write"], "Your turn.", {"turn": 0, "max_turns": 1, "pending_offer": None}),
+            self._ask(),
         ]
+
+    def _ask(self) -> Event:
+        turn, total = len(self._texts), self.scenario.turns
+        meta = {"turn": turn, "max_turns": total, "pending_offer": None}
+        return self._request_turn(WRITER, ["write"], f"Your turn ({turn + 1}/{total}).", meta)
+
+    @property
+    def _text(self) -> str:
+        """The rewarded reply (empty until it is written)."""
+        index = self.scenario.rewarded_turn
+        return self._texts[index] if index < len(self._texts) else ""
 
     def _validate(self, action: Action) -> str | None:
         return None if action.text.strip() else "empty text"
 
     def _apply(self, action: Action) -> list[Event]:
-        self._text = action.text
+        self._texts.append(action.text)
+        if len(self._texts) < self.scenario.turns:
+            return [self._ask()]
         return self._finish()
 
     def _on_retries_exhausted(self, agent_id: str) -> list[Event]:
@@ -121,7 +146,20 @@ class KeywordEnv(Environment[KeywordScenario]):
             env_id=self.env_id,
             scenario_id=s.scenario_id,
             agreement=bool(self._text),
-            rounds=1,
+            rounds=len(self._texts),
             roles={WRITER: RoleOutcome(reward, float(count))},
             metrics={"occurrences": count, "length": len(self._text)},
+        )
+
+
+@register
+class KeywordTwoTurnEnv(KeywordEnv):
+    """Two replies, only the first rewarded (see the module docstring)."""
+
+    env_id: ClassVar[str] = "keyword-two-turn-v0"
+
+    @classmethod
+    def sample_scenario(cls, rng: random.Random) -> KeywordScenario:
+        return KeywordScenario(
+            scenario_id=f"gen:{rng.getrandbits(32):08x}", topic=rng.choice(_TOPICS), turns=2, rewarded_turn=0
         )

@@ -46,7 +46,6 @@ __all__ = [
     "EngineClient",
     "EngineConfig",
     "EngineError",
-    "RemoteEndpoint",
     "VLLMEngine",
     "engine_python",
     "free_port",
@@ -295,16 +294,3 @@ class VLLMEngine:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-@dataclass(frozen=True)
-class RemoteEndpoint:
-    """Any OpenAI-compatible endpoint (frontier-model teachers, baselines). It may not return token ids."""
-
-    base_url: str
-    """e.g. https://api.example.com/v1"""
-    api_key_env: str = "OPENAI_API_KEY"
-    """Name of the environment variable holding the key (never the key itself)."""
-
-    def client(self) -> EngineClient:
-        return EngineClient(self.base_url, api_key=os.environ.get(self.api_key_env))

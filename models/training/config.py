@@ -51,22 +51,28 @@ class LoraSettings:
 
 @dataclass(frozen=True)
 class SFTSettings:
-    """One supervised warm-start."""
+    """One supervised warm-start (models/training/sft.py)."""
 
     learning_rate: float = 2e-4
     """AdamW learning rate of the adapter."""
     epochs: float = 1.0
-    """Passes over the training examples (ignored when max_steps > 0)."""
+    """Passes over the training data (ignored when max_steps > 0)."""
     max_steps: int = -1
     """Optimiser steps; -1 means use `epochs`."""
-    batch_size: int = 4
-    """Examples per device batch."""
-    grad_accumulation: int = 1
-    """Batches per optimiser step."""
-    max_length: int = 1024
-    """Longer examples are truncated (from the left, so the completion survives)."""
+    batch_size: int = 1
+    """Packed sequences per forward pass. On CPU keep 1: padding-free batches are one long row whose
+    block-diagonal attention costs grow with the square of the row (use grad_accumulation instead)."""
+    grad_accumulation: int = 4
+    """Forward passes per optimiser step."""
+    max_length: int = 2048
+    """Length of a packed sequence; a conversation longer than this is split into windows of whole
+    exchanges (system prompt + consecutive user/assistant turns), as the LLM agent trims its prompts."""
+    packing: bool = True
+    """Pack examples into `max_length` sequences (TRL best-fit-decreasing, padding-free)."""
+    eval_windows: int = 16
+    """Held-out examples evaluated before and after training (a small fixed set, not the whole split)."""
     bf16: bool = False
-    """Train under bfloat16 autocast (faster on CPUs with AVX-512 bf16)."""
+    """bfloat16: base weights loaded in bf16 (LoRA weights stay fp32) and bf16 autocast."""
     seed: int = 0
     """Seeds data order and adapter initialisation."""
     lora: LoraSettings = field(default_factory=LoraSettings)
@@ -81,6 +87,8 @@ class SFTSettings:
             raise ValueError("batch_size and grad_accumulation must be >= 1")
         if self.max_length < 32:
             raise ValueError(f"max_length must be >= 32, got {self.max_length}")
+        if self.eval_windows < 0:
+            raise ValueError(f"eval_windows must be >= 0, got {self.eval_windows}")
 
 
 @dataclass(frozen=True)
@@ -88,12 +96,29 @@ class SFTResult:
     """What a warm-start produced."""
 
     adapter_dir: Path
+    """The trained adapter (and its tokenizer)."""
     train_loss: float
+    """Mean training loss over the run."""
     eval_loss_before: float | None
+    """Loss on the held-out windows before training (None without held-out data)."""
     eval_loss_after: float | None
+    """Loss on the held-out windows after training."""
     steps: int
+    """Optimiser steps taken."""
     examples: int
+    """Training examples (conversation windows) before packing."""
     wall_seconds: float
+    """Whole call, model loading included."""
+    train_tokens: int = 0
+    """Tokens of the training examples (every pass counted), loss tokens and context tokens alike."""
+    train_seconds: float = 0.0
+    """Wall time of the optimisation loop alone."""
+    loss_curve: tuple[float, ...] = ()
+    """Training loss per optimiser step."""
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.train_tokens / self.train_seconds if self.train_seconds > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -113,11 +138,22 @@ class PPOHyper:
     value_clip_range: float | None = 0.2
     """Clip of the value update around the old values (None disables)."""
     gamma: float = 1.0
-    """Discount over agent tokens."""
-    lam: float = 0.95
-    """GAE lambda."""
+    """Discount over the credit steps (agent tokens or turns, see `credit`)."""
+    lam: float = 1.0
+    """GAE lambda. 1 (with gamma 1) gives every agent token the return minus its value, so the terminal
+    reward reaches the opening turn undamped; at 0.95 over agent tokens the reward's weight fell to
+    0.95^n after n tokens (about 0.04 after one 64-token reply), leaving early turns to the critic alone."""
+    credit: str = "token"
+    """'token': GAE over the agent's tokens; 'turn': GAE over the agent's turns (the value at a turn's first
+    token), each turn's advantage given to all of its tokens."""
+    critic: str = "separate"
+    """'separate': a critic model of its own (the paper's smaller model); 'shared': a value head on the
+    actor's last hidden state, one forward for both (the value loss also trains the adapter, by vf_coef)."""
+    vf_coef: float = 0.5
+    """Weight of the value loss in the joint loss of a shared critic."""
     kl_coef: float = 0.0
-    """Weight of the KL penalty to the reference policy (the base model without the adapter)."""
+    """Weight of the KL penalty to the reference policy: the policy PPO started from (the SFT warm-start
+    when there is one, else the base model without an adapter)."""
     max_grad_norm: float = 5.0
     """Gradient-norm clip for actor and critic."""
     whiten_advantages: bool = True
@@ -138,6 +174,12 @@ class PPOHyper:
             raise ValueError("gamma and lam must lie in [0, 1]")
         if self.old_logprobs not in ("engine", "trainer"):
             raise ValueError(f"old_logprobs must be 'engine' or 'trainer', got {self.old_logprobs!r}")
+        if self.credit not in ("token", "turn"):
+            raise ValueError(f"credit must be 'token' or 'turn', got {self.credit!r}")
+        if self.critic not in ("separate", "shared"):
+            raise ValueError(f"critic must be 'separate' or 'shared', got {self.critic!r}")
+        if self.vf_coef <= 0 or self.kl_coef < 0:
+            raise ValueError("vf_coef must be > 0 and kl_coef >= 0")
 
 
 @dataclass(frozen=True)
@@ -176,6 +218,9 @@ class PPOConfig:
     """Train under bfloat16 autocast."""
     seed: int = 0
     """Seeds scenarios, sampling, minibatch order and adapter initialisation."""
+    scenario_source: str = "generated"
+    """Where rollout scenarios come from: "generated", or "dataset" (the real data's training partition,
+    models/evaluation/scenarios.py); never the held-out partition either way."""
     run_name: str = "ppo"
     """Prefix of the adapter names served by the engine."""
     hyper: PPOHyper = field(default_factory=PPOHyper)
@@ -193,6 +238,8 @@ class PPOConfig:
         unknown = [c for c in self.counterparts if c not in CODE_AGENTS]
         if unknown or not self.counterparts:
             raise ValueError(f"counterparts must be code agents {list(CODE_AGENTS)}, got {list(self.counterparts)}")
+        if self.scenario_source not in ("generated", "dataset"):
+            raise ValueError(f"scenario_source must be 'generated' or 'dataset', got {self.scenario_source!r}")
         if not self.run_name.replace("-", "").replace("_", "").isalnum():
             raise ValueError(f"run_name must be alphanumeric with - or _, got {self.run_name!r}")
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
+import math
 import os
 import random
 import shutil
@@ -36,14 +38,18 @@ import torch
 
 from agents.llm_agent import LLMAgent, LLMAgentConfig
 from agents.socialrl.code_agents import make_code_agent
-from environments import make, sample_scenarios, seats
+from environments import make, seats
 from environments.core.runtime import EpisodeResult, EpisodeSpec, run_episodes
+from models.evaluation.scenarios import training_scenarios
+from models.evaluation.stats import mean_estimate
 from models.records import rows_for
 from models.serving.engine import EngineClient
 from models.storage import TableStore
 from models.training.config import PPOConfig, PPOResult, Services, adapter_name, learning_seat
 from models.training.ppo_learner import EpisodeSample, PPOLearner, RecordedTurn, ValueModel, episode_samples
 from models.training.sft import load_lora_model
+
+log = logging.getLogger("socialrl.ppo")
 
 
 @dataclass
@@ -59,7 +65,10 @@ def rollout_specs(
 ) -> list[EpisodeSpec]:
     """The iteration's episodes: deterministic in (seed, iteration); `api_key` is the proxy's token."""
     seat = learning_seat(config)
-    scenarios = sample_scenarios(config.env_id, config.episodes_per_iteration, seed=config.seed * 100_003 + iteration)
+    # The training partition only: rollouts never see a held-out scenario's content.
+    scenarios = training_scenarios(
+        config.env_id, config.episodes_per_iteration, config.seed * 100_003 + iteration, config.scenario_source
+    )
     specs = []
     for index, scenario in enumerate(scenarios):
         episode_seed = (config.seed * 1_000_003 + iteration) * 10_007 + index
@@ -125,26 +134,25 @@ def load_recorded_turns(store: TableStore, episode_ids: list[str], seat: str) ->
     return turns
 
 
-def _rng_state() -> dict[str, Any]:
-    return {"torch": torch.get_rng_state(), "python": random.getstate()}
-
-
 def _save_checkpoint(output: Path, state: PPOState, learner: PPOLearner, generator: torch.Generator, keep: int) -> Path:
     checkpoints = output / "checkpoints"
     checkpoints.mkdir(parents=True, exist_ok=True)
     final = checkpoints / f"it{state.iteration:05d}"
     build = Path(tempfile.mkdtemp(prefix=".tmp-", dir=checkpoints))
-    learner.actor.save_pretrained(build / "adapter")
+    learner.actor.save_pretrained(build / "adapter", selected_adapters=["default"])
+    # Tensors and plain containers only, so resuming can load with weights_only=True (no arbitrary pickles).
     torch.save(
         {
             "critic": learner.critic.state_dict(),
             "actor_optimizer": learner.actor_optimizer.state_dict(),
             "critic_optimizer": learner.critic_optimizer.state_dict(),
             "generator": generator.get_state(),
-            "rng": _rng_state(),
+            "torch_rng": torch.get_rng_state(),
         },
         build / "trainer_state.pt",
     )
+    version, internal, gauss = random.getstate()
+    (build / "python_rng.json").write_text(json.dumps([version, list(internal), gauss]))
     (build / "state.json").write_text(json.dumps(asdict(state), indent=2))
     if final.exists():
         shutil.rmtree(final)
@@ -159,25 +167,57 @@ def latest_checkpoint(output: Path) -> Path | None:
     return candidates[-1] if candidates else None
 
 
+def _restore_checkpoint(checkpoint: Path, learner: PPOLearner, generator: torch.Generator) -> PPOState:
+    saved = torch.load(checkpoint / "trainer_state.pt", weights_only=True)
+    learner.critic.load_state_dict(saved["critic"])
+    learner.actor_optimizer.load_state_dict(saved["actor_optimizer"])
+    learner.critic_optimizer.load_state_dict(saved["critic_optimizer"])
+    generator.set_state(saved["generator"])
+    torch.set_rng_state(saved["torch_rng"])
+    version, internal, gauss = json.loads((checkpoint / "python_rng.json").read_text())
+    random.setstate((version, tuple(internal), gauss))
+    return PPOState(**json.loads((checkpoint / "state.json").read_text()))
+
+
 def _build_learner(
-    config: PPOConfig, base_model_dir: Path, critic_model_dir: Path, init_adapter: Path | None
+    config: PPOConfig,
+    base_model_dir: Path,
+    critic_model_dir: Path,
+    policy_adapter: Path | None,
+    reference_adapter: Path | None,
 ) -> tuple[PPOLearner, Any]:
+    """The learner: the policy adapter (a checkpoint's, the warm-start's, or a new one) on the base model,
+    the critic (a separate model or a head on the actor), and the KL reference (the warm-start adapter,
+    else the base model)."""
     torch.manual_seed(config.seed)
-    actor, tokenizer = load_lora_model(base_model_dir, config.lora, init_adapter)
-    critic = ValueModel.from_pretrained(critic_model_dir)
+    actor, tokenizer = load_lora_model(base_model_dir, config.lora, policy_adapter, bf16=config.bf16)
+    critic = ValueModel.from_pretrained(critic_model_dir) if config.hyper.critic == "separate" else None
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    return (
-        PPOLearner(
-            actor,
-            critic,
-            config.hyper,
-            pad_id=pad_id,
-            bf16=config.bf16,
-            temperature=config.temperature,
-            allowed_token_ids=config.sampling_extra.get("allowed_token_ids"),
-        ),
-        tokenizer,
+    learner = PPOLearner(
+        actor,
+        critic,
+        config.hyper,
+        pad_id=pad_id,
+        bf16=config.bf16,
+        temperature=config.temperature,
+        allowed_token_ids=config.sampling_extra.get("allowed_token_ids"),
     )
+    if reference_adapter is not None and config.hyper.kl_coef > 0:
+        learner.load_reference(reference_adapter)
+    return learner, tokenizer
+
+
+def _progress(config: PPOConfig, m: dict[str, Any]) -> str:
+    """One line per iteration: what a person watching the run wants to see."""
+    line = (
+        f"PPO {config.run_name} it {m['iteration'] + 1}/{config.iterations}"
+        f"{' (critic warm-up)' if not m['actor_trained'] else ''}  "
+        f"reward {m['reward_mean']:.3f} [{m['reward_ci_low']:.3f}, {m['reward_ci_high']:.3f}]  "
+        f"agree {m['agreement_rate']:.2f}  kl {m.get('kl', math.nan):.4f}  vloss {m['value_loss']:.4f}  "
+        f"ent {m['entropy']:.2f}  rollout {m['time_rollout_s']:.0f}s ({m['rollout_tokens_per_s']:.0f} tok/s)  "
+        f"train {m['time_train_s']:.0f}s ({m['update_tokens_per_s']:.0f} tok/s)  sync {m['time_sync_s']:.1f}s"
+    )
+    return line.replace("nan", "-")
 
 
 def train_ppo(
@@ -189,7 +229,8 @@ def train_ppo(
     init_adapter: Path | None = None,
     on_iteration: Callable[[dict[str, Any]], None] | None = None,
 ) -> PPOResult:
-    """Train (or resume) a PPO specialist; see the module docstring."""
+    """Train (or resume) a PPO specialist; see the module docstring. `init_adapter` (the SFT warm-start)
+    is both where the policy starts and the KL reference."""
     output.mkdir(parents=True, exist_ok=True)
     checkpoint = latest_checkpoint(output)
     learner, tokenizer = _build_learner(
@@ -197,20 +238,15 @@ def train_ppo(
         base_model_dir,
         critic_model_dir or base_model_dir,
         checkpoint / "adapter" if checkpoint else init_adapter,
+        init_adapter,
     )
     generator = torch.Generator().manual_seed(config.seed)
     state = PPOState()
     resumed_from = None
     if checkpoint is not None:
-        saved = torch.load(checkpoint / "trainer_state.pt", weights_only=False)
-        learner.critic.load_state_dict(saved["critic"])
-        learner.actor_optimizer.load_state_dict(saved["actor_optimizer"])
-        learner.critic_optimizer.load_state_dict(saved["critic_optimizer"])
-        generator.set_state(saved["generator"])
-        torch.set_rng_state(saved["rng"]["torch"])
-        random.setstate(saved["rng"]["python"])
-        state = PPOState(**json.loads((checkpoint / "state.json").read_text()))
+        state = _restore_checkpoint(checkpoint, learner, generator)
         resumed_from = state.iteration
+        log.info("PPO %s: resumed from iteration %d (%s)", config.run_name, state.iteration, checkpoint)
     seat = learning_seat(config)
     served = _sync_adapter(config, learner, services.engine, output, state.iteration, previous=None)
     while state.iteration < config.iterations:
@@ -235,9 +271,11 @@ def train_ppo(
                 samples.append(episode_samples(result.episode_id, turns, reward, pack=config.pack_episodes))
         if not samples:
             raise RuntimeError(f"iteration {iteration}: the proxy recorded no calls of seat {seat!r}")
-        prepared, mismatch = learner.prepare(samples)
+        prepared, prepare_stats = learner.prepare(samples)
         train_actor = iteration >= config.critic_warmup_iterations
+        update_start = time.perf_counter()
         update = learner.update(prepared, train_actor=train_actor, generator=generator)
+        metrics["time_update_s"] = time.perf_counter() - update_start
         metrics["time_train_s"] = time.perf_counter() - start
 
         start = time.perf_counter()
@@ -246,16 +284,24 @@ def train_ppo(
         metrics["time_sync_s"] = time.perf_counter() - start
 
         rewards = [r.outcome.roles[seat].reward for r in results]
+        curve = mean_estimate(rewards, [r.outcome.scenario_id for r in results], (0.0, 1.0), seed=iteration)
+        rollout_tokens = sum(len(t.prompt_ids) + len(t.completion_ids) for turns in recorded.values() for t in turns)
         metrics.update(
             {
-                "reward_mean": sum(rewards) / len(rewards),
+                "reward_mean": curve.mean,
+                "reward_ci_low": curve.ci_low,
+                "reward_ci_high": curve.ci_high,
+                "episodes": len(results),
                 "agreement_rate": sum(r.outcome.agreement for r in results) / len(results),
                 "invalid_actions_per_episode": sum(r.outcome.roles[seat].invalid_actions for r in results)
                 / len(results),
                 "packed_fraction": sum(s.packed for s in samples) / len(samples),
                 "agent_tokens": sum(len(seg.agent_positions) for s in samples for seg in s.segments),
+                "rollout_tokens": rollout_tokens,
+                "rollout_tokens_per_s": rollout_tokens / metrics["time_rollout_s"],
+                "update_tokens_per_s": update["update_tokens"] / metrics["time_update_s"],
                 "actor_trained": train_actor,
-                **mismatch,
+                **prepare_stats,
                 **update,
             }
         )
@@ -263,10 +309,11 @@ def train_ppo(
         state.iteration = iteration + 1
         if state.iteration % config.checkpoint_every == 0 or state.iteration == config.iterations:
             _save_checkpoint(output, state, learner, generator, config.keep_checkpoints)
+        log.info(_progress(config, metrics))
         if on_iteration is not None:
             on_iteration(metrics)
     final = output / "adapter"
-    learner.actor.save_pretrained(final)
+    learner.actor.save_pretrained(final, selected_adapters=["default"])
     tokenizer.save_pretrained(final)
     return PPOResult(final, served, state.history, resumed_from)
 
@@ -279,7 +326,7 @@ def _sync_adapter(
     directory = output / "adapters" / name
     if directory.exists():
         shutil.rmtree(directory)
-    learner.actor.save_pretrained(directory)
+    learner.actor.save_pretrained(directory, selected_adapters=["default"])
     if name in engine.models():
         engine.unload_adapter(name)
     engine.load_adapter(name, directory)

@@ -15,9 +15,10 @@ tokens are masked), with the outcome-only reward on the last agent token.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,11 @@ class Segment:
     """Indices j in input_ids of agent-generated tokens (predicted from position j - 1)."""
     old_logprobs: list[float]
     """Engine log-prob of each agent token, aligned with agent_positions."""
+    turn_lengths: list[int] = field(default_factory=list)
+    """Agent tokens of each turn in this segment, in order (sums to len(agent_positions)); empty = one turn."""
+
+    def turns(self) -> list[int]:
+        return self.turn_lengths or [len(self.agent_positions)]
 
 
 @dataclass
@@ -99,12 +105,13 @@ def episode_samples(episode_id: str, turns: Sequence[RecordedTurn], reward: floa
     segments = []
     for run in runs:
         last = run[-1]
-        positions, logprobs = [], []
+        positions, logprobs, lengths = [], [], []
         for turn in run:
             start = len(turn.prompt_ids)
             positions += list(range(start, start + len(turn.completion_ids)))
             logprobs += list(turn.logprobs)
-        segments.append(Segment(list(last.prompt_ids + last.completion_ids), positions, logprobs))
+            lengths.append(len(turn.completion_ids))
+        segments.append(Segment(list(last.prompt_ids + last.completion_ids), positions, logprobs, lengths))
     return EpisodeSample(episode_id, segments, float(reward), packed=pack and len(segments) == 1)
 
 
@@ -121,7 +128,7 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, gamma: float, lam: float) -
 
 
 class ValueModel(nn.Module):
-    """The critic: a causal-LM backbone with a scalar value head on every position."""
+    """A separate critic: a causal-LM backbone with a scalar value head on every position."""
 
     def __init__(self, backbone: nn.Module, hidden_size: int) -> None:
         super().__init__()
@@ -134,22 +141,37 @@ class ValueModel(nn.Module):
     def from_pretrained(cls, model_dir: Path) -> ValueModel:
         from transformers import AutoModel
 
-        backbone = AutoModel.from_pretrained(model_dir, dtype=torch.float32)
+        backbone = AutoModel.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
         return cls(backbone, backbone.config.hidden_size)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
         return self.head(hidden).squeeze(-1)
 
 
-def _pad(segments: Sequence[Segment], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+class ValueHead(nn.Module):
+    """A shared critic: a scalar head on the actor's last hidden state (one forward serves both)."""
+
+    def __init__(self, hidden_size: int) -> None:
+        super().__init__()
+        self.head = nn.Linear(hidden_size, 1)
+        nn.init.zeros_(self.head.weight)
+        nn.init.zeros_(self.head.bias)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.head(hidden.float()).squeeze(-1)
+
+
+def _pad(
+    segments: Sequence[Segment], pad_id: int, device: torch.device | str = "cpu"
+) -> tuple[torch.Tensor, torch.Tensor]:
     width = max(len(s.input_ids) for s in segments)
     ids = torch.full((len(segments), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(segments), width), dtype=torch.long)
     for row, segment in enumerate(segments):
         ids[row, : len(segment.input_ids)] = torch.tensor(segment.input_ids)
         mask[row, : len(segment.input_ids)] = 1
-    return ids, mask
+    return ids.to(device), mask.to(device)
 
 
 def micro_batches(segments: Sequence[Segment], max_tokens: int) -> list[tuple[int, int]]:
@@ -168,6 +190,49 @@ def micro_batches(segments: Sequence[Segment], max_tokens: int) -> list[tuple[in
     return ranges
 
 
+@dataclass
+class TokenStats:
+    """What one forward pass over segments gives for the agent tokens."""
+
+    logprobs: list[torch.Tensor]
+    """Log-prob of each agent token under the (tempered, restricted) policy, per segment."""
+    entropy: list[torch.Tensor]
+    """Entropy of the policy's distribution at each agent token, per segment."""
+    hidden: torch.Tensor | None = None
+    """Last hidden state at each agent token's predicting position, all segments concatenated (shared critic)."""
+
+
+def _agent_token_stats(
+    model: nn.Module,
+    segments: Sequence[Segment],
+    pad_id: int,
+    temperature: float = 1.0,
+    allowed_token_ids: Sequence[int] | None = None,
+    with_hidden: bool = False,
+) -> TokenStats:
+    device = next(model.parameters()).device
+    ids, mask = _pad(segments, pad_id, device)
+    out = model(input_ids=ids, attention_mask=mask, use_cache=False, output_hidden_states=with_hidden)
+    logits = out.logits
+    blocked = None
+    if allowed_token_ids is not None:
+        blocked = torch.ones(logits.shape[-1], dtype=torch.bool, device=device)
+        blocked[list(allowed_token_ids)] = False
+    logprobs, entropies, hidden = [], [], []
+    for row, segment in enumerate(segments):
+        positions = torch.tensor(segment.agent_positions, device=device)
+        # Only the agent positions go to float32 (a whole sequence's logits are seq x vocab).
+        scaled = logits[row, positions - 1].float() / temperature
+        if blocked is not None:
+            scaled = scaled.masked_fill(blocked, float("-inf"))
+        logp = torch.log_softmax(scaled, dim=-1)
+        logprobs.append(logp.gather(-1, ids[row, positions].unsqueeze(-1)).squeeze(-1))
+        entropies.append(-(logp.exp() * logp.nan_to_num(neginf=0.0)).sum(-1))
+        if with_hidden:
+            hidden.append(out.hidden_states[-1][row, positions - 1])
+    return TokenStats(logprobs, entropies, torch.cat(hidden) if with_hidden else None)
+
+
 def token_logprobs(
     model: nn.Module,
     segments: Sequence[Segment],
@@ -178,29 +243,29 @@ def token_logprobs(
     """Log-prob of every agent token of every segment under `model` (a causal LM), for the distribution the
     engine samples from: logits divided by `temperature` and, when given, restricted to
     `allowed_token_ids` (the engine's processed log-probs, see models.serving.engine.EngineConfig.logprobs_mode)."""
-    ids, mask = _pad(segments, pad_id)
-    logits = model(input_ids=ids, attention_mask=mask).logits
-    blocked = None
-    if allowed_token_ids is not None:
-        blocked = torch.ones(logits.shape[-1], dtype=torch.bool)
-        blocked[list(allowed_token_ids)] = False
-    out = []
-    for row, segment in enumerate(segments):
-        positions = torch.tensor(segment.agent_positions)
-        # Only the agent positions go to float32 (a whole sequence's logits are seq x vocab).
-        scaled = logits[row, positions - 1].float() / temperature
-        if blocked is not None:
-            scaled = scaled.masked_fill(blocked, float("-inf"))
-        logp = torch.log_softmax(scaled, dim=-1)
-        out.append(logp.gather(-1, ids[row, positions].unsqueeze(-1)).squeeze(-1))
-    return out
+    return _agent_token_stats(model, segments, pad_id, temperature, allowed_token_ids).logprobs
 
 
 def token_values(critic: ValueModel, segments: Sequence[Segment], pad_id: int) -> list[torch.Tensor]:
     """Critic value before each agent token (read at the preceding position)."""
-    ids, mask = _pad(segments, pad_id)
+    device = next(critic.parameters()).device
+    ids, mask = _pad(segments, pad_id, device)
     values = critic(ids, mask)
-    return [values[row, torch.tensor(s.agent_positions) - 1] for row, s in enumerate(segments)]
+    return [values[row, torch.tensor(s.agent_positions, device=device) - 1] for row, s in enumerate(segments)]
+
+
+def turn_advantages(
+    values: torch.Tensor, turn_lengths: Sequence[int], reward: float, gamma: float, lam: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Turn-level credit: GAE over the turns (a turn's value is the value at its first token, the terminal
+    reward follows the last turn); each turn's advantage and return are given to all of its tokens."""
+    starts = [0, *itertools.accumulate(turn_lengths)][:-1]
+    turn_values = values[starts]
+    rewards = torch.zeros_like(turn_values)
+    rewards[-1] = reward
+    advantages, returns = gae(rewards, turn_values, gamma, lam)
+    repeats = torch.tensor(list(turn_lengths))
+    return advantages.repeat_interleave(repeats), returns.repeat_interleave(repeats)
 
 
 @dataclass
@@ -212,67 +277,126 @@ class PreparedEpisode:
     old_values: list[torch.Tensor]
     advantages: list[torch.Tensor] = field(default_factory=list)
     returns: list[torch.Tensor] = field(default_factory=list)
+    ref_logprobs: list[torch.Tensor] = field(default_factory=list)
+    """Log-probs of the agent tokens under the reference policy (empty without a KL penalty)."""
+
+
+REFERENCE_ADAPTER = "reference"
+"""Name of the frozen warm-start adapter loaded next to the trained one (the KL reference)."""
 
 
 class PPOLearner:
-    """Holds actor (PEFT model), critic and their optimisers; prepares batches and runs updates."""
+    """Holds the actor (PEFT model), the critic (a separate model or a head on the actor) and their
+    optimisers; prepares batches and runs updates.
+
+    The KL reference is the policy PPO started from: `load_reference(adapter_dir)` loads the warm-start
+    adapter frozen next to the trained one; without it the reference is the base model (adapter disabled).
+    """
 
     def __init__(
         self,
         actor: nn.Module,
-        critic: ValueModel,
+        critic: ValueModel | None,
         hyper: PPOHyper,
         pad_id: int,
         bf16: bool = False,
         temperature: float = 1.0,
         allowed_token_ids: Sequence[int] | None = None,
     ) -> None:
-        self.actor, self.critic, self.hyper, self.pad_id, self.bf16 = actor, critic, hyper, pad_id, bf16
+        self.actor, self.hyper, self.pad_id, self.bf16 = actor, hyper, pad_id, bf16
         if temperature <= 0:
             raise ValueError(f"PPO needs a sampling temperature > 0, got {temperature}")
         self.temperature = temperature
         """The rollouts' sampling temperature: the policy being optimised is the tempered one."""
         self.allowed_token_ids = list(allowed_token_ids) if allowed_token_ids is not None else None
         """Tokens the rollouts may sample (vLLM's allowed_token_ids); None = the whole vocabulary."""
+        self.device = next(actor.parameters()).device
+        if hyper.critic == "shared":
+            if critic is not None:
+                raise ValueError("a shared critic is a head on the actor; do not pass a critic model")
+            self.critic: nn.Module = ValueHead(actor.config.hidden_size).to(self.device)
+        else:
+            if critic is None:
+                raise ValueError("critic='separate' needs a critic model")
+            self.critic = critic
+        self.shared = hyper.critic == "shared"
+        self.has_reference_adapter = False
         self.actor_optimizer = torch.optim.AdamW([p for p in actor.parameters() if p.requires_grad], lr=hyper.actor_lr)
-        self.critic_optimizer = torch.optim.AdamW(critic.parameters(), lr=hyper.critic_lr)
+        self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=hyper.critic_lr)
+
+    def load_reference(self, adapter_dir: Path) -> None:
+        """Use the adapter at `adapter_dir` (frozen) as the KL reference instead of the bare base model."""
+        self.actor.load_adapter(str(adapter_dir), adapter_name=REFERENCE_ADAPTER, is_trainable=False)
+        self.actor.set_adapter("default")  # keeps the trained adapter active and trainable
+        self.has_reference_adapter = True
+
+    @contextlib.contextmanager
+    def _reference(self) -> Iterator[None]:
+        if not self.has_reference_adapter:
+            with self.actor.disable_adapter():
+                yield
+            return
+        self.actor.set_adapter(REFERENCE_ADAPTER, inference_mode=True)
+        try:
+            yield
+        finally:
+            self.actor.set_adapter("default")
 
     def _autocast(self) -> Any:
-        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16)
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16)
+
+    def _stats(self, segments: Sequence[Segment], with_hidden: bool) -> TokenStats:
+        return _agent_token_stats(
+            self.actor, segments, self.pad_id, self.temperature, self.allowed_token_ids, with_hidden=with_hidden
+        )
 
     @torch.no_grad()
     def prepare(self, samples: Sequence[EpisodeSample]) -> tuple[list[PreparedEpisode], dict[str, float]]:
-        """Old log-probs, values, GAE advantages and returns; plus the engine/trainer log-prob mismatch."""
-        prepared, diffs = [], []
+        """Old log-probs, values, reference log-probs, advantages and returns (by `hyper.credit`); plus the
+        engine/trainer log-prob mismatch and the policy entropy."""
+        h = self.hyper
+        prepared, diffs, entropies = [], [], []
         self.actor.eval()
         self.critic.eval()
         for sample in samples:
-            trainer_logprobs, values = [], []
-            for a, b in micro_batches(sample.segments, self.hyper.micro_batch_tokens):
+            trainer_logprobs, values, ref_logprobs = [], [], []
+            for a, b in micro_batches(sample.segments, h.micro_batch_tokens):
+                part = sample.segments[a:b]
                 with self._autocast():
-                    part = sample.segments[a:b]
-                    trainer_logprobs += token_logprobs(
-                        self.actor, part, self.pad_id, self.temperature, self.allowed_token_ids
-                    )
-                    values += token_values(self.critic, part, self.pad_id)
+                    stats = self._stats(part, with_hidden=self.shared)
+                    if self.shared:
+                        flat = self.critic(stats.hidden)
+                        values += list(torch.split(flat, [len(s.agent_positions) for s in part]))
+                    else:
+                        values += token_values(self.critic, part, self.pad_id)
+                    if h.kl_coef > 0:
+                        with self._reference():
+                            ref_logprobs += [x.float() for x in self._stats(part, with_hidden=False).logprobs]
+                trainer_logprobs += stats.logprobs
+                entropies += stats.entropy
             engine_logprobs = [torch.tensor(s.old_logprobs, dtype=torch.float32) for s in sample.segments]
-            diffs += [(t.float() - e).abs() for t, e in zip(trainer_logprobs, engine_logprobs, strict=True)]
-            old = engine_logprobs if self.hyper.old_logprobs == "engine" else [t.float() for t in trainer_logprobs]
-            chain_values = torch.cat([v.float() for v in values])
-            rewards = torch.zeros_like(chain_values)
-            rewards[-1] = sample.reward
-            advantages, returns = gae(rewards, chain_values, self.hyper.gamma, self.hyper.lam)
+            diffs += [(t.float().cpu() - e).abs() for t, e in zip(trainer_logprobs, engine_logprobs, strict=True)]
+            old = engine_logprobs if h.old_logprobs == "engine" else [t.float().cpu() for t in trainer_logprobs]
+            chain_values = torch.cat([v.float().cpu() for v in values])
+            if h.credit == "turn":
+                lengths = [n for s in sample.segments for n in s.turns()]
+                advantages, returns = turn_advantages(chain_values, lengths, sample.reward, h.gamma, h.lam)
+            else:
+                rewards = torch.zeros_like(chain_values)
+                rewards[-1] = sample.reward
+                advantages, returns = gae(rewards, chain_values, h.gamma, h.lam)
             sizes = [len(v) for v in values]
             prepared.append(
                 PreparedEpisode(
                     sample,
                     old,
-                    [v.float() for v in values],
+                    [v.float().cpu() for v in values],
                     list(torch.split(advantages, sizes)),
                     list(torch.split(returns, sizes)),
+                    [r.cpu() for r in ref_logprobs],
                 )
             )
-        if self.hyper.whiten_advantages:
+        if h.whiten_advantages:
             flat = torch.cat([a for p in prepared for a in p.advantages])
             mean, std = flat.mean(), flat.std(unbiased=False)
             for p in prepared:
@@ -281,79 +405,92 @@ class PPOLearner:
         return prepared, {
             "logprob_mismatch_mean_abs": float(mismatch.mean()),
             "logprob_mismatch_max_abs": float(mismatch.max()),
+            "entropy": float(torch.cat([e.float().cpu() for e in entropies]).mean()),
         }
+
+    def _value_loss(self, values: torch.Tensor, old_v: torch.Tensor, ret: torch.Tensor, n_tokens: int) -> torch.Tensor:
+        clip = self.hyper.value_clip_range
+        squared = (values - ret) ** 2
+        if clip is not None:
+            clipped = old_v + (values - old_v).clamp(-clip, clip)
+            squared = torch.max(squared, (clipped - ret) ** 2)
+        return 0.5 * squared.sum() / n_tokens
 
     def update(
         self, prepared: Sequence[PreparedEpisode], train_actor: bool, generator: torch.Generator
     ) -> dict[str, float]:
         """PPO epochs over minibatches of episodes; returns mean losses and statistics. Each minibatch's
         segments go through the models in micro-batches of at most `micro_batch_tokens` padded tokens whose
-        gradients accumulate, so memory is bounded and the update is the same as one pass over all of them."""
+        gradients accumulate, so memory is bounded and the update is the same as one pass over all of them.
+        With a shared critic one forward gives log-probs and values, and one backward the joint loss; while
+        the actor is frozen (critic warm-up) only the head learns, on detached hidden states."""
         h = self.hyper
-        stats: dict[str, list[float]] = {
-            k: [] for k in ("policy_loss", "value_loss", "kl", "clip_fraction", "ratio_mean", "actor_grad_norm")
-        }
+        names = ("policy_loss", "value_loss", "kl", "clip_fraction", "ratio_mean", "actor_grad_norm", "tokens")
+        stats: dict[str, list[float]] = {k: [] for k in names}
         self.actor.train()
         self.critic.train()
+        to = self.device
         for _ in range(h.ppo_epochs):
             order = torch.randperm(len(prepared), generator=generator).tolist()
             for start in range(0, len(order), h.minibatch_episodes):
                 batch = [prepared[i] for i in order[start : start + h.minibatch_episodes]]
                 segments = [s for p in batch for s in p.sample.segments]
-                old_lp = torch.cat([x for p in batch for x in p.old_logprobs])
-                old_v = torch.cat([x for p in batch for x in p.old_values])
-                adv = torch.cat([x for p in batch for x in p.advantages])
-                ret = torch.cat([x for p in batch for x in p.returns])
+                old_lp = torch.cat([x for p in batch for x in p.old_logprobs]).to(to)
+                old_v = torch.cat([x for p in batch for x in p.old_values]).to(to)
+                adv = torch.cat([x for p in batch for x in p.advantages]).to(to)
+                ret = torch.cat([x for p in batch for x in p.returns]).to(to)
+                ref_lp = torch.cat([x for p in batch for x in p.ref_logprobs]).to(to) if h.kl_coef > 0 else None
                 offsets = [0, *itertools.accumulate(len(s.agent_positions) for s in segments)]
                 n_tokens = offsets[-1]
                 chunks = [
                     (offsets[a], offsets[b], segments[a:b]) for a, b in micro_batches(segments, h.micro_batch_tokens)
                 ]
-
+                stats["tokens"].append(float(sum(len(s.input_ids) for s in segments)))
                 self.critic_optimizer.zero_grad()
-                value_loss = 0.0
+                self.actor_optimizer.zero_grad()
+                value_loss = policy_loss = kl_total = clipped_count = ratio_total = 0.0
                 for lo, hi, part in chunks:
-                    with self._autocast():
-                        values = torch.cat(token_values(self.critic, part, self.pad_id)).float()
-                    squared = (values - ret[lo:hi]) ** 2
-                    if h.value_clip_range is not None:
-                        clipped = old_v[lo:hi] + (values - old_v[lo:hi]).clamp(-h.value_clip_range, h.value_clip_range)
-                        squared = torch.max(squared, (clipped - ret[lo:hi]) ** 2)
-                    loss = 0.5 * squared.sum() / n_tokens
+                    loss = torch.zeros((), device=to)
+                    if self.shared and not train_actor:
+                        with torch.no_grad(), self._autocast():
+                            hidden = self._stats(part, with_hidden=True).hidden
+                        with self._autocast():
+                            values = self.critic(hidden.detach()).float()
+                    elif self.shared:
+                        with self._autocast():
+                            token_stats = self._stats(part, with_hidden=True)
+                            values = self.critic(token_stats.hidden).float()
+                    else:
+                        with self._autocast():
+                            values = torch.cat(token_values(self.critic, part, self.pad_id)).float()
+                        if train_actor:
+                            with self._autocast():
+                                token_stats = self._stats(part, with_hidden=False)
+                    part_value = self._value_loss(values, old_v[lo:hi], ret[lo:hi], n_tokens)
+                    loss = loss + (h.vf_coef * part_value if self.shared and train_actor else part_value)
+                    value_loss += float(part_value.detach())
+                    if train_actor:
+                        new_lp = torch.cat(token_stats.logprobs).float()
+                        ratio = torch.exp(new_lp - old_lp[lo:hi])
+                        objective = torch.min(
+                            ratio * adv[lo:hi], ratio.clamp(1 - h.clip_range, 1 + h.clip_range) * adv[lo:hi]
+                        )
+                        part_policy = -objective.sum() / n_tokens
+                        loss = loss + part_policy
+                        if ref_lp is not None:
+                            log_ratio = ref_lp[lo:hi] - new_lp
+                            part_kl = (torch.exp(log_ratio) - log_ratio - 1).sum() / n_tokens  # k3 estimator, >= 0
+                            loss = loss + h.kl_coef * part_kl
+                            kl_total += float(part_kl.detach())
+                        policy_loss += float(part_policy.detach())
+                        clipped_count += float(((ratio.detach() - 1).abs() > h.clip_range).sum())
+                        ratio_total += float(ratio.detach().sum())
                     loss.backward()
-                    value_loss += float(loss.detach())
                 nn.utils.clip_grad_norm_(self.critic.parameters(), h.max_grad_norm)
                 self.critic_optimizer.step()
                 stats["value_loss"].append(value_loss)
                 if not train_actor:
                     continue
-
-                self.actor_optimizer.zero_grad()
-                policy_loss = kl_total = clipped_count = ratio_total = 0.0
-                for lo, hi, part in chunks:
-                    with self._autocast():
-                        new_lp = torch.cat(
-                            token_logprobs(self.actor, part, self.pad_id, self.temperature, self.allowed_token_ids)
-                        ).float()
-                    ratio = torch.exp(new_lp - old_lp[lo:hi])
-                    objective = torch.min(
-                        ratio * adv[lo:hi], ratio.clamp(1 - h.clip_range, 1 + h.clip_range) * adv[lo:hi]
-                    )
-                    part_policy = -objective.sum() / n_tokens
-                    loss = part_policy
-                    if h.kl_coef > 0:
-                        with torch.no_grad(), self.actor.disable_adapter(), self._autocast():
-                            ref_lp = torch.cat(
-                                token_logprobs(self.actor, part, self.pad_id, self.temperature, self.allowed_token_ids)
-                            ).float()
-                        log_ratio = ref_lp - new_lp
-                        part_kl = (torch.exp(log_ratio) - log_ratio - 1).sum() / n_tokens  # k3 estimator, >= 0
-                        loss = loss + h.kl_coef * part_kl
-                        kl_total += float(part_kl.detach())
-                    loss.backward()
-                    policy_loss += float(part_policy.detach())
-                    clipped_count += float(((ratio.detach() - 1).abs() > h.clip_range).sum())
-                    ratio_total += float(ratio.detach().sum())
                 grad_norm = nn.utils.clip_grad_norm_(
                     [p for p in self.actor.parameters() if p.requires_grad], h.max_grad_norm
                 )
@@ -363,4 +500,7 @@ class PPOLearner:
                 stats["clip_fraction"].append(clipped_count / n_tokens)
                 stats["ratio_mean"].append(ratio_total / n_tokens)
                 stats["actor_grad_norm"].append(float(grad_norm))
-        return {k: (sum(v) / len(v) if v else math.nan) for k, v in stats.items()}
+        tokens = sum(stats.pop("tokens"))
+        out = {k: (sum(v) / len(v) if v else math.nan) for k, v in stats.items()}
+        out["update_tokens"] = tokens
+        return out

@@ -1,24 +1,156 @@
-"""Supervised warm-starts: TRL's SFTTrainer with a PEFT LoRA adapter, loss on assistant turns only.
+"""Supervised warm-starts: TRL's SFTTrainer with a PEFT LoRA adapter, loss on assistant tokens only.
 
-Traces are chat conversations (system, user, assistant, ...). Each assistant turn becomes one
-conversational prompt-completion example (prompt = every message before it, completion = that
-assistant message), and TRL computes the loss on the completion tokens only. This works with any chat
-template, including SmolLM2's, which has no `{% generation %}` markers for `assistant_only_loss`.
+Traces are chat conversations (system, user, assistant, ...). A conversation is tokenised once with the
+chat template and trained as ONE example whose loss covers every assistant turn (the tokens of each
+assistant message, up to and including its end-of-turn marker); TRL then packs examples into
+`max_length` sequences (best-fit decreasing, padding-free: transformers reads the packed boundaries from
+the position ids and masks attention across them). The alternative, one example per assistant turn with
+the whole conversation so far as its prompt, re-processes the shared prefix at every turn: measured on
+the cpu profile's Craigslist traces, 336,683 tokens per epoch for per-turn examples against 57,864 for
+whole conversations (5.8x), with the same loss tokens.
+
+Masks come from the template itself: for assistant message k, the rendering of messages[:k] with the
+generation prompt must be a prefix of the rendering of messages[:k+1]; the difference is message k's
+tokens. Where a template is not prefix-stable for a conversation, that conversation falls back to one
+example per assistant turn (counted). A conversation longer than `max_length` is split into windows of
+whole exchanges, each starting with the system prompt (what the LLM agent sends once it trims its
+oldest exchanges, agents/llm_agent.py); a single exchange longer than `max_length` keeps its end.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from models.training.config import LoraSettings, SFTResult, SFTSettings
 
+log = logging.getLogger("socialrl.sft")
 
-def prompt_completion_examples(conversations: Sequence[Sequence[dict[str, str]]]) -> list[dict[str, Any]]:
-    """One example per assistant turn: {"prompt": messages before it, "completion": [that message]}."""
+Message = dict[str, str]
+
+
+@dataclass(frozen=True)
+class TokenisedExample:
+    """One training example: token ids and which of them carry the loss."""
+
+    input_ids: tuple[int, ...]
+    completion_mask: tuple[int, ...]
+    """1 on assistant tokens (trained), 0 on context."""
+
+    def as_row(self) -> dict[str, list[int]]:
+        return {"input_ids": list(self.input_ids), "completion_mask": list(self.completion_mask)}
+
+
+@dataclass(frozen=True)
+class TokenisedConversations:
+    """Examples built from conversations, with how they were built."""
+
+    examples: tuple[TokenisedExample, ...]
+    conversations: int
+    """Conversations with at least one assistant turn."""
+    windows: int
+    """Whole-exchange windows (a conversation that fits is one window)."""
+    per_turn_fallbacks: int
+    """Conversations whose template rendering was not prefix-stable (one example per assistant turn)."""
+    truncated: int
+    """Examples cut to `max_length` (their oldest tokens dropped)."""
+
+    @property
+    def tokens(self) -> int:
+        return sum(len(e.input_ids) for e in self.examples)
+
+    @property
+    def loss_tokens(self) -> int:
+        return sum(sum(e.completion_mask) for e in self.examples)
+
+
+def _render(tokenizer: Any, messages: Sequence[Message], generation_prompt: bool = False) -> list[int]:
+    return list(
+        tokenizer.apply_chat_template(
+            [dict(m) for m in messages], tokenize=True, return_dict=False, add_generation_prompt=generation_prompt
+        )
+    )
+
+
+def _masked(tokenizer: Any, messages: Sequence[Message]) -> tuple[list[int], list[int]] | None:
+    """Token ids of `messages` with 1 on every assistant message's tokens, or None when the template's
+    renderings are not prefix-stable for them."""
+    ids: list[int] = []
+    mask: list[int] = []
+    for k, message in enumerate(messages):
+        if message.get("role") != "assistant":
+            continue
+        prompt = _render(tokenizer, messages[:k], generation_prompt=True)
+        full = _render(tokenizer, messages[: k + 1])
+        if prompt[: len(ids)] != ids or full[: len(prompt)] != prompt:
+            return None
+        mask += [0] * (len(prompt) - len(ids)) + [1] * (len(full) - len(prompt))
+        ids = full
+    return (ids, mask) if ids else None
+
+
+def _truncate(ids: list[int], mask: list[int], max_length: int) -> tuple[list[int], list[int], bool]:
+    if len(ids) <= max_length:
+        return ids, mask, False
+    return ids[-max_length:], mask[-max_length:], True
+
+
+def tokenise_conversations(
+    conversations: Sequence[Sequence[Message]], tokenizer: Any, max_length: int
+) -> TokenisedConversations:
+    """Training examples from chat conversations (see the module docstring)."""
+    examples: list[TokenisedExample] = []
+    used = windows = fallbacks = truncated = 0
+    for messages in conversations:
+        if not any(m.get("role") == "assistant" for m in messages):
+            continue
+        used += 1
+        head = list(messages[:1]) if messages and messages[0].get("role") == "system" else []
+        body = list(messages[len(head) :])
+        if _masked(tokenizer, messages) is None:  # not prefix-stable: one example per assistant turn
+            fallbacks += 1
+            for k, message in enumerate(messages):
+                if message.get("role") != "assistant":
+                    continue
+                prompt = _render(tokenizer, messages[:k], generation_prompt=True)
+                full = _render(tokenizer, messages[: k + 1])
+                ids, mask, cut = _truncate(full, [0] * len(prompt) + [1] * (len(full) - len(prompt)), max_length)
+                examples.append(TokenisedExample(tuple(ids), tuple(mask)))
+                truncated += cut
+            continue
+        # Exchanges: a run of non-assistant messages followed by the assistant reply.
+        exchanges: list[list[Message]] = [[]]
+        for message in body:
+            exchanges[-1].append(message)
+            if message.get("role") == "assistant":
+                exchanges.append([])
+        exchanges = [x for x in exchanges if any(m.get("role") == "assistant" for m in x)]
+        start = 0
+        while start < len(exchanges):
+            end = start + 1
+            best = _masked(tokenizer, head + [m for x in exchanges[start:end] for m in x])
+            while end < len(exchanges):
+                candidate = _masked(tokenizer, head + [m for x in exchanges[start : end + 1] for m in x])
+                if candidate is None or len(candidate[0]) > max_length:
+                    break
+                best, end = candidate, end + 1
+            assert best is not None  # the whole conversation is prefix-stable, so each window is
+            ids, mask, cut = _truncate(best[0], best[1], max_length)
+            examples.append(TokenisedExample(tuple(ids), tuple(mask)))
+            windows += 1
+            truncated += cut
+            start = end
+    return TokenisedConversations(tuple(examples), used, windows, fallbacks, truncated)
+
+
+def prompt_completion_examples(conversations: Sequence[Sequence[Message]]) -> list[dict[str, Any]]:
+    """One example per assistant turn: {"prompt": messages before it, "completion": [that message]} (TRL's
+    conversational prompt-completion format; kept for callers that train per turn)."""
     examples = []
     for messages in conversations:
         for index, message in enumerate(messages):
@@ -27,41 +159,94 @@ def prompt_completion_examples(conversations: Sequence[Sequence[dict[str, str]]]
     return examples
 
 
-def load_lora_model(base_model_dir: Path, lora: LoraSettings, init_adapter_dir: Path | None = None) -> tuple[Any, Any]:
-    """The base model in float32 with a trainable LoRA adapter (`init_adapter_dir`'s, else a new one shaped
-    by `lora`), and its tokenizer. Seed torch first for a reproducible new adapter."""
+def load_lora_model(
+    base_model_dir: Path, lora: LoraSettings, init_adapter_dir: Path | None = None, bf16: bool = False
+) -> tuple[Any, Any]:
+    """The base model (bf16 weights when `bf16`, else fp32) with a trainable LoRA adapter
+    (`init_adapter_dir`'s, else a new one shaped by `lora`; adapter weights stay fp32), and its tokenizer.
+    Seed torch first for a reproducible new adapter."""
     import torch
     from peft import PeftModel, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(base_model_dir)
-    model = AutoModelForCausalLM.from_pretrained(base_model_dir, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(
+        base_model_dir, dtype=torch.bfloat16 if bf16 else torch.float32, attn_implementation="sdpa"
+    )
     if init_adapter_dir is not None:
         return PeftModel.from_pretrained(model, init_adapter_dir, is_trainable=True), tokenizer
     return get_peft_model(model, lora.peft_config()), tokenizer
 
 
+StepCallback = Callable[[dict[str, float]], None]
+
+
+def _step_logger(total_steps: int, tokens_per_step: float, on_step: StepCallback | None) -> Any:
+    from transformers import TrainerCallback
+
+    class StepLog(TrainerCallback):
+        """One concise progress line per optimiser step, and the step's metrics to `on_step`."""
+
+        def __init__(self) -> None:
+            self.last = time.perf_counter()
+            self.losses: list[float] = []
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if not logs or "loss" not in logs:
+                return
+            now = time.perf_counter()
+            seconds, self.last = now - self.last, now
+            loss = float(logs["loss"])
+            self.losses.append(loss)
+            metrics = {"loss": loss, "learning_rate": float(logs.get("learning_rate", math.nan)), "seconds": seconds}
+            log.info(
+                "SFT step %d/%d  loss %.3f  %.0f tok/s",
+                state.global_step,
+                total_steps,
+                loss,
+                tokens_per_step / seconds if seconds > 0 else 0.0,
+            )
+            if on_step is not None:
+                on_step({"step": float(state.global_step), **metrics})
+
+    return StepLog()
+
+
 def run_sft(
     base_model_dir: Path,
-    train_conversations: Sequence[Sequence[dict[str, str]]],
+    train_conversations: Sequence[Sequence[Message]],
     output_dir: Path,
     settings: SFTSettings | None = None,
-    eval_conversations: Sequence[Sequence[dict[str, str]]] = (),
+    eval_conversations: Sequence[Sequence[Message]] = (),
     init_adapter_dir: Path | None = None,
+    on_step: StepCallback | None = None,
 ) -> SFTResult:
-    """Train a LoRA adapter on the assistant turns of `train_conversations`; save it to output_dir/adapter."""
+    """Train a LoRA adapter on the assistant turns of `train_conversations`; save it to output_dir/adapter.
+    `on_step` receives each optimiser step's metrics (step, loss, learning_rate, seconds)."""
     import torch
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
     settings = settings or SFTSettings()
     start = time.perf_counter()
-    train = prompt_completion_examples(train_conversations)
-    if not train:
-        raise ValueError("no assistant turns in the training conversations")
-    held_out = prompt_completion_examples(eval_conversations)
     torch.manual_seed(settings.seed)
-    model, tokenizer = load_lora_model(base_model_dir, settings.lora, init_adapter_dir)
+    model, tokenizer = load_lora_model(base_model_dir, settings.lora, init_adapter_dir, bf16=settings.bf16)
+    train = tokenise_conversations(train_conversations, tokenizer, settings.max_length)
+    if not train.examples:
+        raise ValueError("no assistant turns in the training conversations")
+    held_out = tokenise_conversations(eval_conversations, tokenizer, settings.max_length)
+    eval_rows = [e.as_row() for e in held_out.examples[: settings.eval_windows]]
+    log.info(
+        "SFT data: %d conversations -> %d examples (%d windows, %d per-turn fallbacks, %d truncated), "
+        "%d tokens, %d of them trained",
+        train.conversations,
+        len(train.examples),
+        train.windows,
+        train.per_turn_fallbacks,
+        train.truncated,
+        train.tokens,
+        train.loss_tokens,
+    )
     config = SFTConfig(
         output_dir=str(output_dir / "trainer"),
         learning_rate=settings.learning_rate,
@@ -71,7 +256,8 @@ def run_sft(
         per_device_eval_batch_size=settings.batch_size,
         gradient_accumulation_steps=settings.grad_accumulation,
         max_length=settings.max_length,
-        truncation_mode="keep_end",
+        packing=settings.packing,
+        packing_strategy="bfd",
         completion_only_loss=True,
         bf16=settings.bf16,
         use_cpu=not torch.cuda.is_available(),
@@ -79,6 +265,7 @@ def run_sft(
         data_seed=settings.seed,
         logging_steps=1,
         save_strategy="no",
+        eval_strategy="no",
         report_to=[],
         disable_tqdm=True,
         dataloader_num_workers=0,
@@ -86,25 +273,37 @@ def run_sft(
     trainer = SFTTrainer(
         model=model,
         args=config,
-        train_dataset=Dataset.from_list(train),
-        eval_dataset=Dataset.from_list(held_out) if held_out else None,
+        train_dataset=Dataset.from_list([e.as_row() for e in train.examples]),
+        eval_dataset=Dataset.from_list(eval_rows) if eval_rows else None,
         processing_class=tokenizer,
     )
-    before = trainer.evaluate()["eval_loss"] if held_out else None
+    packed_rows = len(trainer.train_dataset)
+    steps_per_epoch = max(1, math.ceil(packed_rows / (settings.batch_size * settings.grad_accumulation)))
+    total_steps = settings.max_steps if settings.max_steps > 0 else math.ceil(steps_per_epoch * settings.epochs)
+    tokens_per_step = train.tokens / steps_per_epoch
+    step_log = _step_logger(total_steps, tokens_per_step, on_step)
+    trainer.add_callback(step_log)
+    before = trainer.evaluate()["eval_loss"] if eval_rows else None
+    train_start = time.perf_counter()
     outcome = trainer.train()
-    after = trainer.evaluate()["eval_loss"] if held_out else None
+    train_seconds = time.perf_counter() - train_start
+    after = trainer.evaluate()["eval_loss"] if eval_rows else None
     adapter_dir = output_dir / "adapter"
     trainer.model.save_pretrained(adapter_dir)
     tokenizer.save_pretrained(adapter_dir)
     loss = float(outcome.training_loss)
     if not math.isfinite(loss):
         raise RuntimeError(f"SFT diverged: training loss {loss}")
+    passes = int(outcome.global_step) / steps_per_epoch
     return SFTResult(
         adapter_dir=adapter_dir,
         train_loss=loss,
         eval_loss_before=before,
         eval_loss_after=after,
         steps=int(outcome.global_step),
-        examples=len(train),
+        examples=len(train.examples),
         wall_seconds=time.perf_counter() - start,
+        train_tokens=round(train.tokens * passes),
+        train_seconds=train_seconds,
+        loss_curve=tuple(step_log.losses),
     )

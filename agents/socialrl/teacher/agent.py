@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agents.socialrl.teacher.base import Domain, Plan, TurnContext
+from environments import SOCIALRL_ENV_IDS
 from environments.core.base import ActionSpec
 from environments.core.events import RAW_TEXT, Action, Event, Notification, NotificationKind, Observation
 from environments.core.registry import env_class
@@ -51,14 +52,8 @@ def _domain_factory(env_id: str) -> Callable[..., Domain]:
     raise KeyError(f"the teacher does not play {env_id!r}")
 
 
-SUPPORTED_ENV_IDS = (
-    "dnd-v0",
-    "casino-v0",
-    "craigslist-v0",
-    "marketplace-v0",
-    "job-interview-v0",
-    "calendar-v0",
-)
+SUPPORTED_ENV_IDS = SOCIALRL_ENV_IDS
+"""The teacher plays every SocialRL domain."""
 
 
 class StrategicTeacher:

@@ -22,17 +22,11 @@ from agents.socialrl.teacher.base import MatrixDomain, Plan, TurnContext
 from agents.socialrl.teacher.beliefs import Posterior, nash_reference_utilities
 from agents.socialrl.teacher.language import join_words, leaks, pick
 from environments.socialrl.bargaining import DealSpace
+from environments.socialrl.job_interview import ISSUE_WORDS
 
 ISSUES = ("salary", "holidays", "position", "workplace", "company")
 NUMERIC = ("salary", "holidays")
 N_PARTICLES = 400
-_ISSUE_WORDS = {
-    "salary": r"(?:salary|pay|wages?|compensation|money)",
-    "holidays": r"(?:holidays?|days off|time off|vacation(?: days)?)",
-    "position": r"(?:position|role|job title|title)",
-    "workplace": r"(?:workplace|work ?place|location|office)",
-    "company": r"(?:company|employer)",
-}
 
 
 class ContractDomain(MatrixDomain):
@@ -90,7 +84,7 @@ class ContractDomain(MatrixDomain):
                     ll -= 0.5 * ((self.pw[:, j] - stated[issue]) / 0.04) ** 2
             self.post.update(ll)
         for j, issue in enumerate(ISSUES):
-            words = _ISSUE_WORDS[issue]
+            words = ISSUE_WORDS[issue]
             if re.search(
                 rf"\b(?:care\s+(?:the\s+)?most\s+about|most\s+important[^.]*?)\s+(?:the\s+|my\s+)?{words}",
                 text,

@@ -1,0 +1,233 @@
+"""The page of `make play` (agents/web_play.py): plain HTML, CSS and JavaScript, no build step.
+
+Every text from the server is put into the page with `textContent` (never `innerHTML`), so a move or a
+model reply containing markup is shown, not run. The page asks /api/games/<id>?since=<n> twice a second
+for what happened since; query parameters `env`, `seat`, `opponent`, `seed` preselect the form (links
+from the README or a notebook can open a given match).
+"""
+
+PAGE = r"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>socialrl: play</title>
+<link rel="icon" href="data:,">
+<style>
+  body { font: 15px/1.45 system-ui, sans-serif; margin: 0 auto; max-width: 56rem; padding: 1rem; color: #222; }
+  h1 { font-size: 1.35rem; margin: .5rem 0 1rem; }
+  fieldset { border: 1px solid #ccc; border-radius: 6px; display: flex; flex-wrap: wrap; gap: .75rem 1.25rem; }
+  label { display: flex; flex-direction: column; font-size: .85rem; color: #444; }
+  select, input, textarea, button { font: inherit; }
+  select { max-width: 26rem; }
+  button { padding: .35rem .9rem; cursor: pointer; }
+  #error { color: #a00; margin: .75rem 0; min-height: 1.2em; white-space: pre-wrap; }
+  #intro { background: #f6f6f6; border-radius: 6px; padding: .5rem .75rem; white-space: pre-wrap; }
+  #log { list-style: none; padding: 0; }
+  #log li { margin: .35rem 0; padding: .4rem .6rem; border-left: 4px solid #bbb; white-space: pre-wrap;
+            overflow-wrap: anywhere; background: #fafafa; }
+  #log li.private { border-left-color: #c77d00; background: #fff8ec; }
+  #log li.you { border-left-color: #2a6fdb; background: #f2f6fd; }
+  #log li.turn { border-left-color: #2a9d4b; color: #185c2e; background: #f1faf3; }
+  #log li.invalid_action, #log li.timeout { border-left-color: #c00; background: #fff0f0; }
+  #log li.deal, #log li.episode_end { border-left-color: #333; font-weight: 600; }
+  .who { font-size: .8rem; color: #666; display: block; }
+  #status { font-weight: 600; margin: .75rem 0; }
+  #move { width: 100%; min-height: 4.5rem; box-sizing: border-box; }
+  #outcome { border: 2px solid #333; border-radius: 6px; padding: .5rem .75rem; white-space: pre-wrap; }
+</style>
+</head>
+<body>
+<h1>socialrl: play a negotiation in your browser</h1>
+<form id="setup">
+  <fieldset>
+    <label>Environment <select id="env" name="env"></select></label>
+    <label>Your seat <select id="seat" name="seat"></select></label>
+    <label>Opponent <select id="opponent" name="opponent"></select></label>
+    <label>or a registered model <input id="opponent-uri" name="opponent-uri" placeholder="models:/name@alias" size="28"></label>
+    <label>Seed <input id="seed" name="seed" type="number" min="0" value="0" size="6"></label>
+    <label>&nbsp;<button id="start" type="submit">Start</button></label>
+  </fieldset>
+</form>
+<p id="env-title"></p>
+<div id="error" role="alert"></div>
+<section id="game" hidden>
+  <div id="intro"></div>
+  <ol id="log" aria-live="polite"></ol>
+  <div id="status"></div>
+  <form id="move-form">
+    <textarea id="move" name="move" placeholder="Your move, e.g. one of the examples above" disabled></textarea>
+    <button id="send" type="submit" disabled>Send</button>
+    <span id="allowed"></span>
+  </form>
+  <div id="outcome" hidden></div>
+</section>
+<script>
+"use strict";
+const $ = (id) => document.getElementById(id);
+let environments = [];
+let game = null;
+let next = 0;
+let polling = null;
+let introShown = false;
+
+function showError(message) { $("error").textContent = message || ""; }
+
+async function api(method, path, body) {
+  const response = await fetch(path, {
+    method, headers: body ? {"Content-Type": "application/json"} : {},
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  let data = null;
+  try { data = await response.json(); } catch (e) { data = null; }
+  if (!response.ok) {
+    let message = (data && (data.error || data.detail)) || response.statusText;
+    if (typeof message !== "string") message = JSON.stringify(message);
+    throw new Error(message);
+  }
+  return data;
+}
+
+function option(select, value, label) {
+  const o = document.createElement("option");
+  o.value = value; o.textContent = label;
+  select.appendChild(o);
+}
+
+function fillEnvironment(envId, seat, opponent) {
+  const env = environments.find((e) => e.env_id === envId) || environments[0];
+  $("env").value = env.env_id;
+  $("env-title").textContent = env.title;
+  $("seat").replaceChildren();
+  env.seats.forEach((s) => option($("seat"), s, s));
+  if (seat && env.seats.includes(seat)) $("seat").value = seat;
+  $("opponent").replaceChildren();
+  env.opponents.forEach((o) => option($("opponent"), o.name, o.label));
+  if (opponent) {
+    if (env.opponents.some((o) => o.name === opponent)) $("opponent").value = opponent;
+    else $("opponent-uri").value = opponent;
+  }
+}
+
+async function load() {
+  try {
+    environments = await api("GET", "/api/environments");
+  } catch (e) { showError("Cannot load the environments: " + e.message); return; }
+  environments.forEach((e) => option($("env"), e.env_id, e.env_id));
+  const params = new URLSearchParams(location.search);
+  if (params.has("seed")) $("seed").value = params.get("seed");
+  fillEnvironment(params.get("env"), params.get("seat"), params.get("opponent"));
+  $("env").addEventListener("change", () => fillEnvironment($("env").value));
+}
+
+function addEvent(event) {
+  const li = document.createElement("li");
+  li.className = event.private ? "private" : event.kind;
+  const who = document.createElement("span");
+  who.className = "who";
+  if (event.kind === "you") who.textContent = "you";
+  else if (event.kind === "observation") who.textContent = event.sender ? event.sender : (event.private ? "private to you" : "game");
+  else who.textContent = event.kind.replace("_", " ");
+  const text = document.createElement("span");
+  text.className = "text";
+  text.textContent = event.text;
+  li.append(who, text);
+  $("log").appendChild(li);
+}
+
+function showIntro(state) {
+  // The rules arrive once the seat is set up (after the opponent is ready); shown once per game.
+  if (introShown || !state.grammar) return;
+  introShown = true;
+  const lines = ["You play '" + state.seat + "' in " + state.env_id + " against " + state.opponent + ".", ""];
+  lines.push("Moves: " + Object.entries(state.kinds).map(([k, v]) => k + " (" + v + ")").join("; "));
+  lines.push("", state.grammar);
+  if (state.examples.length) {
+    lines.push("", "Examples:");
+    state.examples.forEach((e) => lines.push("  - " + e.split("\n").join("\n    ")));
+  }
+  $("intro").textContent = lines.join("\n");
+}
+
+function render(state) {
+  showIntro(state);
+  // Two answers can overlap (the timer and a move's own refresh): append only what is not shown yet.
+  if (state.since <= next) state.events.slice(next - state.since).forEach(addEvent);
+  next = Math.max(next, state.next);
+  if (state.events.length) window.scrollTo(0, document.body.scrollHeight);
+  const mine = state.your_turn && !state.done;
+  $("move").disabled = !mine; $("send").disabled = !mine;
+  $("allowed").textContent = mine ? "allowed: " + state.allowed.join(", ") : "";
+  if (state.status === "starting") $("status").textContent = "Preparing the opponent (a model may take a minute to start)...";
+  else if (mine) $("status").textContent = state.turn_text || "Your turn.";
+  else if (!state.done) $("status").textContent = "Waiting for the opponent...";
+  else $("status").textContent = "Game over (" + state.status + ").";
+  if (state.error) showError(state.error);
+  if (state.done) {
+    clearInterval(polling); polling = null;
+    const o = state.outcome;
+    const box = $("outcome");
+    box.hidden = false;
+    if (o) {
+      const lines = [
+        "Agreement: " + (o.agreement ? "yes" : "no"),
+        "Deal: " + (o.deal ? JSON.stringify(o.deal) : "none"),
+        "Your reward: " + (o.reward === null ? "n/a" : o.reward.toFixed(3)),
+        "Invalid moves: " + o.invalid_actions,
+        "Private facts you revealed: " + (o.leaked.length ? o.leaked.join(", ") : "none"),
+        "Recorded as episode " + state.episode_id + (o.recorded ? "" : " (not recorded)"),
+      ];
+      box.textContent = lines.join("\n");
+    } else { box.textContent = "No outcome (" + state.status + ")."; }
+  }
+}
+
+async function poll() {
+  if (!game) return;
+  const asked = game;
+  try {
+    const state = await api("GET", "/api/games/" + game + "?since=" + next);
+    if (asked === game) render(state);  // a new game may have started meanwhile
+  } catch (e) { showError(e.message); clearInterval(polling); polling = null; }
+}
+
+$("setup").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  showError("");
+  const uri = $("opponent-uri").value.trim();
+  const body = {
+    env_id: $("env").value, seat: $("seat").value, opponent: uri || $("opponent").value,
+    seed: parseInt($("seed").value || "0", 10),
+  };
+  let state;
+  try { state = await api("POST", "/api/games", body); }
+  catch (e) { showError(e.message); return; }
+  if (polling) clearInterval(polling);
+  game = state.game_id; next = 0; introShown = false;
+  $("log").replaceChildren(); $("outcome").hidden = true; $("game").hidden = false;
+  $("intro").textContent = "You play '" + state.seat + "' in " + state.env_id + " against " + state.opponent + ".";
+  render(state);
+  polling = setInterval(poll, 500);
+});
+
+$("move-form").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const text = $("move").value;
+  showError("");
+  try {
+    await api("POST", "/api/games/" + game + "/moves", {text});
+    $("move").value = "";
+    $("move").disabled = true; $("send").disabled = true;
+    await poll();
+  } catch (e) { showError(e.message); }
+});
+
+$("move").addEventListener("keydown", (ev) => {
+  if (ev.key === "Enter" && !ev.shiftKey) { ev.preventDefault(); $("send").click(); }
+});
+
+load();
+</script>
+</body>
+</html>
+"""

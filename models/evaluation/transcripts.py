@@ -1,0 +1,686 @@
+"""Representative negotiations of a policy, rendered for people: Dagster markdown and standalone HTML.
+
+A `Transcript` is one episode as a researcher reads it: each turn's speaker, text and parsed action
+(kind + payload), the private facts every seat held, the outcome, and which seat was the policy's.
+
+Choosing the episodes (`pick_representatives`), per policy, by the reward of the policy's seat:
+
+| label | episode | ties broken by |
+| --- | --- | --- |
+| `best` | the highest reward | the smallest episode id |
+| `median` | the lower median: position (n - 1) // 2 in ascending (reward, episode id) order | the episode id (part of the order) |
+| `worst` | the lowest reward | the smallest episode id |
+
+With fewer than three episodes one episode carries several labels (it is shown once, e.g. "best, median").
+A NaN reward is an error (rewards are normalised to [0, 1]), not silently ranked.
+
+Where the private facts come from: the environment is deterministic, so resetting a fresh one with the
+episode's scenario and seed gives the same opening events; the private observations (`private=True`)
+addressed to a seat are what that seat held, and `Environment.private_facts(seat)` names them. An
+`EpisodeResult` kept with its inboxes is read directly. From the tables, the scenario is rebuilt from its
+JSON (`episodes.scenario`); when that fails (a scenario type that does not round-trip), the transcript says
+so in `note` and shows no private facts.
+
+Unusual text never breaks a page: every text is cut to `max_chars` characters (and `max_lines` lines) with
+a note of how much was cut; control characters are shown as `\\uXXXX`; bidirectional overrides are removed;
+runs of empty lines shrink to one; markdown backslash-escapes the punctuation markdown gives a meaning to
+(so `<script>`, `|`, `#`, `*`, links, bare URLs and images stay literal text); HTML goes through
+`html.escape` and the page carries a Content-Security-Policy that allows no script at all.
+
+| function | input | output |
+| --- | --- | --- |
+| `pick_representatives(scored)` | `ScoredEpisode`s of one policy | `Representative`s (labels + episode) |
+| `representatives_by_policy(scored)` | `ScoredEpisode`s of several policies | policy -> `Representative`s |
+| `transcript_from_result(result, policy_seat)` | an `EpisodeResult` | `Transcript` |
+| `representative_transcripts(evaluation)` | a `models.evaluation.policy.EvaluationResult` | `Transcript`s (best, median, worst) |
+| `load_transcripts(store, episode_ids)` | the episode tables | `Transcript`s |
+| `representative_transcripts_from_store(store, run_id)` | an evaluation run in the tables | policy name -> `Transcript`s |
+| `transcript_markdown(t)` / `transcripts_markdown(ts, title)` | transcripts | Dagster markdown (`MetadataValue.md`) |
+| `transcript_html(t)` / `transcripts_html(ts, title)` | transcripts | a standalone HTML page (MLflow artifact) |
+
+For ad-hoc queries the tables have a DuckDB view `transcripts` (models/records.py `VIEWS`, docs/researcher_view.md).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from environments.core.base import Scenario
+from environments.core.events import Observation
+from environments.core.registry import env_class, make
+from environments.core.runtime import EpisodeResult
+from models.storage import TableStore
+
+if TYPE_CHECKING:  # pragma: no cover
+    from models.evaluation.policy import EvaluationResult
+
+log = logging.getLogger("socialrl.transcripts")
+
+LABELS = ("best", "median", "worst")
+"""Labels of the representative episodes, in the order they are shown."""
+MAX_CHARS = 800
+"""Default: most characters of one text (a turn, a private observation) shown before it is cut."""
+MAX_LINES = 30
+"""Default: most lines of one text shown before it is cut."""
+MAX_TURNS = 80
+"""Default: most turns of one episode shown (the first ones; the rest is counted)."""
+
+
+# ------------------------------------------------------------------------------------------ choosing
+@dataclass(frozen=True)
+class ScoredEpisode:
+    """One episode of a policy with the reward of the policy's seat (what the choice ranks by)."""
+
+    episode_id: str
+    """The episode's id (also the tie-breaker)."""
+    reward: float
+    """The policy seat's normalised reward."""
+    seat: str = ""
+    """The policy's seat in this episode."""
+    policy: str = ""
+    """Which policy played it (the grouping key of `representatives_by_policy`)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.reward, int | float) or math.isnan(float(self.reward)):
+            raise ValueError(f"episode {self.episode_id!r}: reward must be a number, got {self.reward!r}")
+
+
+@dataclass(frozen=True)
+class Representative:
+    """An episode chosen to represent a policy, with every label it earned."""
+
+    labels: tuple[str, ...]
+    """A subset of ("best", "median", "worst"), in that order."""
+    episode: ScoredEpisode
+
+
+def pick_representatives(scored: Iterable[ScoredEpisode]) -> list[Representative]:
+    """Best, median and worst episode by the policy seat's reward (rule and tie-breaking in the module
+    docstring); one entry per distinct episode, in the order best, median, worst. Empty input: []."""
+    episodes = list(scored)
+    if not episodes:
+        return []
+    ids = [e.episode_id for e in episodes]
+    if len(set(ids)) != len(ids):
+        duplicated = sorted({i for i in ids if ids.count(i) > 1})
+        raise ValueError(f"episode ids must be unique, repeated: {duplicated[:5]}")
+    ascending = sorted(episodes, key=lambda e: (float(e.reward), e.episode_id))
+    best = min(episodes, key=lambda e: (-float(e.reward), e.episode_id))
+    chosen = {"best": best, "median": ascending[(len(ascending) - 1) // 2], "worst": ascending[0]}
+    out: list[Representative] = []
+    for label in LABELS:
+        episode = chosen[label]
+        for i, existing in enumerate(out):
+            if existing.episode.episode_id == episode.episode_id:
+                out[i] = Representative((*existing.labels, label), existing.episode)
+                break
+        else:
+            out.append(Representative((label,), episode))
+    return out
+
+
+def representatives_by_policy(scored: Iterable[ScoredEpisode]) -> dict[str, list[Representative]]:
+    """`pick_representatives` for each policy (`ScoredEpisode.policy`), policies in first-seen order."""
+    groups: dict[str, list[ScoredEpisode]] = {}
+    for episode in scored:
+        groups.setdefault(episode.policy, []).append(episode)
+    return {policy: pick_representatives(episodes) for policy, episodes in groups.items()}
+
+
+# --------------------------------------------------------------------------------------- transcripts
+@dataclass(frozen=True)
+class SeatView:
+    """One seat of an episode: who played it, what it privately knew, how it ended for it."""
+
+    seat: str
+    agent: str
+    """The agent's description (class and parameters)."""
+    reward: float | None = None
+    utility: float | None = None
+    invalid_actions: int | None = None
+    leaked: tuple[str, ...] = ()
+    """Names of the private facts the seat revealed in its own messages."""
+    private_text: tuple[str, ...] = ()
+    """Text of the private observations the seat received (its values, target, secret events, ...)."""
+    private_facts: tuple[str, ...] = ()
+    """`name: description` of each private fact the environment guards for this seat."""
+
+
+@dataclass(frozen=True)
+class TranscriptTurn:
+    """One accepted action."""
+
+    index: int
+    speaker: str
+    """The acting seat."""
+    kind: str
+    """The parsed action kind (offer, accept, message, vote, ...)."""
+    text: str
+    """What the speaker said with it."""
+    payload: Mapping[str, Any] = field(default_factory=dict)
+    """The parsed action's structured arguments (price, split, choice, ...)."""
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """One episode as a person reads it."""
+
+    episode_id: str
+    env_id: str
+    scenario_id: str
+    seed: int
+    seats: tuple[SeatView, ...]
+    turns: tuple[TranscriptTurn, ...]
+    agreement: bool | None = None
+    deal: Mapping[str, Any] | None = None
+    policy_seat: str | None = None
+    """The evaluated policy's seat (highlighted), if any."""
+    labels: tuple[str, ...] = ()
+    """Why it was chosen ("best", "median", "worst")."""
+    policy: str = ""
+    """The policy's name, when known."""
+    note: str = ""
+    """What could not be shown (e.g. private facts of a scenario that could not be rebuilt)."""
+
+    def seat(self, seat: str) -> SeatView:
+        for view in self.seats:
+            if view.seat == seat:
+                return view
+        raise KeyError(f"episode {self.episode_id} has no seat {seat!r}")
+
+    @property
+    def policy_reward(self) -> float | None:
+        return self.seat(self.policy_seat).reward if self.policy_seat else None
+
+
+def opening_private_view(
+    env_id: str, scenario: Scenario, seed: int, env_config: Mapping[str, Any] | None = None
+) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    """Seat -> (texts of the private observations it gets at reset, `name: description` of its private facts),
+    from a fresh environment reset with the episode's scenario and seed (environments are deterministic)."""
+    env = make(env_id, **dict(env_config or {}))
+    events = env.reset(scenario, seed)
+    out: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+    for seat in env.agent_ids:
+        texts = tuple(e.text for e in events if isinstance(e, Observation) and e.private and e.to == seat)
+        facts = tuple(f"{f.name}: {f.description}" for f in env.private_facts(seat))
+        out[seat] = (texts, facts)
+    return out
+
+
+def _private_views(
+    env_id: str, scenario: Scenario | None, seed: int, env_config: Mapping[str, Any] | None
+) -> tuple[dict[str, tuple[tuple[str, ...], tuple[str, ...]]], str]:
+    if scenario is None:
+        return {}, "private facts unavailable: the scenario could not be rebuilt"
+    try:
+        return opening_private_view(env_id, scenario, seed, env_config), ""
+    except Exception as exc:  # a scenario the environment refuses: show the rest, say what is missing
+        return {}, f"private facts unavailable: {type(exc).__name__}: {exc}"
+
+
+def transcript_from_result(
+    result: EpisodeResult,
+    policy_seat: str | None = None,
+    labels: Sequence[str] = (),
+    policy: str = "",
+    env_config: Mapping[str, Any] | None = None,
+) -> Transcript:
+    """The transcript of a finished episode. Private facts come from the result's inboxes when it kept
+    them, else from a fresh environment reset with its scenario and seed (`env_config`: the constructor
+    arguments the episode ran with, if any)."""
+    views, note = _private_views(result.env_id, result.scenario, result.seed, env_config)
+    if result.inboxes:
+        views = {
+            seat: (
+                tuple(e.text for e in events if isinstance(e, Observation) and e.private),
+                views.get(seat, ((), ()))[1],
+            )
+            for seat, events in result.inboxes.items()
+        }
+    roles = result.outcome.roles
+    seats = tuple(
+        SeatView(
+            seat=seat,
+            agent=result.agent_names.get(seat, ""),
+            reward=roles[seat].reward if seat in roles else None,
+            utility=roles[seat].utility if seat in roles else None,
+            invalid_actions=roles[seat].invalid_actions if seat in roles else None,
+            leaked=tuple(roles[seat].leaked) if seat in roles else (),
+            private_text=views.get(seat, ((), ()))[0],
+            private_facts=views.get(seat, ((), ()))[1],
+        )
+        for seat in (result.agent_names or roles)
+    )
+    if policy_seat is not None and policy_seat not in {s.seat for s in seats}:
+        raise ValueError(f"episode {result.episode_id}: no seat {policy_seat!r}; seats: {[s.seat for s in seats]}")
+    return Transcript(
+        episode_id=result.episode_id,
+        env_id=result.env_id,
+        scenario_id=result.outcome.scenario_id,
+        seed=result.seed,
+        seats=seats,
+        turns=tuple(TranscriptTurn(t.index, t.agent_id, t.kind, t.text, dict(t.payload)) for t in result.transcript),
+        agreement=result.outcome.agreement,
+        deal=result.outcome.deal,
+        policy_seat=policy_seat,
+        labels=tuple(labels),
+        policy=policy,
+        note=note,
+    )
+
+
+def representative_transcripts(evaluation: EvaluationResult, policy: str = "") -> list[Transcript]:
+    """Best, median and worst episode of an evaluation (by the policy seat's reward), as transcripts.
+    `policy`: the name shown (default: the evaluation's policy description)."""
+    by_id = {e.episode_id: e for e in evaluation.episodes}
+    scored = [
+        ScoredEpisode(view.episode_id, view.reward, view.seat, policy or evaluation.policy)
+        for view in evaluation.policy_episodes
+    ]
+    return [
+        transcript_from_result(by_id[r.episode.episode_id], r.episode.seat, r.labels, policy or evaluation.policy)
+        for r in pick_representatives(scored)
+    ]
+
+
+# ------------------------------------------------------------------------------------- from the tables
+def scenario_from_json(env_id: str, text: str | None) -> Scenario | None:
+    """The scenario dataclass rebuilt from `episodes.scenario` JSON, or None when it does not round-trip
+    (then the caller shows no private facts)."""
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+        return env_class(env_id).scenario_type(**data)
+    except Exception as exc:
+        log.info("%s: cannot rebuild the scenario from its JSON (%s: %s)", env_id, type(exc).__name__, exc)
+        return None
+
+
+def _loads(text: Any, default: Any) -> Any:
+    if text is None or (isinstance(text, float) and math.isnan(text)):
+        return default
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return default
+
+
+def _optional_float(value: Any) -> float | None:
+    if value is None:
+        return None
+    value = float(value)
+    return None if math.isnan(value) else value
+
+
+def transcript_from_rows(
+    episode: Mapping[str, Any],
+    roles: Sequence[Mapping[str, Any]],
+    turns: Sequence[Mapping[str, Any]],
+    policy_seat: str | None = None,
+    labels: Sequence[str] = (),
+    policy: str = "",
+) -> Transcript:
+    """A transcript from one row of `episodes` and its rows of `episode_roles` and `episode_turns`
+    (columns of models/records.py)."""
+    env_id = str(episode["env_id"])
+    seed = int(episode["seed"]) if episode.get("seed") is not None else 0
+    scenario = scenario_from_json(env_id, episode.get("scenario"))
+    views, note = _private_views(env_id, scenario, seed, None)
+    agents = _loads(episode.get("agents"), {})
+    seat_order = list(agents) or [str(r["agent_id"]) for r in roles]
+    role_by_seat = {str(r["agent_id"]): r for r in roles}
+    seat_order += [s for s in role_by_seat if s not in seat_order]
+    seats = []
+    for seat in seat_order:
+        role = role_by_seat.get(seat, {})
+        invalid = role.get("invalid_actions")
+        seats.append(
+            SeatView(
+                seat=seat,
+                agent=str(role.get("agent_name") or agents.get(seat, "")),
+                reward=_optional_float(role.get("reward")),
+                utility=_optional_float(role.get("utility")),
+                invalid_actions=None if invalid is None else int(invalid),
+                leaked=tuple(_loads(role.get("leaked"), [])),
+                private_text=views.get(seat, ((), ()))[0],
+                private_facts=views.get(seat, ((), ()))[1],
+            )
+        )
+    ordered = sorted(turns, key=lambda t: int(t["turn_index"]))
+    agreement = episode.get("agreement")
+    return Transcript(
+        episode_id=str(episode["episode_id"]),
+        env_id=env_id,
+        scenario_id=str(episode.get("scenario_id") or ""),
+        seed=seed,
+        seats=tuple(seats),
+        turns=tuple(
+            TranscriptTurn(
+                int(t["turn_index"]),
+                str(t["agent_id"]),
+                str(t["kind"]),
+                str(t.get("text") or ""),
+                _loads(t.get("payload"), {}),
+            )
+            for t in ordered
+        ),
+        agreement=None if agreement is None else bool(agreement),
+        deal=_loads(episode.get("deal"), None),
+        policy_seat=policy_seat,
+        labels=tuple(labels),
+        policy=policy,
+        note=note,
+    )
+
+
+def _records(store: TableStore, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+    frame = store.query(sql, params)
+    return [{k: (None if _is_missing(v) else v) for k, v in row.items()} for row in frame.to_dict("records")]
+
+
+def _is_missing(value: Any) -> bool:
+    if value is None:
+        return True
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):  # lists and arrays are values, not missing
+        return False
+
+
+def load_transcripts(
+    store: TableStore,
+    episode_ids: Sequence[str],
+    run_id: str | None = None,
+    policy_seats: Mapping[str, str] | None = None,
+    labels: Mapping[str, Sequence[str]] | None = None,
+    policy: str = "",
+) -> list[Transcript]:
+    """Transcripts of the given episodes from the tables, in the given order (`run_id` narrows the rows
+    when one episode id was recorded by several runs). Unknown ids raise a KeyError naming them."""
+    if not episode_ids:
+        return []
+    ids = list(dict.fromkeys(episode_ids))
+    marks = ", ".join("?" for _ in ids)
+    where = f"episode_id IN ({marks})" + (" AND run_id = ?" if run_id is not None else "")
+    params = [*ids, *([run_id] if run_id is not None else [])]
+    episodes = {r["episode_id"]: r for r in _records(store, f"SELECT * FROM episodes WHERE {where}", params)}
+    missing = [i for i in ids if i not in episodes]
+    if missing:
+        raise KeyError(f"episodes not in the tables{f' for run {run_id}' if run_id else ''}: {missing[:5]}")
+    roles: dict[str, list[dict[str, Any]]] = {}
+    for row in _records(store, f"SELECT * FROM episode_roles WHERE {where}", params):
+        roles.setdefault(row["episode_id"], []).append(row)
+    turns: dict[str, list[dict[str, Any]]] = {}
+    for row in _records(store, f"SELECT * FROM episode_turns WHERE {where}", params):
+        turns.setdefault(row["episode_id"], []).append(row)
+    return [
+        transcript_from_rows(
+            episodes[i],
+            roles.get(i, []),
+            turns.get(i, []),
+            (policy_seats or {}).get(i),
+            (labels or {}).get(i, ()),
+            policy,
+        )
+        for i in ids
+    ]
+
+
+def _policy_seat(episode_id: str, roles: Sequence[Mapping[str, Any]], policy: str) -> str | None:
+    """The seat the evaluated policy played: the one role whose agent is the policy; in self-play (both or
+    neither match) the seat named by the evaluation's episode id "<prefix>:<counterpart>:<index>:<seat>"."""
+    matching = [str(r["agent_id"]) for r in roles if r.get("agent_name") == policy]
+    if len(matching) == 1:
+        return matching[0]
+    seats = {str(r["agent_id"]) for r in roles}
+    last = episode_id.rsplit(":", 1)[-1]
+    return last if last in seats else None
+
+
+def representative_transcripts_from_store(store: TableStore, run_id: str) -> dict[str, list[Transcript]]:
+    """Best, median and worst episode of every policy evaluated in run `run_id` (the rows
+    `models.evaluation.policy.store_evaluation` wrote), as transcripts: policy name -> transcripts.
+    The policy's seat is the role whose agent is the evaluation's `policy` description."""
+    policies = _records(
+        store,
+        "SELECT DISTINCT policy_name, policy FROM evaluations WHERE run_id = ? AND counterpart = '*' ORDER BY policy_name",
+        [run_id],
+    )
+    if not policies:
+        raise KeyError(f"no evaluation rows for run {run_id!r} (table evaluations, counterpart '*')")
+    roles: dict[str, list[dict[str, Any]]] = {}
+    for row in _records(
+        store, "SELECT episode_id, agent_id, agent_name, reward FROM episode_roles WHERE run_id = ?", [run_id]
+    ):
+        roles.setdefault(row["episode_id"], []).append(row)
+    out: dict[str, list[Transcript]] = {}
+    for entry in policies:
+        name, description = str(entry["policy_name"]), str(entry["policy"] or "")
+        scored = []
+        for episode_id, seat_rows in sorted(roles.items()):
+            seat = _policy_seat(episode_id, seat_rows, description)
+            reward = next((r["reward"] for r in seat_rows if r["agent_id"] == seat), None)
+            if seat is None or reward is None:
+                continue
+            scored.append(ScoredEpisode(episode_id, float(reward), seat, name))
+        chosen = pick_representatives(scored)
+        out[name] = load_transcripts(
+            store,
+            [r.episode.episode_id for r in chosen],
+            run_id=run_id,
+            policy_seats={r.episode.episode_id: r.episode.seat for r in chosen},
+            labels={r.episode.episode_id: r.labels for r in chosen},
+            policy=name,
+        )
+    return out
+
+
+# ---------------------------------------------------------------------------------------- safe text
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_BIDI = re.compile(r"[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+# The ASCII punctuation CommonMark/GFM give a meaning to (emphasis, code, links, images, HTML, entities,
+# headings, lists, tables, block quotes, strikethrough, math; ":" and "." so that no bare URL is linkified);
+# letters, digits and ,;?'"/%@ stay as typed.
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|&~=^$:])")
+_BLANK_RUNS = re.compile(r"\n{3,}")
+
+
+def clean_text(text: Any, max_chars: int = MAX_CHARS, max_lines: int = MAX_LINES) -> str:
+    """`text` made safe to show: line separators unified, control characters as `\\uXXXX`, bidirectional
+    overrides dropped, cut to `max_chars` characters and `max_lines` lines with a note of what was cut."""
+    if max_chars < 1 or max_lines < 1:
+        raise ValueError("max_chars and max_lines must be >= 1")
+    text = "" if text is None else str(text)
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\u2028", "\n").replace("\u2029", "\n")
+    text = _BIDI.sub("", text)
+    text = _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    text = _BLANK_RUNS.sub("\n\n", text)  # a wall of empty lines shows as one
+    cut = []
+    if len(text) > max_chars:
+        cut.append(f"{len(text) - max_chars} more characters")
+        text = text[:max_chars]
+    lines = text.split("\n")
+    if len(lines) > max_lines:
+        cut.append(f"{len(lines) - max_lines} more lines")
+        text = "\n".join(lines[:max_lines])
+    return text + (f" … [cut: {', '.join(cut)}]" if cut else "")
+
+
+def escape_markdown(text: str) -> str:
+    """Backslash-escape the ASCII punctuation that markdown gives a meaning to (CommonMark allows escaping
+    any ASCII punctuation), so no markup, link, image, table, heading, list or HTML in `text` takes effect."""
+    return _MD_SPECIAL.sub(r"\\\1", text)
+
+
+def _md(text: Any, max_chars: int = MAX_CHARS, max_lines: int = MAX_LINES) -> str:
+    """Clean, cut and escaped text on one markdown line or several hard-broken ones (leading spaces
+    dropped, so no line turns into a code block)."""
+    lines = clean_text(text, max_chars, max_lines).split("\n")
+    return "  \n".join(escape_markdown(line.strip()) for line in lines)
+
+
+def _payload_text(payload: Mapping[str, Any]) -> str:
+    if not payload:
+        return ""
+    try:
+        return json.dumps(payload, sort_keys=True, default=str, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(payload)
+
+
+def _number(value: float | None) -> str:
+    return "n/a" if value is None or not math.isfinite(value) else f"{value:.3f}"
+
+
+def _outcome_line(t: Transcript) -> str:
+    agreement = "unknown" if t.agreement is None else ("agreement" if t.agreement else "no agreement")
+    deal = f"; deal {_payload_text(t.deal)}" if t.deal else ""
+    return f"{agreement}{deal}"
+
+
+def _heading(t: Transcript) -> str:
+    labels = ", ".join(t.labels) or "episode"
+    reward = f"reward {_number(t.policy_reward)} ({t.policy_seat})" if t.policy_seat else ""
+    parts = [labels, reward, t.env_id, f"scenario {t.scenario_id}", f"episode {t.episode_id}"]
+    return " · ".join(p for p in parts if p)
+
+
+# ------------------------------------------------------------------------------------------ markdown
+def transcript_markdown(
+    t: Transcript, max_chars: int = MAX_CHARS, max_turns: int = MAX_TURNS, heading_level: int = 4
+) -> str:
+    """One transcript as markdown for Dagster's metadata panel (`MetadataValue.md`): heading, outcome,
+    each seat's private facts, then every turn (speaker, parsed action, text)."""
+    hashes = "#" * max(1, min(6, heading_level))
+    lines = [f"{hashes} {_md(_heading(t), 300, 1)}", ""]
+    if t.policy:
+        lines += [f"Policy: {_md(t.policy, 200, 1)}", ""]
+    lines += [f"**Outcome**: {_md(_outcome_line(t), 400, 1)}", ""]
+    if t.note:
+        lines += [f"*{_md(t.note, 300, 2)}*", ""]
+    lines += ["**Seats and the private facts each held**", ""]
+    for s in t.seats:
+        mark = " (policy)" if s.seat == t.policy_seat else ""
+        leaked = f"; leaked: {', '.join(s.leaked)}" if s.leaked else ""
+        head = (
+            f"{s.seat}{mark}: {s.agent}; reward {_number(s.reward)}, utility {_number(s.utility)}, "
+            f"invalid actions {s.invalid_actions if s.invalid_actions is not None else 'n/a'}{leaked}"
+        )
+        lines.append(f"- **{_md(head, 300, 1)}**")
+        for text in s.private_text:
+            lines.append(f"  - {_md(text, max_chars, 8).replace(chr(10), chr(10) + '    ')}")
+        if s.private_facts:
+            lines.append(f"  - facts guarded: {_md('; '.join(s.private_facts), max_chars, 1)}")
+        if not s.private_text and not s.private_facts:
+            lines.append("  - no private facts")
+    lines += ["", f"**Turns** ({len(t.turns)})", ""]
+    for turn in t.turns[:max_turns]:
+        payload = _payload_text(turn.payload)
+        action = f"{turn.kind} {payload}".strip()
+        mark = " (policy)" if turn.speaker == t.policy_seat else ""
+        lines.append(f"{turn.index + 1}\\. **{_md(turn.speaker + mark, 100, 1)}** · *{_md(action, 300, 1)}*")
+        if turn.text:
+            lines.append("> " + _md(turn.text, max_chars).replace("\n", "\n> "))
+        lines.append("")
+    if len(t.turns) > max_turns:
+        lines.append(f"*… {len(t.turns) - max_turns} more turns not shown*")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def transcripts_markdown(
+    transcripts: Sequence[Transcript], title: str = "Representative negotiations", max_chars: int = MAX_CHARS
+) -> str:
+    """Several transcripts (e.g. best, median and worst of a policy) as one markdown document."""
+    parts = [f"### {_md(title, 200, 1)}", ""]
+    if not transcripts:
+        parts.append("*no episodes*")
+    for t in transcripts:
+        parts += [transcript_markdown(t, max_chars), "---", ""]
+    return "\n".join(parts).rstrip("-\n ") + "\n"
+
+
+# ---------------------------------------------------------------------------------------------- HTML
+_CSS = """
+body { font: 15px/1.45 system-ui, sans-serif; margin: 2rem auto; max-width: 60rem; padding: 0 1rem; color: #222; }
+article { border: 1px solid #ccc; border-radius: 6px; padding: 1rem 1.25rem; margin: 1.5rem 0; }
+h1 { font-size: 1.4rem; } h2 { font-size: 1.1rem; margin-top: 0; }
+.text { white-space: pre-wrap; overflow-wrap: anywhere; }
+.turn { margin: .5rem 0; padding: .4rem .6rem; border-left: 4px solid #bbb; background: #fafafa; }
+.turn.policy { border-left-color: #2a6fdb; background: #f2f6fd; }
+.action { font-family: ui-monospace, monospace; font-size: .9em; color: #555; overflow-wrap: anywhere; }
+.private { color: #7a4b00; } .note { color: #a00; }
+"""
+
+
+def _h(text: Any, max_chars: int = MAX_CHARS, max_lines: int = MAX_LINES) -> str:
+    return html.escape(clean_text(text, max_chars, max_lines), quote=True)
+
+
+def _article(t: Transcript, max_chars: int, max_turns: int) -> str:
+    out = [f'<article id="{_h(t.episode_id, 200, 1)}">', f"<h2>{_h(_heading(t), 400, 1)}</h2>"]
+    if t.policy:
+        out.append(f"<p>Policy: {_h(t.policy, 200, 1)}</p>")
+    out.append(f"<p><b>Outcome</b>: {_h(_outcome_line(t), 400, 1)}</p>")
+    if t.note:
+        out.append(f'<p class="note">{_h(t.note, 300, 2)}</p>')
+    out.append("<h3>Seats and the private facts each held</h3><ul>")
+    for s in t.seats:
+        mark = " (policy)" if s.seat == t.policy_seat else ""
+        leaked = f"; leaked: {', '.join(s.leaked)}" if s.leaked else ""
+        out.append(
+            f"<li><b>{_h(s.seat + mark, 100, 1)}</b>: {_h(s.agent, 200, 1)}; reward {_number(s.reward)}, "
+            f"utility {_number(s.utility)}{_h(leaked, 300, 1)}<ul>"
+        )
+        for text in s.private_text:
+            out.append(f'<li class="private text">{_h(text, max_chars, 12)}</li>')
+        if s.private_facts:
+            out.append(f"<li>facts guarded: {_h('; '.join(s.private_facts), max_chars, 1)}</li>")
+        if not s.private_text and not s.private_facts:
+            out.append("<li>no private facts</li>")
+        out.append("</ul></li>")
+    out.append(f"</ul><h3>Turns ({len(t.turns)})</h3>")
+    for turn in t.turns[:max_turns]:
+        css = "turn policy" if turn.speaker == t.policy_seat else "turn"
+        action = f"{turn.kind} {_payload_text(turn.payload)}".strip()
+        out.append(
+            f'<div class="{css}"><b>{turn.index + 1}. {_h(turn.speaker, 100, 1)}</b> '
+            f'<span class="action">{_h(action, 300, 1)}</span>'
+            f'<div class="text">{_h(turn.text, max_chars)}</div></div>'
+        )
+    if len(t.turns) > max_turns:
+        out.append(f"<p><i>… {len(t.turns) - max_turns} more turns not shown</i></p>")
+    out.append("</article>")
+    return "\n".join(out)
+
+
+def transcripts_html(
+    transcripts: Sequence[Transcript],
+    title: str = "Representative negotiations",
+    max_chars: int = MAX_CHARS,
+    max_turns: int = MAX_TURNS,
+) -> str:
+    """A standalone HTML page (no script, no external resource; a Content-Security-Policy forbids both)
+    with every transcript, e.g. for an MLflow artifact (`TrackedRun.log_file("transcripts.html", page)`)."""
+    body = "\n".join(_article(t, max_chars, max_turns) for t in transcripts) or "<p>No episodes.</p>"
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n"
+        f"<title>{_h(title, 200, 1)}</title><style>{_CSS}</style></head>\n"
+        f"<body><h1>{_h(title, 200, 1)}</h1>\n{body}\n</body></html>\n"
+    )
+
+
+def transcript_html(t: Transcript, max_chars: int = MAX_CHARS, max_turns: int = MAX_TURNS) -> str:
+    """One transcript as a standalone HTML page."""
+    return transcripts_html([t], title=f"{t.env_id} episode {t.episode_id}", max_chars=max_chars, max_turns=max_turns)

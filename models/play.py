@@ -1,0 +1,225 @@
+"""Opponents served by a model for `make play` (agents/web_play.py), and recording of played episodes.
+
+| opponent name | what plays |
+| --- | --- |
+| `base` | the engine's base model (the profile's, e.g. smollm2-135m-instruct) |
+| `models:/<name>@<alias>`, `models:/<name>/<version>` | a registered LoRA adapter, looked up in the project's MLflow registry and loaded into the engine at run time as `<name>-v<version>` |
+
+A model opponent is an `agents.llm_agent.LLMAgent` per opponent seat, calling the engine through the
+rollout proxy (so its calls are recorded in `recorded_calls`, tagged with the episode id). The engine and
+proxy start on the first model game (`LocalServing`, ~40 s on CPU), not when the page opens, so playing
+against code agents never waits for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agents.llm_agent import LLMAgent, LLMAgentConfig
+from agents.web_play import OpponentOption, PlayError
+from environments.core.runtime import Agent, EpisodeResult
+from models.records import rows_for
+from models.storage import TableStore
+from models.tracking import RegistryError, Tracker
+
+log = logging.getLogger("socialrl.play")
+
+BASE = "base"
+"""Opponent name of the engine's base model."""
+_MODEL_URI = re.compile(r"^models:/(?P<name>[^/@\s]+)(?:@(?P<alias>[^/\s]+)|/(?P<version>\d+))$")
+
+
+@dataclass(frozen=True)
+class ModelServing:
+    """A running engine (with runtime LoRA loading) and the rollout proxy in front of it."""
+
+    client: Any
+    """`models.serving.engine.EngineClient` of the engine (loads adapters)."""
+    proxy_base_url: str
+    """OpenAI base URL of the proxy the agents call (records every call)."""
+    base_model_name: str = BASE
+    """The name the engine serves the base weights under."""
+    proxy_api_key: str | None = field(default=None, repr=False)
+    """The proxy's bearer token, which the agents send (None: the proxy has none)."""
+
+
+def parse_model_uri(uri: str) -> tuple[str, str | None, int | None]:
+    """(name, alias, version) of `models:/name@alias` or `models:/name/version`; PlayError otherwise."""
+    match = _MODEL_URI.match(uri.strip())
+    if match is None:
+        raise PlayError(f"{uri!r} is not a model URI; write models:/<name>@<alias> or models:/<name>/<version>")
+    return match["name"], match["alias"], int(match["version"]) if match["version"] else None
+
+
+class ModelOpponents:
+    """Registered models (and the base model) as opponents of the web page."""
+
+    def __init__(
+        self,
+        tracker: Tracker | None,
+        serving: Callable[[], ModelServing],
+        max_new_tokens: int = 128,
+        temperature: float = 0.7,
+        base_label: str = "",
+    ) -> None:
+        self.tracker = tracker
+        self._serving_factory = serving
+        self._serving: ModelServing | None = None
+        self.max_new_tokens, self.temperature = max_new_tokens, temperature
+        self.base_label = base_label
+        self._lock = threading.Lock()
+        self._loaded: dict[str, str] = {}
+
+    def handles(self, name: str) -> bool:
+        return name == BASE or name.startswith("models:")
+
+    def options(self, env_id: str) -> list[OpponentOption]:
+        label = f"base model ({self.base_label})" if self.base_label else "base model"
+        out = [OpponentOption(BASE, label, "model")]
+        if self.tracker is None:
+            return out
+        try:
+            registered = self.tracker.version_numbers()
+        except Exception as exc:  # an unreadable registry must not take the page down
+            log.warning("cannot list the registry: %s", exc)
+            return out
+        domain = env_id.removesuffix("-v0")
+        for name in sorted(registered, key=lambda n: (domain not in n, n)):
+            for alias, version in sorted(self.tracker.aliases(name).items()):
+                out.append(OpponentOption(f"models:/{name}@{alias}", f"{name}@{alias} (v{version})", "model"))
+        return out
+
+    def check(self, env_id: str, name: str) -> None:
+        if name == BASE:
+            return
+        model, alias, version = parse_model_uri(name)
+        if self.tracker is None:
+            raise PlayError(f"{name}: no model registry is configured for this server")
+        try:
+            if alias is not None:
+                known = self.tracker.aliases(model)
+                if alias not in known:
+                    raise PlayError(
+                        f"unknown model alias {name!r}: {model} has aliases {', '.join(sorted(known)) or 'none'}"
+                    )
+            else:
+                self.tracker.get_version(model, version)  # type: ignore[arg-type]
+        except RegistryError as exc:
+            raise PlayError(f"unknown model {name!r}: {exc}") from None
+
+    def serving(self) -> ModelServing:
+        """The engine and proxy, started on first use."""
+        with self._lock:
+            if self._serving is None:
+                log.info("starting the model engine for play")
+                self._serving = self._serving_factory()
+            return self._serving
+
+    def served_name(self, name: str) -> str:
+        """The model name to request for opponent `name`, loading the adapter into the engine once."""
+        serving = self.serving()
+        if name == BASE:
+            return serving.base_model_name
+        model, alias, version = parse_model_uri(name)
+        assert self.tracker is not None  # checked before the game started
+        local = self.tracker.lookup(model, alias=alias, version=version)
+        with self._lock:
+            if local.adapter_name not in self._loaded:
+                serving.client.load_adapter(local.adapter_name, local.path)
+                self._loaded[local.adapter_name] = str(local.path)
+        return local.adapter_name
+
+    async def make_agents(self, env_id: str, name: str, seats: Sequence[str], seed: int) -> dict[str, Agent]:
+        served = await asyncio.to_thread(self.served_name, name)
+        serving = self.serving()
+        return {
+            seat: LLMAgent(
+                LLMAgentConfig(
+                    base_url=serving.proxy_base_url,
+                    model=served,
+                    api_key_env=None,
+                    api_key=serving.proxy_api_key,
+                    temperature=self.temperature,
+                    max_tokens=self.max_new_tokens,
+                    seed=seed * 101 + k,
+                    fail_on_request_error=False,
+                )
+            )
+            for k, seat in enumerate(seats)
+        }
+
+
+class LocalServing:
+    """A vLLM engine serving `model_dir` as "base" (LoRA enabled) and the rollout proxy recording into
+    `table_root`, started by `start()` (the factory `ModelOpponents` calls on the first model game) and
+    stopped by `stop()`. With `remote_base_url` no engine starts: the proxy forwards to that endpoint."""
+
+    def __init__(
+        self,
+        model_dir: Callable[[], Path] | None,
+        table_root: Path,
+        log_dir: Path,
+        max_model_len: int = 2048,
+        kv_cache_gib: float = 1.0,
+        max_lora_rank: int = 16,
+        remote_base_url: str = "",
+    ) -> None:
+        self.model_dir, self.table_root, self.log_dir = model_dir, table_root, log_dir
+        self.max_model_len, self.kv_cache_gib, self.max_lora_rank = max_model_len, kv_cache_gib, max_lora_rank
+        self.remote_base_url = remote_base_url
+        self._engine: Any = None
+        self._proxy: Any = None
+
+    def start(self) -> ModelServing:
+        from models.serving.engine import EngineClient, EngineConfig, VLLMEngine, new_token
+        from models.serving.proxy import ProxyConfig, ProxyServer
+
+        upstream_key = None
+        if self.remote_base_url:
+            upstream, client, kind = self.remote_base_url, EngineClient(self.remote_base_url), "openai"
+        else:
+            if self.model_dir is None:
+                raise RuntimeError("no model to serve: give a model directory or a remote base URL")
+            config = EngineConfig(
+                model_path=self.model_dir(),
+                served_model_name=BASE,
+                max_model_len=self.max_model_len,
+                kv_cache_gib=self.kv_cache_gib,
+                max_lora_rank=self.max_lora_rank,
+                api_key=new_token(),  # like the pipeline's: adapters load only through this client
+            )
+            self._engine = VLLMEngine(config, log_path=self.log_dir / "vllm-play.log").start()
+            upstream, client, kind, upstream_key = self._engine.base_url, self._engine.client, "vllm", config.api_key
+        proxy_config = ProxyConfig(
+            upstreams=(upstream,),
+            base_models=(BASE,),
+            table_root=self.table_root,
+            upstream_kind=kind,
+            port=0,
+            api_key=new_token(),
+            upstream_api_key=upstream_key,
+        )
+        self._proxy = ProxyServer(proxy_config, log_path=self.log_dir / "proxy-play.log").start()
+        return ModelServing(client, self._proxy.base_url, proxy_api_key=proxy_config.api_key)
+
+    def stop(self) -> None:
+        for server in (self._proxy, self._engine):
+            if server is not None:
+                try:
+                    server.stop()
+                except Exception:  # stop the other one anyway
+                    log.exception("stopping %s failed", type(server).__name__)
+        self._proxy = self._engine = None
+
+
+def record_played_episode(store: TableStore, result: EpisodeResult, run_id: str) -> None:
+    """Append a played episode to the episode tables (episodes, episode_roles, episode_turns), exactly as
+    evaluations and tournaments record theirs."""
+    store.append_all({k: v for k, v in rows_for([result], run_id).items() if v})

@@ -1,0 +1,121 @@
+"""Fast tests of the stage-1 assets themselves, invoked directly with light stand-in resources (Dagster's
+`build_asset_context` + direct invocation): what each thin asset stores, returns and reports. The real
+resources (vLLM, the proxy, MLflow) are exercised by the smoke lineage in tests/test_pipelines.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from dagster import build_asset_context
+
+from assets import socialrl
+from models.evaluation.policy import EvaluationSummary
+from models.socialrl import stage1
+from models.tracking import ChampionComparison
+from resources import MlflowResource, SettingsResource, StoreResource
+
+
+@dataclass
+class StandInRegistry:
+    """The registry's promotion rule over an in-memory dict (what Tracker does over MLflow)."""
+
+    champion: tuple[int, float] | None = None
+    recorded: dict[int, float] = field(default_factory=dict)
+
+    def compare_with_champion(self, name, version, metric, value, higher_is_better=True) -> ChampionComparison:
+        if self.champion is None or self.champion[0] == version:
+            return ChampionComparison(True, value, self.champion and self.champion[0], None)
+        return ChampionComparison(value > self.champion[1], value, self.champion[0], self.champion[1])
+
+    def promote_if_better(self, name, version, metric, value, higher_is_better=True) -> bool:
+        self.recorded[version] = value
+        if self.compare_with_champion(name, version, metric, value).wins:
+            self.champion = (version, value)
+            return True
+        return False
+
+
+REGISTRY: dict[str, StandInRegistry] = {}
+"""The stand-in registry of the current test (Dagster copies resources on direct invocation)."""
+
+
+class StandInMlflow(MlflowResource):
+    def tracker(self) -> StandInRegistry:  # type: ignore[override]
+        return REGISTRY.setdefault("current", StandInRegistry())
+
+
+@pytest.fixture()
+def settings(tmp_path: Path) -> SettingsResource:
+    REGISTRY.clear()
+    return SettingsResource(profile="smoke", data_dir=str(tmp_path / "data"))
+
+
+def test_scenarios_and_traces_assets_store_their_rows(settings: SettingsResource) -> None:
+    store = StoreResource(settings=settings)
+    context = build_asset_context(partition_key="craigslist-v0")
+    split = socialrl.scenarios(context, settings=settings, store=store).value
+    profile = settings.get_profile()
+    assert (len(split.train_ids), len(split.heldout_ids)) == (profile.train_scenarios, profile.heldout_scenarios)
+    stored = store.store().query("SELECT split, count(*) AS n FROM scenarios GROUP BY split ORDER BY split")
+    assert dict(zip(stored.split, stored.n, strict=True)) == {"heldout": 4, "train": 8}
+
+    output = socialrl.teacher_traces(
+        build_asset_context(partition_key="craigslist-v0"), scenarios=split, settings=settings, store=store
+    )
+    traces = output.value
+    assert traces.episodes == 2 * profile.teacher_episodes  # every seat of every scenario
+    rows = store.store().query("SELECT count(*) AS n FROM traces WHERE run_id = ?", [traces.run_id])
+    assert int(rows.n[0]) == traces.episodes
+    assert "sample_negotiation" in output.metadata
+    check = socialrl.traces_usable(store.store(), "craigslist-v0", traces.run_id)
+    assert check.passed and check.metadata["traces"].value == traces.episodes
+
+
+def test_a_domain_without_a_warm_start_skips_sft(settings: SettingsResource) -> None:
+    """Smoke warm-starts Craigslist and Marketplace only: DnD's sft_warmstart trains nothing."""
+    store = StoreResource(settings=settings)
+    traces = socialrl.TeacherTraceSet("dnd-v0", "none", 0)
+    output = socialrl.sft_warmstart(
+        build_asset_context(partition_key="dnd-v0"),
+        teacher_traces=traces,
+        settings=settings,
+        store=store,
+        mlflow=StandInMlflow(settings=settings),
+    )
+    assert output.value.adapter_dir is None and "not warm-started" in output.value.skipped
+
+
+def _evaluation(version: int, reward: float) -> stage1.SpecialistEvaluation:
+    summary = EvaluationSummary(12, reward, reward - 0.1, reward + 0.1, "bootstrap", 0.95, 0.5, 1.0, 0.0, 0.0, 6.0)
+    specialist = stage1.Specialist(
+        "craigslist-v0", "buyer", "/a", "run", "run-v2", None, (), "mlflow", "socialrl-craigslist-specialist", version
+    )
+    policies = {"ppo": stage1.PolicyEvaluation("ppo", "run-v2", summary, {})}
+    return stage1.SpecialistEvaluation("craigslist-v0", "buyer", "r", "generated", policies, {}, specialist)
+
+
+def test_the_champion_check_and_promotion_apply_one_rule(settings: SettingsResource) -> None:
+    mlflow = StandInMlflow(settings=settings)
+    registry = mlflow.tracker()
+    first = _evaluation(1, 0.40)
+    assert socialrl.champion_check(registry, first).passed  # no champion yet
+    promoted = socialrl.specialist_champion(
+        build_asset_context(partition_key="craigslist-v0"), specialist_eval=first, mlflow=mlflow
+    )
+    assert promoted.value.champion and mlflow.tracker().champion == (1, 0.40)
+    worse = _evaluation(2, 0.30)
+    check = socialrl.champion_check(registry, worse)
+    assert not check.passed and check.metadata["champion"].value == 0.4
+    better = _evaluation(3, 0.55)
+    assert socialrl.champion_check(registry, better).passed
+
+
+def test_the_tournament_asset_reports_every_environment(settings: SettingsResource) -> None:
+    output = socialrl.code_agent_tournament(
+        build_asset_context(), settings=settings, store=StoreResource(settings=settings)
+    )
+    assert output.value.episodes == 6 * 5 * 5 * 2  # environments x ordered agent pairs x scenarios
+    for env_id in ("craigslist-v0", "dnd-v0", "calendar-v0"):
+        assert env_id in output.metadata["summary"].value

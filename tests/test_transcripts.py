@@ -1,0 +1,291 @@
+"""Representative transcripts: the documented best/median/worst choice on hand-made evaluation rows, the
+private facts each seat held, the `transcripts` view, and escaping of unusual text (markdown rendered by a
+CommonMark parser, HTML parsed back)."""
+
+from __future__ import annotations
+
+import html.parser
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+
+from agents.socialrl.code_agents import make_code_agent
+from environments.core.registry import sample_scenarios
+from models.evaluation.policy import EvaluationPlan, evaluate_policy, store_evaluation
+from models.evaluation.transcripts import (
+    ScoredEpisode,
+    SeatView,
+    Transcript,
+    TranscriptTurn,
+    clean_text,
+    load_transcripts,
+    pick_representatives,
+    representative_transcripts,
+    representative_transcripts_from_store,
+    representatives_by_policy,
+    transcript_from_result,
+    transcript_html,
+    transcript_markdown,
+    transcripts_html,
+    transcripts_markdown,
+)
+from models.records import _json
+from models.storage import TableStore
+
+
+def labels_of(reps) -> dict[str, tuple[str, ...]]:
+    return {r.episode.episode_id: r.labels for r in reps}
+
+
+# ------------------------------------------------------------------------------------------- choice
+def test_best_median_worst_with_documented_tie_breaking() -> None:
+    scored = [
+        ScoredEpisode("e5", 0.40),
+        ScoredEpisode("e2", 0.90),
+        ScoredEpisode("e1", 0.90),  # ties e2 for best: the smaller id wins
+        ScoredEpisode("e4", 0.10),
+        ScoredEpisode("e3", 0.10),  # ties e4 for worst: the smaller id wins
+        ScoredEpisode("e6", 0.40),
+    ]
+    # ascending (reward, id): e3 e4 e5 e6 e1 e2 -> lower median at (6 - 1) // 2 = 2 -> e5
+    reps = pick_representatives(scored)
+    assert [(r.labels, r.episode.episode_id) for r in reps] == [
+        (("best",), "e1"),
+        (("median",), "e5"),
+        (("worst",), "e3"),
+    ]
+    # Input order does not matter.
+    assert labels_of(pick_representatives(list(reversed(scored)))) == labels_of(reps)
+
+
+def test_small_groups_share_labels_and_bad_rows_are_refused() -> None:
+    assert pick_representatives([]) == []
+    one = pick_representatives([ScoredEpisode("only", 0.3)])
+    assert [(r.labels, r.episode.episode_id) for r in one] == [(("best", "median", "worst"), "only")]
+    two = pick_representatives([ScoredEpisode("hi", 0.8), ScoredEpisode("lo", 0.2)])
+    assert labels_of(two) == {"hi": ("best",), "lo": ("median", "worst")}
+    with pytest.raises(ValueError, match="reward must be a number"):
+        ScoredEpisode("nan", float("nan"))
+    with pytest.raises(ValueError, match="unique"):
+        pick_representatives([ScoredEpisode("a", 0.1), ScoredEpisode("a", 0.2)])
+    grouped = representatives_by_policy(
+        [
+            ScoredEpisode("a1", 0.1, policy="A"),
+            ScoredEpisode("b1", 0.5, policy="B"),
+            ScoredEpisode("a2", 0.7, policy="A"),
+        ]
+    )
+    assert list(grouped) == ["A", "B"]
+    assert labels_of(grouped["A"]) == {"a2": ("best",), "a1": ("median", "worst")}
+
+
+def _hand_made_rows(store: TableStore, run_id: str, rewards: dict[str, float]) -> None:
+    """Episodes of a policy in seat buyer against 'boulware' in the seller seat, rewards chosen by hand."""
+    scenario = sample_scenarios("craigslist-v0", 1, 0)[0]
+    now = datetime.now(UTC).replace(tzinfo=None)
+    for episode_id, reward in rewards.items():
+        agents = {"buyer": "my-policy(v1)", "seller": "boulware(seed=1)"}
+        store.append(
+            "episodes",
+            [
+                {
+                    "episode_id": episode_id, "run_id": run_id, "env_id": "craigslist-v0",
+                    "scenario_id": scenario.scenario_id, "seed": 3, "agents": json.dumps(agents),
+                    "agreement": reward > 0, "rounds": 2, "deal": json.dumps({"price": 100.0}) if reward else None,
+                    "metrics": "{}", "scenario": _json(scenario), "wall_seconds": 0.1, "created_at": now,
+                }
+            ],
+        )  # fmt: skip
+        store.append(
+            "episode_roles",
+            [
+                {"episode_id": episode_id, "run_id": run_id, "env_id": "craigslist-v0", "agent_id": "buyer",
+                 "agent_name": agents["buyer"], "reward": reward, "utility": reward, "invalid_actions": 0,
+                 "timeouts": 0, "leaked": "[]"},
+                {"episode_id": episode_id, "run_id": run_id, "env_id": "craigslist-v0", "agent_id": "seller",
+                 "agent_name": agents["seller"], "reward": 1 - reward, "utility": 1 - reward, "invalid_actions": 1,
+                 "timeouts": 0, "leaked": "[]"},
+            ],
+        )  # fmt: skip
+        store.append(
+            "episode_turns",
+            [
+                {"episode_id": episode_id, "run_id": run_id, "turn_index": 1, "agent_id": "seller",
+                 "kind": "accept", "text": "Deal.", "payload": "{}"},
+                {"episode_id": episode_id, "run_id": run_id, "turn_index": 0, "agent_id": "buyer",
+                 "kind": "offer", "text": f"I offer {episode_id}", "payload": json.dumps({"price": 100.0})},
+            ],
+        )  # fmt: skip
+    store.append(
+        "evaluations",
+        [{"run_id": run_id, "policy_name": "craigslist:ppo", "policy": "my-policy(v1)", "env_id": "craigslist-v0",
+          "seat": "buyer", "counterpart": "*", "n": len(rewards), "mean_reward": 0.5, "created_at": now}],
+    )  # fmt: skip
+
+
+def test_choice_from_hand_made_evaluation_rows_in_the_tables(tmp_path: Path) -> None:
+    store = TableStore(tmp_path)
+    rewards = {"ep-c": 0.5, "ep-a": 0.75, "ep-b": 0.75, "ep-d": 0.0, "ep-e": 0.25}
+    _hand_made_rows(store, "eval-1", rewards)
+    _hand_made_rows(store, "eval-2", {"other": 1.0})  # another run: never mixed in
+    chosen = representative_transcripts_from_store(store, "eval-1")
+    assert list(chosen) == ["craigslist:ppo"]
+    # ascending: d(0) e(.25) c(.5) a(.75) b(.75) -> best a (tie with b, smaller id), median c, worst d
+    assert [(t.labels, t.episode_id) for t in chosen["craigslist:ppo"]] == [
+        (("best",), "ep-a"), (("median",), "ep-c"), (("worst",), "ep-d")
+    ]  # fmt: skip
+    best = chosen["craigslist:ppo"][0]
+    assert best.policy_seat == "buyer" and best.policy_reward == 0.75 and best.policy == "craigslist:ppo"
+    assert [(t.index, t.speaker, t.kind, dict(t.payload)) for t in best.turns] == [
+        (0, "buyer", "offer", {"price": 100.0}), (1, "seller", "accept", {})
+    ]  # fmt: skip
+    # The buyer's private target comes back from the scenario JSON; the seller holds no private fact.
+    buyer = best.seat("buyer")
+    assert any("target price" in text for text in buyer.private_text)
+    assert buyer.private_facts and buyer.private_facts[0].startswith("target_price")
+    assert best.seat("seller").private_facts == () and best.note == ""
+    with pytest.raises(KeyError, match="no evaluation rows"):
+        representative_transcripts_from_store(store, "missing-run")
+    with pytest.raises(KeyError, match="nope"):
+        load_transcripts(store, ["nope"])
+
+
+def test_the_transcripts_view_joins_turns_episodes_and_roles(tmp_path: Path) -> None:
+    store = TableStore(tmp_path)
+    assert store.query("SELECT count(*) AS n FROM transcripts").n[0] == 0  # empty tables: an empty view
+    _hand_made_rows(store, "eval-1", {"ep-a": 0.75})
+    _hand_made_rows(store, "eval-2", {"ep-a": 0.25})  # the same episode id in another run stays separate
+    frame = store.query(
+        "SELECT run_id, turn_index, speaker, speaker_agent, kind, speaker_reward, agreement FROM transcripts "
+        "WHERE episode_id = 'ep-a' ORDER BY run_id, turn_index"
+    )
+    assert frame.values.tolist() == [
+        ["eval-1", 0, "buyer", "my-policy(v1)", "offer", 0.75, True],
+        ["eval-1", 1, "seller", "boulware(seed=1)", "accept", 0.25, True],
+        ["eval-2", 0, "buyer", "my-policy(v1)", "offer", 0.25, True],
+        ["eval-2", 1, "seller", "boulware(seed=1)", "accept", 0.75, True],
+    ]
+
+
+# ----------------------------------------------------------------------------- from a real evaluation
+@pytest.fixture(scope="module")
+def evaluation():
+    plan = EvaluationPlan("craigslist-v0", 4, seat="buyer", counterparts=("boulware", "conceder"), seed=1)
+    return evaluate_policy(plan, lambda seed: make_code_agent("reciprocal", seed))
+
+
+def test_representatives_of_an_evaluation_match_the_tables(evaluation, tmp_path: Path) -> None:
+    chosen = representative_transcripts(evaluation, policy="reciprocal")
+    rewards = sorted((e.reward, e.episode_id) for e in evaluation.policy_episodes)
+    assert chosen[-1].episode_id == rewards[0][1] and "worst" in chosen[-1].labels
+    assert chosen[0].policy_reward == max(r for r, _ in rewards) and "best" in chosen[0].labels
+    for t in chosen:
+        assert t.policy_seat == "buyer" and t.turns and t.seat("buyer").private_text
+    store = TableStore(tmp_path)
+    store_evaluation(store, evaluation, "reciprocal", "eval-real")
+    from_store = representative_transcripts_from_store(store, "eval-real")["reciprocal"]
+    assert [(t.episode_id, t.labels) for t in from_store] == [(t.episode_id, t.labels) for t in chosen]
+    for a, b in zip(from_store, chosen, strict=True):
+        assert a.turns == b.turns and a.seats == b.seats and a.agreement == b.agreement
+
+
+def test_inboxes_are_used_when_kept() -> None:
+    import asyncio
+
+    from environments import make
+    from environments.core.runtime import run_episode
+
+    scenario = sample_scenarios("dnd-v0", 1, 2)[0]
+    agents = {"alice": make_code_agent("boulware", 1), "bob": make_code_agent("conceder", 2)}
+    result = asyncio.run(run_episode(make("dnd-v0"), agents, scenario, seed=2, keep_inboxes=True))
+    t = transcript_from_result(result, "alice", ("best",))
+    assert t.seat("alice").private_text == tuple(
+        e.text for e in result.inboxes["alice"] if getattr(e, "private", False)
+    )
+    assert "Your private points" in t.seat("bob").private_text[0]
+    with pytest.raises(ValueError, match="no seat"):
+        transcript_from_result(result, "carol")
+
+
+# ------------------------------------------------------------------------------------------- escaping
+NASTY = (
+    "<script>alert('x')</script> | a | b |\n# Heading\n![img](http://evil/x.png) [link](javascript:alert(1))\n"
+    "    indented code?\n***bold*** `code` <img src=x onerror=alert(1)> &amp; \x00\x07\x1b[31mred\u202eevil"
+)
+
+
+def nasty_transcript(long_text: str) -> Transcript:
+    return Transcript(
+        episode_id="ep<1>|x",
+        env_id="craigslist-v0",
+        scenario_id="s|1",
+        seed=0,
+        seats=(
+            SeatView("buyer", "<b>agent</b>", 0.5, 1.0, 0, ("target_price",), (NASTY,), ("target_price: <i>x</i>",)),
+            SeatView("seller", "x", 0.1, 0.0, 2),
+        ),
+        turns=(
+            TranscriptTurn(0, "buyer", "message", NASTY, {"html": "<script>"}),
+            TranscriptTurn(1, "seller", "offer", long_text, {"price": 1.0}),
+            TranscriptTurn(2, "buyer", "accept", "\n" * 500 + "end"),
+        ),
+        agreement=True,
+        deal={"price": 1.0},
+        policy_seat="buyer",
+        labels=("best",),
+        policy="p<script>",
+    )
+
+
+def test_clean_text_cuts_and_shows_control_characters() -> None:
+    assert clean_text("a\x00b\x1bc\u202ed") == "a\\u0000b\\u001bcd"
+    cut = clean_text("x" * 5000, max_chars=100)
+    assert cut.startswith("x" * 100) and "4900 more characters" in cut and len(cut) < 140
+    assert "more lines" in clean_text("\n".join("l" * 3 for _ in range(100)), max_lines=5)
+
+
+def test_markdown_renders_unusual_text_as_literal_text() -> None:
+    long_text = "Z" * 200_000
+    md = transcript_markdown(nasty_transcript(long_text), max_chars=500)
+    assert len(md) < 20_000  # 200k characters were cut
+    rendered = MarkdownIt("commonmark").enable("table").render(md)
+    for forbidden in ("<script", "<img", "<a ", "<table", "<h1", "<code", "<pre", "<strong><em>bold"):
+        assert forbidden not in rendered, forbidden
+    # The text is still there, as text (escaped once by the renderer).
+    assert "&lt;script&gt;alert(" in rendered and "| a | b |" in rendered and "# Heading" in rendered
+    assert "\\u0000" in rendered and "\x00" not in rendered and "\u202e" not in rendered
+    assert "more characters" in rendered
+    # Exactly one heading: the transcript's own (the text's "# Heading" stays a paragraph).
+    assert rendered.count("<h4>") == 1 and "<h1>" not in rendered
+    many = transcripts_markdown([nasty_transcript("short")] * 3, title="policy <x>")
+    assert MarkdownIt("commonmark").render(many).count("<h4>") == 3
+
+
+class _Collector(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs) -> None:
+        self.tags.append(tag)
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def test_html_page_keeps_unusual_text_inert() -> None:
+    page = transcripts_html([nasty_transcript("Q" * 100_000), nasty_transcript("ok")], title="<title>")
+    parser = _Collector()
+    parser.feed(page)
+    assert "script" not in parser.tags and "img" not in parser.tags and "a" not in parser.tags
+    assert parser.tags.count("article") == 2
+    text = "".join(parser.text)
+    assert "<script>alert('x')</script>" in text and "more characters" in text
+    assert "Content-Security-Policy" in page and len(page) < 30_000
+    assert "\x00" not in page and "\u202e" not in page
+    single = transcript_html(nasty_transcript("ok"))
+    assert single.startswith("<!DOCTYPE html>") and single.count("<article") == 1

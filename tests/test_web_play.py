@@ -1,0 +1,304 @@
+"""Play in the browser (agents/web_play.py, models/play.py): the JSON API's answers to bad input, a seat
+that sees only its own events, and whole games in headless Chromium (Debian's, driven by playwright)
+against a code agent and against the tiny model served by vLLM through the rollout proxy; every game ends
+up in the episode tables."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agents.web_play import CodeOpponents, GameRoom, PlayError, create_app
+from models.play import ModelOpponents, ModelServing, record_played_episode
+from models.storage import TableStore
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run", "--disable-quic",
+]  # fmt: skip
+
+
+@contextmanager
+def serve(app) -> Iterator[str]:
+    """The app on a free loopback port in a background thread (uvicorn's own event loop)."""
+    import uvicorn
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the play server did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+@pytest.fixture
+def code_server(tmp_path: Path) -> Iterator[tuple[str, TableStore]]:
+    store = TableStore(tmp_path / "tables")
+    app = create_app([CodeOpponents()], record=lambda result: record_played_episode(store, result, "play-test"))
+    with serve(app) as url:
+        yield url, store
+
+
+def new_page(browser):
+    """A page whose script errors fail the test."""
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.script_errors = errors
+    return page
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail("chromium is not installed (make browser installs Debian's chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+def wait_for_state(url: str, game_id: str, predicate, timeout: float = 30.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        state = httpx.get(f"{url}/api/games/{game_id}").json()
+        if predicate(state):
+            return state
+        assert time.monotonic() < deadline, f"game {game_id} stuck: {state['status']} {state['error']}"
+        time.sleep(0.05)
+
+
+# ----------------------------------------------------------------------------------------------- API
+def test_bad_choices_get_a_clear_4xx_message(code_server) -> None:
+    url, _ = code_server
+    envs = {e["env_id"]: e for e in httpx.get(f"{url}/api/environments").json()}
+    assert set(envs) == {
+        "dnd-v0", "casino-v0", "craigslist-v0", "marketplace-v0", "job-interview-v0", "calendar-v0", "red-black-v0"
+    }  # fmt: skip
+    assert {o["name"] for o in envs["craigslist-v0"]["opponents"]} == {
+        "boulware", "conceder", "reciprocal", "accommodating", "random"
+    }  # fmt: skip
+    assert "tit_for_tat" in {o["name"] for o in envs["red-black-v0"]["opponents"]}
+    assert envs["red-black-v0"]["seats"][:2] == ["A0", "A1"]
+
+    def start(**body) -> httpx.Response:
+        return httpx.post(f"{url}/api/games", json=body)
+
+    cases = [
+        ({"env_id": "poker-v0", "opponent": "boulware"}, 400, "unknown environment 'poker-v0'"),
+        ({"env_id": "craigslist-v0", "seat": "judge", "opponent": "boulware"}, 400, "unknown seat 'judge'"),
+        ({"env_id": "craigslist-v0", "opponent": "grandmaster"}, 400, "unknown opponent 'grandmaster'"),
+        ({"env_id": "craigslist-v0", "opponent": "models:/nope@champion"}, 400, "models:/<name>@<alias>"),
+        ({"env_id": "red-black-v0", "opponent": "boulware"}, 400, "cannot play red-black-v0"),
+        ({"env_id": "craigslist-v0", "opponent": "boulware", "seed": -1}, 400, "seed"),
+    ]
+    for body, status, message in cases:
+        response = start(**body)
+        assert response.status_code == status and message in response.json()["error"], (body, response.text)
+    assert start(env_id="craigslist-v0").status_code == 422  # no opponent: FastAPI's own 4xx
+    missing = httpx.get(f"{url}/api/games/nope")
+    assert missing.status_code == 404 and "no game 'nope'" in missing.json()["error"]
+
+
+def test_a_seat_sees_only_its_own_events_and_moves_are_checked(code_server) -> None:
+    url, store = code_server
+    game = httpx.post(f"{url}/api/games", json={"env_id": "craigslist-v0", "seat": "buyer", "opponent": "boulware"})
+    game_id = game.json()["game_id"]
+    state = wait_for_state(url, game_id, lambda s: s["your_turn"])
+    assert httpx.post(f"{url}/api/games/{game_id}/moves", json={"text": "  "}).status_code == 400
+    assert httpx.post(f"{url}/api/games/{game_id}/moves", json={"text": "x" * 5000}).status_code == 400
+    # The buyer sees its own private target and the first half of the description, never the seller's view.
+    opening = state["events"][0]
+    assert opening["private"] and "target price" in opening["text"]
+    seller_only = httpx.get(f"{url}/api/games/{game_id}").json()
+    assert all("Your target is the listing price" not in e["text"] for e in seller_only["events"])
+    assert httpx.post(f"{url}/api/games/{game_id}/moves", json={"text": "QUIT"}).status_code == 202
+    done = wait_for_state(url, game_id, lambda s: s["done"] and s["outcome"]["recorded"])
+    assert done["outcome"]["agreement"] is False
+    late = httpx.post(f"{url}/api/games/{game_id}/moves", json={"text": "hello"})
+    assert late.status_code == 409 and "finished" in late.json()["error"]
+    rows = store.query("SELECT agent_id, agent_name FROM episode_roles ORDER BY agent_id")
+    assert rows.values.tolist()[0] == ["buyer", "web-human"]
+
+
+def test_a_red_black_game_keeps_the_other_team_out_of_sight() -> None:
+    async def play() -> tuple[dict, list[dict]]:
+        room = GameRoom([CodeOpponents()])
+        game = room.start("red-black-v0", "A0", "always_defect", 1)
+        with pytest.raises(PlayError, match="not your turn"):
+            game.human.submit("I vote BLACK.")
+        while game.status not in ("finished", "failed"):
+            await asyncio.sleep(0.005)
+            if game.human.pending is not None:
+                room.move(game.game_id, "VOTE: BLACK" if "vote" in game.human.pending.allowed else "I vote BLACK.")
+        return game.view(), game.human.events
+
+    view, events = asyncio.run(play())
+    assert view["status"] == "finished" and view["outcome"]["rounds"] == 10
+    senders = {e.get("sender") for e in events if e["kind"] == "observation"}
+    assert senders <= {None, "A1", "A2", "A3", "A4"}  # team B's discussion never reaches team A
+    assert sum(e["kind"] == "you" for e in events) == 20  # one opinion and one vote per round
+
+
+# ------------------------------------------------------------------------------------------- browser
+def play_in_page(page, moves, timeout_ms: int = 60_000) -> str:
+    """Answer each turn the page offers with the next move until the outcome shows; returns its text."""
+    for move in moves:
+        page.wait_for_function(
+            "() => !document.getElementById('move').disabled || !document.getElementById('outcome').hidden",
+            timeout=timeout_ms,
+        )
+        if page.is_visible("#outcome"):
+            break
+        page.fill("#move", move)
+        page.click("#send")
+    page.wait_for_selector("#outcome:not([hidden])", timeout=timeout_ms)
+    return page.inner_text("#outcome")
+
+
+def test_a_full_craigslist_game_against_a_code_agent_in_the_browser(code_server, browser) -> None:
+    url, store = code_server
+    page = new_page(browser)
+    try:
+        page.goto(f"{url}/?env=craigslist-v0&seat=buyer&opponent=boulware&seed=4")
+        page.wait_for_selector("#env option", state="attached")
+        assert page.input_value("#seat") == "buyer" and page.input_value("#opponent") == "boulware"
+        page.click("#start")
+        page.wait_for_selector("#log li.private")
+        private = page.inner_text("#log li.private")
+        listing = float(re.search(r"listed at \$([\d.]+)", private).group(1))
+        assert "Your private target price" in private
+        assert "OFFER $<price>" in page.inner_text("#intro") or "OFFER" in page.inner_text("#intro")
+        # An invalid move first (nothing to accept yet): the environment says so, and the turn comes back.
+        page.wait_for_function("() => !document.getElementById('move').disabled")
+        page.fill("#move", "ACCEPT")
+        page.click("#send")
+        page.wait_for_selector("#log li.invalid_action")
+        # Markup in a move is shown as text, not run.
+        outcome = play_in_page(page, [f"<b>Nice bike</b><script>window.pwned=1</script> OFFER ${listing:g}"] * 3)
+        assert "Agreement: yes" in outcome and "Your reward: 0.000" in outcome and "Recorded as episode" in outcome
+        assert page.evaluate("() => window.pwned === undefined")
+        assert page.locator("#log li.you").count() == 2  # each event once, however the refreshes overlap
+        assert "<script>window.pwned=1</script>" in page.inner_text("#log")
+        text = page.inner_text("body")
+        assert "Your target is the listing price" not in text  # the seller's private view never reaches the page
+        episode_id = re.search(r"episode (play:\S+)", outcome).group(1)
+        assert page.script_errors == []
+    finally:
+        page.close()
+    episodes = store.query("SELECT agreement, deal, agents FROM episodes WHERE episode_id = ?", [episode_id])
+    assert episodes.agreement.tolist() == [True] and f'"price": {listing}' in episodes.deal[0]
+    turns = store.query(
+        "SELECT agent_id, kind FROM episode_turns WHERE episode_id = ? ORDER BY turn_index", [episode_id]
+    )
+    assert turns.values.tolist() == [["buyer", "offer"], ["seller", "accept"]]
+    assert store.query("SELECT count(*) AS n FROM transcripts WHERE episode_id = ?", [episode_id]).n[0] == 2
+
+
+def test_the_page_shows_bad_choices(code_server, browser) -> None:
+    url, _ = code_server
+    page = new_page(browser)
+    try:
+        page.goto(f"{url}/?env=craigslist-v0")
+        page.wait_for_selector("#env option", state="attached")
+        page.fill("#opponent-uri", "models:/no-such-model@champion")
+        page.click("#start")
+        page.wait_for_function("() => document.getElementById('error').textContent.length > 0")
+        assert "unknown opponent 'models:/no-such-model@champion'" in page.inner_text("#error")
+        assert page.is_hidden("#game") and page.script_errors == []
+    finally:
+        page.close()
+
+
+# ------------------------------------------------------------------------------------ the tiny model
+@pytest.fixture
+def registered_tiny(tiny_lora_adapter: Path, tmp_path: Path) -> Iterator[object]:
+    """A sqlite MLflow registry holding the tiny model's LoRA adapter as play-tiny v1 (alias champion)."""
+    from models.tracking import Tracker, TrackingConfig
+
+    shm = Path("/dev/shm")
+    db_dir = Path(tempfile.mkdtemp(dir=shm if shm.is_dir() and os.access(shm, os.W_OK) else None))
+    tracker = Tracker(TrackingConfig(tracking_uri=f"sqlite:///{db_dir}/m.db", artifact_root=str(tmp_path / "art")))
+    with tracker.start_run("play-tiny") as run:
+        run.log_artifact_dir(tiny_lora_adapter, "adapter")
+    version = tracker.register_adapter(run.run_id, "adapter", "play-tiny")
+    tracker.promote_if_better("play-tiny", version, "mean_reward", 0.5)
+    try:
+        yield tracker
+    finally:
+        shutil.rmtree(db_dir, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_a_game_against_the_tiny_model_in_the_browser(vllm_engine, registered_tiny, browser, tmp_path: Path) -> None:
+    from models.serving.proxy import ProxyConfig, ProxyThread
+
+    store = TableStore(tmp_path / "tables")
+    proxy_config = ProxyConfig(
+        upstreams=(vllm_engine.base_url,),
+        upstream_api_key=vllm_engine.config.api_key,  # the session engine has a token, like the pipeline's
+        table_root=store.root,
+        base_models=("tiny",),
+        port=0,
+        flush_interval_s=0.5,
+    )
+    with ProxyThread(proxy_config) as proxy:
+        models = ModelOpponents(
+            registered_tiny, lambda: ModelServing(vllm_engine.client, proxy.base_url, "tiny"), max_new_tokens=12
+        )
+        app = create_app([CodeOpponents(), models], record=lambda r: record_played_episode(store, r, "play-test"))
+        with serve(app) as url:
+            names = {o["name"] for e in httpx.get(f"{url}/api/environments").json() for o in e["opponents"]}
+            assert {"base", "models:/play-tiny@champion", "models:/play-tiny@candidate"} <= names
+            bad = httpx.post(f"{url}/api/games", json={"env_id": "craigslist-v0", "opponent": "models:/play-tiny@gold"})
+            assert bad.status_code == 400 and "unknown model alias" in bad.json()["error"]
+            page = new_page(browser)
+            try:
+                page.goto(f"{url}/?env=craigslist-v0&seat=buyer&opponent=models:/play-tiny@champion")
+                page.wait_for_selector("#env option", state="attached")
+                assert page.input_value("#opponent") == "models:/play-tiny@champion"
+                page.click("#start")
+                outcome = play_in_page(page, ["Hello there. OFFER $50", "QUIT", "QUIT", "QUIT"], timeout_ms=120_000)
+                episode_id = re.search(r"episode (play:\S+)", outcome).group(1)
+                assert "Agreement: no" in outcome
+                # The model's reply reached the seat as the seller's move.
+                assert page.locator("#log li", has_text="The seller").count() >= 1
+                assert page.script_errors == []
+            finally:
+                page.close()
+    # The proxy stopped (flushed): the model's calls are recorded with the episode id and the adapter name.
+    calls = store.query(
+        "SELECT agent_id, model, adapter_version FROM recorded_calls WHERE episode_id = ?", [episode_id]
+    )
+    assert len(calls) >= 1 and set(calls.agent_id) == {"seller"}
+    assert set(calls.model) == {"play-tiny-v1"} and set(calls.adapter_version) == {"play-tiny-v1"}
+    roles = store.query(
+        "SELECT agent_id, agent_name FROM episode_roles WHERE episode_id = ? ORDER BY agent_id", [episode_id]
+    )
+    assert roles.agent_name.tolist()[0] == "web-human" and "play-tiny-v1" in roles.agent_name.tolist()[1]
