@@ -42,6 +42,7 @@ import httpx
 
 from environments.core.base import ActionSpec
 from environments.core.events import RAW_TEXT, Action, Event, Notification, NotificationKind, Observation
+from environments.core.grammar import cap_reply, squeeze
 
 DEFAULT_SYSTEM_TEMPLATE = """\
 You negotiate on behalf of your principal in "{env_id}", playing the role "{agent_id}". Serve your principal's \
@@ -94,7 +95,11 @@ class LLMAgentConfig:
     model: str
     """Model name to request (a base model or a LoRA adapter name)."""
     api_key_env: str | None = "OPENAI_API_KEY"
-    """Name of the environment variable holding the bearer token (never the token); unset/None = no token."""
+    """Name of the environment variable holding the bearer token (never the token); unset/None = no token.
+    Read only when `api_key` is None."""
+    api_key: str | None = field(default=None, repr=False)
+    """The bearer token itself, e.g. the rollout proxy's per-run token (EngineResource.proxy_api_key). Not in
+    the repr, never logged or recorded; takes precedence over `api_key_env`."""
     temperature: float = 0.7
     """Sampling temperature."""
     top_p: float = 1.0
@@ -128,6 +133,8 @@ class LLMAgentConfig:
             raise ValueError(f"base_url must be an http(s) URL, got {self.base_url!r}")
         if not self.model:
             raise ValueError("model must be a non-empty name")
+        if self.api_key is not None and not self.api_key:
+            raise ValueError("api_key must be None or a non-empty token")
         if not 0.0 <= self.temperature <= 2.0:
             raise ValueError(f"temperature must lie in [0, 2], got {self.temperature}")
         if not 0.0 < self.top_p <= 1.0:
@@ -168,18 +175,24 @@ _SECTION_NAMES = {
     "anticipation": "anticipate",
 }
 _WORDS = "INFER(?:ENCE)?|ACT(?:ION)?|ANTICIPAT(?:E|ION)"
+MAX_TOM_CHARS = 32_000
+"""A ToM reply longer than this is cut to its last characters before it is split (linear-time parsing)."""
+# Both patterns run on squeezed text (every whitespace run one character) and bound every run of decoration
+# they skip, so that no two quantifiers can share a long run: splitting a reply costs time linear in its length.
 # A label at the start of a line, any case, with markdown around it: "INFER:", "**Act:**", "## Anticipate -",
 # "1. ACT =>", "*ACT*:", "ACT (move):".
 _LINE_LABEL = re.compile(
-    rf"^[ \t>#*_\-+\d.)]*\b({_WORDS})\b[ \t*_]*(?:\([^)\n]*\))?[ \t*_]*(?:[:=\-–—>]+|\n)[ \t*_]*",
+    rf"^[>#*_\-+\d.) ]{{0,12}}\b({_WORDS})\b[ *_]{{0,6}}(?:\([^)\n]*\))?[ *_]{{0,6}}(?:[:=\-–—>]+|\n)[ *_]{{0,6}}",
     re.IGNORECASE | re.MULTILINE,
 )
 # Inline labels only in capitals ("... INFER: x ACT: y"), so that prose like "time to act: now" stays prose.
-_INLINE_LABEL = re.compile(rf"(?<![A-Za-z])\**({_WORDS})\**\s*:[ \t*_]*")
+_INLINE_LABEL = re.compile(rf"(?<![A-Za-z*])\*{{0,3}}({_WORDS})\*{{0,3}} ?:[ *_]{{0,6}}")
 
 
 def parse_tom(text: str) -> ToMParts:
-    """Split a reply into INFER / ACT / ANTICIPATE (tolerant of case, markdown and missing parts)."""
+    """Split a reply into INFER / ACT / ANTICIPATE (tolerant of case, markdown and missing parts). The reply is
+    cut to its last `MAX_TOM_CHARS` characters and its whitespace squeezed first (environments/core/grammar.py)."""
+    text = squeeze(cap_reply(text, MAX_TOM_CHARS))
     marks: list[tuple[int, int, str]] = []
     for pattern in (_LINE_LABEL, _INLINE_LABEL):
         for m in pattern.finditer(text):
@@ -373,7 +386,9 @@ class LLMAgent:
             HEADER_TURN: str(self.turn_index),
             HEADER_ATTEMPT: str(self.attempt),
         }
-        key = os.environ.get(self.config.api_key_env) if self.config.api_key_env else None
+        key = self.config.api_key
+        if key is None and self.config.api_key_env:
+            key = os.environ.get(self.config.api_key_env)
         if key:
             headers["Authorization"] = f"Bearer {key}"
         return headers

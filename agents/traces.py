@@ -77,6 +77,8 @@ class Trace:
     agreement: bool
     leaked: tuple[str, ...]
     outcome: dict[str, Any] = field(default_factory=dict)
+    unclamped_reward: float | None = None
+    """The environment's reward before the base class's clamp to [0, 1] (what a range check can test)."""
 
     def row(self, run_id: str) -> dict[str, Any]:
         return {
@@ -90,6 +92,7 @@ class Trace:
             "messages": json.dumps(self.messages),
             "reasoning": json.dumps(self.reasoning, default=str),
             "reward": self.reward,
+            "unclamped_reward": self.unclamped_reward,
             "agreement": self.agreement,
             "leaked": json.dumps(list(self.leaked)),
             "assistant_turns": sum(m["role"] == "assistant" for m in self.messages),
@@ -137,6 +140,7 @@ def collect_traces(
                 messages=traced.messages(),
                 reasoning=traced.reasoning(),
                 reward=role.reward,
+                unclamped_reward=role.unclamped_reward,
                 agreement=result.outcome.agreement,
                 leaked=role.leaked,
                 outcome={"deal": result.outcome.deal, "rounds": result.outcome.rounds},

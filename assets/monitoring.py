@@ -42,7 +42,9 @@ def _evaluate_version(
     profile = settings.get_profile()
     local = mlflow.tracker().lookup(model_name, alias=None, version=version)
     served = stage1.serve_adapter(engine.client, f"{env_id}-v{version}", local.path)
-    result = stage1.evaluate_model(env_id, profile, engine.proxy_base_url, served.name, seed=seed)
+    result = stage1.evaluate_model(
+        env_id, profile, engine.proxy_base_url, served.name, seed=seed, api_key=engine.proxy_api_key
+    )
     store_evaluation(store.store(), result, f"{model_name}@v{version}", run_id)
     return result
 

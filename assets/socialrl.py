@@ -225,7 +225,7 @@ def specialist(
     init = Path(sft_warmstart.adapter_dir) if sft_warmstart.adapter_dir else None
     # Keyed by the root run, so "re-execute from failure" resumes PPO from its last checkpoint.
     output = settings.paths().run_dir("ppo", env_id, (context.run.root_run_id or context.run.run_id)[:8])
-    services = Services(engine.client, engine.proxy_base_url, store.store())
+    services = Services(engine.client, engine.proxy_base_url, store.store(), proxy_api_key=engine.proxy_api_key)
     critic_dir = resolve_model(profile.critic_model, settings.paths().models)
     trained = stage1.train_specialist(
         env_id,
@@ -323,7 +323,7 @@ def specialist_eval(
         store_evaluation(table, result, f"{env_id}:{label}", f"eval-{run_id}-{label}")
 
     evaluation = stage1.evaluate_specialist(
-        env_id, profile, engine.proxy_base_url, served, specialist, run_id, store_result
+        env_id, profile, engine.proxy_base_url, served, specialist, run_id, store_result, api_key=engine.proxy_api_key
     )
     tracker = mlflow.tracker()
     png = stage1.evaluation_plot(evaluation)

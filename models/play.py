@@ -18,7 +18,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,8 @@ class ModelServing:
     """OpenAI base URL of the proxy the agents call (records every call)."""
     base_model_name: str = BASE
     """The name the engine serves the base weights under."""
+    proxy_api_key: str | None = field(default=None, repr=False)
+    """The proxy's bearer token, which the agents send (None: the proxy has none)."""
 
 
 def parse_model_uri(uri: str) -> tuple[str, str | None, int | None]:
@@ -136,13 +138,14 @@ class ModelOpponents:
 
     async def make_agents(self, env_id: str, name: str, seats: Sequence[str], seed: int) -> dict[str, Agent]:
         served = await asyncio.to_thread(self.served_name, name)
-        base_url = self.serving().proxy_base_url
+        serving = self.serving()
         return {
             seat: LLMAgent(
                 LLMAgentConfig(
-                    base_url=base_url,
+                    base_url=serving.proxy_base_url,
                     model=served,
                     api_key_env=None,
+                    api_key=serving.proxy_api_key,
                     temperature=self.temperature,
                     max_tokens=self.max_new_tokens,
                     seed=seed * 101 + k,
@@ -175,9 +178,10 @@ class LocalServing:
         self._proxy: Any = None
 
     def start(self) -> ModelServing:
-        from models.serving.engine import EngineClient, EngineConfig, VLLMEngine
+        from models.serving.engine import EngineClient, EngineConfig, VLLMEngine, new_token
         from models.serving.proxy import ProxyConfig, ProxyServer
 
+        upstream_key = None
         if self.remote_base_url:
             upstream, client, kind = self.remote_base_url, EngineClient(self.remote_base_url), "openai"
         else:
@@ -189,14 +193,21 @@ class LocalServing:
                 max_model_len=self.max_model_len,
                 kv_cache_gib=self.kv_cache_gib,
                 max_lora_rank=self.max_lora_rank,
+                api_key=new_token(),  # like the pipeline's: adapters load only through this client
             )
             self._engine = VLLMEngine(config, log_path=self.log_dir / "vllm-play.log").start()
-            upstream, client, kind = self._engine.base_url, self._engine.client, "vllm"
+            upstream, client, kind, upstream_key = self._engine.base_url, self._engine.client, "vllm", config.api_key
         proxy_config = ProxyConfig(
-            upstreams=(upstream,), base_models=(BASE,), table_root=self.table_root, upstream_kind=kind, port=0
+            upstreams=(upstream,),
+            base_models=(BASE,),
+            table_root=self.table_root,
+            upstream_kind=kind,
+            port=0,
+            api_key=new_token(),
+            upstream_api_key=upstream_key,
         )
         self._proxy = ProxyServer(proxy_config, log_path=self.log_dir / "proxy-play.log").start()
-        return ModelServing(client, self._proxy.base_url)
+        return ModelServing(client, self._proxy.base_url, proxy_api_key=proxy_config.api_key)
 
     def stop(self) -> None:
         for server in (self._proxy, self._engine):

@@ -143,6 +143,7 @@ TRACES_COLUMNS: dict[str, str] = {
     "messages": "VARCHAR",  # JSON chat messages, as an LLM agent in the seat would see them
     "reasoning": "VARCHAR",  # JSON list of INFER / ACT / ANTICIPATE dicts per turn
     "reward": "DOUBLE",
+    "unclamped_reward": "DOUBLE",  # the environment's reward before the clamp to [0, 1] (RoleOutcome)
     "agreement": "BOOLEAN",
     "leaked": "VARCHAR",
     "assistant_turns": "INTEGER",

@@ -6,6 +6,10 @@ separately from the top-level instance, so a proxy resource holding an engine re
 second vLLM server whose adapters the trainer never loaded (seen in the first smoke run).
 The servers start in the run worker process when a run's assets need them (never in the webserver)
 and are always stopped at the end of the run.
+
+Authentication is on by default: each run gets two random tokens, one for the vLLM server (held by the
+engine client and the proxy; runtime LoRA loading therefore goes only through the project's EngineClient)
+and one for the proxy (`proxy_api_key`, which the agents send). Only /health answers without a token.
 """
 
 from collections.abc import Iterator
@@ -15,7 +19,7 @@ from pathlib import Path
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import Field, PrivateAttr
 
-from models.serving.engine import EngineClient, EngineConfig, VLLMEngine
+from models.serving.engine import EngineClient, EngineConfig, VLLMEngine, new_token
 from models.serving.model_store import resolve_model
 from models.serving.proxy import ProxyConfig, ProxyServer
 from models.settings import DataPaths
@@ -44,13 +48,17 @@ class EngineResource(ConfigurableResource):
     _client: EngineClient | None = PrivateAttr(default=None)
     _model_dir: Path | None = PrivateAttr(default=None)
     _proxy: ProxyServer | None = PrivateAttr(default=None)
+    _proxy_api_key: str | None = PrivateAttr(default=None)
 
     @contextmanager
     def yield_for_execution(self, context: InitResourceContext) -> Iterator["EngineResource"]:
         paths = self.settings.paths()
+        self._proxy_api_key = new_token()  # per run: what the agents send to the proxy
         if self.remote_base_url:
             self._client = EngineClient(self.remote_base_url, api_key=self.remote_api_key or None)
-            with self._start_proxy(self.remote_base_url, "openai", context, paths):
+            with self._start_proxy(
+                self.remote_base_url, "openai", context, paths, upstream_api_key=self.remote_api_key or None
+            ):
                 yield self
             return
         profile = self.settings.get_profile()
@@ -62,12 +70,13 @@ class EngineResource(ConfigurableResource):
             kv_cache_gib=profile.engine.kv_cache_gib,
             enforce_eager=profile.engine.enforce_eager,
             max_lora_rank=profile.engine.max_lora_rank,
+            api_key=new_token(),  # per run: held by the engine client and the proxy only
         )
         with VLLMEngine(config, log_path=_log_path(paths, "vllm", context)) as engine:
             self._client = engine.client
             if context.log:
                 context.log.info(f"vLLM serving {self._model_dir} at {engine.base_url} (log {engine.log_path})")
-            with self._start_proxy(engine.base_url, "vllm", context, paths):
+            with self._start_proxy(engine.base_url, "vllm", context, paths, upstream_api_key=config.api_key):
                 yield self
 
     def _tracking(self) -> TrackingConfig:
@@ -75,7 +84,12 @@ class EngineResource(ConfigurableResource):
 
     @contextmanager
     def _start_proxy(
-        self, upstream: str, kind: str, context: InitResourceContext, paths: DataPaths
+        self,
+        upstream: str,
+        kind: str,
+        context: InitResourceContext,
+        paths: DataPaths,
+        upstream_api_key: str | None = None,
     ) -> Iterator[ProxyServer]:
         config = ProxyConfig(
             upstreams=(upstream,),
@@ -84,7 +98,8 @@ class EngineResource(ConfigurableResource):
             flush_every=self.proxy_flush_every,
             flush_interval_s=self.proxy_flush_interval_s,
             upstream_kind=kind,
-            upstream_api_key=self.remote_api_key or None,
+            api_key=self._proxy_api_key,
+            upstream_api_key=upstream_api_key,
             port=0,
         )
         with ProxyServer(config, log_path=_log_path(paths, "proxy", context)) as server:
@@ -109,6 +124,13 @@ class EngineResource(ConfigurableResource):
         if self._proxy is None:
             raise RuntimeError("the proxy is not started (use it inside a run)")
         return self._proxy.base_url
+
+    @property
+    def proxy_api_key(self) -> str:
+        """The proxy's bearer token for this run (pass it to LLMAgentConfig.api_key / Services.proxy_api_key)."""
+        if self._proxy_api_key is None:
+            raise RuntimeError("the proxy is not started (use it inside a run)")
+        return self._proxy_api_key
 
     @property
     def model_dir(self) -> Path:

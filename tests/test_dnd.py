@@ -269,7 +269,7 @@ def test_loader_reads_every_record_of_the_real_data() -> None:
     assert len(scenarios) == 4086
     first = scenarios[0]  # lines "1 0 1 1 3 3" / "1 1 1 0 3 3"
     assert (first.counts, first.alice_values, first.bob_values) == ((1, 1, 3), (0, 1, 3), (1, 0, 3))
-    assert first.scenario_id == "dealornodeal-selfplay:0"
+    assert first.scenario_id == "dealornodeal-selfplay:1"  # records are numbered by their first line
     dialogues = DndEnv.load_dataset(dataset_path("dealornodeal", "val.txt"))
     assert len(dialogues) == 1087
     # val.txt line 1: <input> 1 6 3 0 2 2 </input> ... <partner_input> 1 2 3 2 2 1 </partner_input>
@@ -283,20 +283,20 @@ def test_loader_reads_every_record_of_the_real_data() -> None:
 def test_loader_names_file_and_record_of_a_broken_scenario(tmp_path: Path) -> None:
     path = tmp_path / "selfplay.txt"
     path.write_text("1 0 1 1 3 3\n1 1 1 0 3 3\n1 0 1 1 3 3\n1 1 1 0 3 4\n")  # bob's pool is worth 13
-    with pytest.raises(DataFileError, match=r"selfplay.txt, record 1: .*worth 13"):
+    with pytest.raises(DataFileError, match=r"selfplay.txt, record 3: .*worth 13"):  # the pair on lines 3-4
         DndEnv.load_dataset(path)
     path.write_text("1 0 1 1 3 3\n1 1 1 0 3 3\n1 0 1 1 3 3\n")
     with pytest.raises(DataFileError, match="odd number"):
         DndEnv.load_dataset(path)
     path.write_text("1 0 1 1 3 3\n2 1 1 0 3 3\n")
-    with pytest.raises(DataFileError, match=r"record 0: .*disagree on the counts"):
+    with pytest.raises(DataFileError, match=r"record 1, field 'counts': .*disagree on the counts"):
         DndEnv.load_dataset(path)
     dialogue = tmp_path / "val.txt"
     dialogue.write_text(
         "<input> 1 6 3 0 2 2 </input> <dialogue> YOU: hi <eos> </dialogue> <partner_input> 1 2 3 2 2 1 </partner_input>\n"
         "<input> 1 6 3 0 2 x </input> <dialogue> YOU: hi <eos> </dialogue> <partner_input> 1 2 3 2 2 1 </partner_input>\n"
     )
-    with pytest.raises(DataFileError, match=r"val.txt, record 1"):
+    with pytest.raises(DataFileError, match=r"val.txt, record 2, field 'input'"):
         DndEnv.load_dataset(dialogue)
 
 
@@ -310,8 +310,8 @@ def _play(alice: str, bob: str, seed: int, n: int = 6) -> list[tuple]:
             (
                 o.agreement,
                 o.deal,
-                o.roles["alice"].reward,
-                o.roles["bob"].reward,
+                o.roles["alice"].unclamped_reward,  # the formula's own value: a range check on it can fail
+                o.roles["bob"].unclamped_reward,
                 [t.payload for t in result.transcript],
             )
         )

@@ -181,7 +181,8 @@ def test_concurrent_long_prompts_with_their_own_seeds_keep_the_engine_alive(vllm
             "temperature": 1.0,
             "logprobs": True,
         }
-        return (await client.post(f"{vllm_engine.base_url}/chat/completions", json=body)).status_code
+        auth = {"Authorization": f"Bearer {vllm_engine.config.api_key}"}
+        return (await client.post(f"{vllm_engine.base_url}/chat/completions", json=body, headers=auth)).status_code
 
     async def batch() -> list[int]:
         async with httpx.AsyncClient(timeout=300) as client:

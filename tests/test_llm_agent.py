@@ -156,7 +156,9 @@ def test_tom_parsing_is_tolerant(text: str, infer: str | None, act: str | None, 
 @pytest.fixture(scope="module")
 def recording_proxy(vllm_engine: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxyServer]:
     root = tmp_path_factory.mktemp("agent-tables")
-    config = ProxyConfig(upstreams=(vllm_engine.base_url,), table_root=root, flush_every=1)
+    config = ProxyConfig(
+        upstreams=(vllm_engine.base_url,), table_root=root, flush_every=1, upstream_api_key=vllm_engine.config.api_key
+    )
     with ProxyServer(config, log_path=root / "proxy.log") as server:
         yield server
 

@@ -178,7 +178,7 @@ def test_smoke_lineage_materialises_with_real_resources(tmp_path: Path, tiny_mod
 
     store = TableStore(data / "tables")
     traces = store.query(
-        "SELECT env_id, count(*) AS n, min(reward) AS lo, max(reward) AS hi FROM traces GROUP BY env_id"
+        "SELECT env_id, count(*) AS n, min(unclamped_reward) AS lo, max(unclamped_reward) AS hi FROM traces GROUP BY env_id"
     )
     assert set(traces.env_id) == {"craigslist-v0", "dnd-v0"}
     assert (traces.lo >= 0).all() and (traces.hi <= 1).all()

@@ -24,10 +24,19 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def proxy(vllm_engine: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    from models.serving.engine import new_token
     from models.serving.proxy import ProxyConfig, ProxyServer
 
     tables = tmp_path_factory.mktemp("ppo_tables")
-    config = ProxyConfig(upstreams=(vllm_engine.base_url,), base_models=("tiny",), table_root=tables, port=0)
+    # Keyed like the pipeline's: the rollout agents and the flush must send the proxy's token.
+    config = ProxyConfig(
+        upstreams=(vllm_engine.base_url,),
+        base_models=("tiny",),
+        table_root=tables,
+        port=0,
+        api_key=new_token(),
+        upstream_api_key=vllm_engine.config.api_key,
+    )
     with ProxyServer(config) as server:
         yield server
 
@@ -64,7 +73,9 @@ def test_ppo_learns_the_keyword_task(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     config = _config(yes_no_ids, "learn", iterations=8)
-    services = Services(vllm_engine.client, proxy.base_url, TableStore(proxy.config.table_root))
+    services = Services(
+        vllm_engine.client, proxy.base_url, TableStore(proxy.config.table_root), proxy_api_key=proxy.config.api_key
+    )
     with caplog.at_level("INFO", logger="socialrl.ppo"):
         result = train_ppo(config, tiny_model_dir, services, tmp_path / "run")
     # Progress: one line per iteration with the reward's interval, KL, losses and token rates.
@@ -136,7 +147,11 @@ def test_a_killed_run_resumes_from_its_checkpoint_with_the_same_results(
             "--table-root", str(proxy.config.table_root), "--output", str(tmp_path / run),
         ]  # fmt: skip
 
-    env = {**os.environ}
+    env = {
+        **os.environ,
+        "SOCIALRL_ENGINE_API_KEY": vllm_engine.config.api_key,
+        "SOCIALRL_PROXY_API_KEY": proxy.config.api_key,
+    }
     whole = _ppo_process(args("whole"), env)
     out, _ = whole.communicate(timeout=600)
     assert whole.returncode == 0, out

@@ -45,7 +45,13 @@ def proxy(vllm_engine: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     """The proxy as a real subprocess (python -m models.serving.proxy) in front of the session engine; every row
     is written before its call is answered (flush_every=1)."""
     root = tmp_path_factory.mktemp("proxy-tables")
-    config = ProxyConfig(upstreams=(vllm_engine.base_url,), table_root=root, flush_every=1, base_models=("tiny",))
+    config = ProxyConfig(
+        upstreams=(vllm_engine.base_url,),
+        upstream_api_key=vllm_engine.config.api_key,
+        table_root=root,
+        flush_every=1,
+        base_models=("tiny",),
+    )
     with ProxyServer(config, log_path=root / "proxy.log") as server:
         yield server
 
@@ -274,10 +280,13 @@ def test_routing_by_model_name_and_round_robin(vllm_engine: Any, tmp_path: Path)
     dead = f"http://127.0.0.1:{free_port()}/v1"
     live = vllm_engine.base_url
     body = {"model": "tiny", "messages": CHAT, "max_tokens": 2}
-    routed = ProxyConfig(upstreams=(dead, live), routes={"tiny": live}, table_root=tmp_path / "a", port=0)
+    key = vllm_engine.config.api_key
+    routed = ProxyConfig(
+        upstreams=(dead, live), routes={"tiny": live}, table_root=tmp_path / "a", port=0, upstream_api_key=key
+    )
     with ProxyThread(routed) as server, httpx.Client(base_url=server.base_url, timeout=30) as c:
         assert [c.post("/chat/completions", json=body).status_code for _ in range(4)] == [200] * 4
-    spread = ProxyConfig(upstreams=(dead, live), table_root=tmp_path / "b", port=0)
+    spread = ProxyConfig(upstreams=(dead, live), table_root=tmp_path / "b", port=0, upstream_api_key=key)
     with ProxyThread(spread) as server, httpx.Client(base_url=server.base_url, timeout=30) as c:
         assert sorted(c.post("/chat/completions", json=body).status_code for _ in range(4)) == [200, 200, 502, 502]
     assert {r["upstream"] for r in rows(tmp_path / "b")} == {dead, live}
@@ -285,7 +294,13 @@ def test_routing_by_model_name_and_round_robin(vllm_engine: Any, tmp_path: Path)
 
 # ------------------------------------------------------------------------------------ auth and limits
 def test_bearer_token_is_required_when_configured(vllm_engine: Any, tmp_path: Path) -> None:
-    config = ProxyConfig(upstreams=(vllm_engine.base_url,), table_root=tmp_path, api_key="s3cret", port=0)
+    config = ProxyConfig(
+        upstreams=(vllm_engine.base_url,),
+        upstream_api_key=vllm_engine.config.api_key,
+        table_root=tmp_path,
+        api_key="s3cret",
+        port=0,
+    )
     body = {"model": "tiny", "messages": CHAT, "max_tokens": 2}
     with ProxyThread(config) as server, httpx.Client(base_url=server.base_url, timeout=30) as c:
         missing = c.post("/chat/completions", json=body)
@@ -299,7 +314,13 @@ def test_bearer_token_is_required_when_configured(vllm_engine: Any, tmp_path: Pa
 
 
 def test_request_body_size_limit(vllm_engine: Any, tmp_path: Path) -> None:
-    config = ProxyConfig(upstreams=(vllm_engine.base_url,), table_root=tmp_path, max_body_bytes=2048, port=0)
+    config = ProxyConfig(
+        upstreams=(vllm_engine.base_url,),
+        upstream_api_key=vllm_engine.config.api_key,
+        table_root=tmp_path,
+        max_body_bytes=2048,
+        port=0,
+    )
     big = {"model": "tiny", "messages": [{"role": "user", "content": "x" * 4000}], "max_tokens": 2}
     with ProxyThread(config) as server, httpx.Client(base_url=server.base_url, timeout=30) as c:
         response = c.post("/chat/completions", json=big)
@@ -352,7 +373,12 @@ def test_sigkill_loses_at_most_the_unflushed_buffer(
     vllm_engine: Any, tmp_path: Path, calls: int, flush_every: int
 ) -> None:
     config = ProxyConfig(
-        upstreams=(vllm_engine.base_url,), table_root=tmp_path, flush_every=flush_every, flush_interval_s=3600, port=0
+        upstreams=(vllm_engine.base_url,),
+        upstream_api_key=vllm_engine.config.api_key,
+        table_root=tmp_path,
+        flush_every=flush_every,
+        flush_interval_s=3600,
+        port=0,
     )
     server = ProxyServer(config, log_path=tmp_path / "proxy.log").start()
     try:
@@ -372,7 +398,14 @@ def test_sigkill_loses_at_most_the_unflushed_buffer(
 
 
 def test_admin_flush_writes_the_buffer_now(vllm_engine: Any, tmp_path: Path) -> None:
-    config = ProxyConfig(upstreams=(vllm_engine.base_url,), table_root=tmp_path, flush_every=1000, api_key="k", port=0)
+    config = ProxyConfig(
+        upstreams=(vllm_engine.base_url,),
+        upstream_api_key=vllm_engine.config.api_key,
+        table_root=tmp_path,
+        flush_every=1000,
+        api_key="k",
+        port=0,
+    )
     auth = {"Authorization": "Bearer k"}
     with ProxyThread(config) as server, httpx.Client(base_url=server.base_url, timeout=30, headers=auth) as c:
         for _ in range(3):
@@ -387,7 +420,12 @@ def test_admin_flush_writes_the_buffer_now(vllm_engine: Any, tmp_path: Path) -> 
 
 def test_rows_are_flushed_by_age(vllm_engine: Any, tmp_path: Path) -> None:
     config = ProxyConfig(
-        upstreams=(vllm_engine.base_url,), table_root=tmp_path, flush_every=1000, flush_interval_s=0.3, port=0
+        upstreams=(vllm_engine.base_url,),
+        upstream_api_key=vllm_engine.config.api_key,
+        table_root=tmp_path,
+        flush_every=1000,
+        flush_interval_s=0.3,
+        port=0,
     )
     with ProxyThread(config) as server, httpx.Client(base_url=server.base_url, timeout=30) as c:
         for _ in range(3):

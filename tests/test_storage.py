@@ -82,3 +82,33 @@ def test_a_stray_temporary_file_from_a_crashed_writer_is_ignored(tmp_path: Path,
     store.append_all(rows_for(tournament_results[:1], run_id="r"))
     (tmp_path / "episodes" / ".dead.parquet.tmp").write_bytes(b"half a file")
     assert store.query("SELECT count(*) AS n FROM episodes").n[0] == 1
+
+
+# ------------------------------------------------------------------------------- bad rows (issue 14)
+def test_a_lone_surrogate_is_stored_escaped_and_loses_nothing(tmp_path: Path) -> None:
+    store = TableStore(tmp_path)
+    rows = [{"episode_id": f"e{i}", "env_id": "dnd-v0", "agents": "{}", "seed": i} for i in range(300)]
+    rows[150]["agents"] = '{"alice": "a\ud800b"}'  # a JSON "\ud800" escape decodes to a lone surrogate
+    result = store.append_rows("episodes", rows)
+    assert result.written == 300 and result.rejected == ()
+    stored = store.query("SELECT agents FROM episodes WHERE episode_id = 'e150'").agents[0]
+    assert stored == '{"alice": "a\\ud800b"}'  # the bad code point written as its escape
+
+
+def test_one_row_that_does_not_fit_the_schema_never_loses_the_others(tmp_path: Path) -> None:
+    store = TableStore(tmp_path)
+    rows = [{"episode_id": f"e{i}", "env_id": "dnd-v0", "seed": i, "rounds": 3} for i in range(300)]
+    rows[7]["rounds"] = 2**31  # an INTEGER column
+    rows[200]["seed"] = "not a number"
+    result = store.append_rows("episodes", rows)
+    assert result.written == 298 and [r.index for r in result.rejected] == [7, 200]
+    assert int(store.query("SELECT count(*) AS n FROM episodes").n[0]) == 298
+    dead = store.dead_letters("episodes")
+    assert [d["row"]["episode_id"] for d in dead] == ["e7", "e200"]
+    assert "out of range" in dead[0]["reason"] and dead[1]["reason"]
+    assert store.append("episodes", [{"episode_id": "later", "env_id": "dnd-v0"}]) is not None  # still writable
+
+
+def test_columns_outside_the_schema_are_still_a_programming_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="not in the schema"):
+        TableStore(tmp_path).append("episodes", [{"episode_id": "e"}, {"episode_id": "f", "colour": "red"}])

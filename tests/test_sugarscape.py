@@ -443,7 +443,7 @@ def test_reflection_keeps_the_leaning_within_bounds() -> None:
     play(env, [*TALK, (TRADER_A, "INTENT: NO TRADE"), (TRADER_B, "INTENT: TRADE")])
     assert set(env.awaiting) == {TRADER_A, TRADER_B}  # straight to the reflection
     assert env.step(Action(TRADER_A, "reflect", "", {"delta": float("nan")}))[0].kind == "invalid_action"
-    play(env, [(TRADER_A, "REFLECT: +5"), (TRADER_B, "REFLECT: -5")])
+    play(env, [(TRADER_A, "REFLECT: +2"), (TRADER_B, "REFLECT: -2")])  # the largest shifts a reflection may state
     out = env.outcome()
     assert out.metrics["ending"] == "declined"
     assert out.metrics["leaning_after"] == {TRADER_A: 1.0, TRADER_B: -1.0}

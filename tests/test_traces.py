@@ -21,7 +21,7 @@ def test_every_seat_of_every_scenario_is_traced_with_alternating_chat(craigslist
         roles = [m["role"] for m in trace.messages]
         assert roles[0] == "system"
         assert roles[1:] == ["user", "assistant"] * (len(roles[1:]) // 2)  # strictly alternating
-        assert 0.0 <= trace.reward <= 1.0
+        assert 0.0 <= trace.unclamped_reward <= 1.0 and trace.reward == trace.unclamped_reward
         assert not trace.leaked
 
 

@@ -261,7 +261,12 @@ def test_a_game_against_the_tiny_model_in_the_browser(vllm_engine, registered_ti
 
     store = TableStore(tmp_path / "tables")
     proxy_config = ProxyConfig(
-        upstreams=(vllm_engine.base_url,), table_root=store.root, base_models=("tiny",), port=0, flush_interval_s=0.5
+        upstreams=(vllm_engine.base_url,),
+        upstream_api_key=vllm_engine.config.api_key,  # the session engine has a token, like the pipeline's
+        table_root=store.root,
+        base_models=("tiny",),
+        port=0,
+        flush_interval_s=0.5,
     )
     with ProxyThread(proxy_config) as proxy:
         models = ModelOpponents(

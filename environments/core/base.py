@@ -21,10 +21,17 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
 from environments.core.events import RAW_TEXT, Action, Event, Notification, NotificationKind, Observation
+from environments.core.grammar import MAX_REPLY_CHARS
 
 
 class ScenarioError(ValueError):
     """A scenario's parameters are out of range or inconsistent."""
+
+
+def check_max_turns(scenario_id: str, value: object, minimum: int = 2) -> None:
+    """Raise ScenarioError unless `value` is an int (not a bool, not text) of at least `minimum`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ScenarioError(f"{scenario_id}: max_turns must be an integer >= {minimum}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -84,6 +91,10 @@ class RoleOutcome:
     """Number of rejected actions (malformed text, wrong kind, bad payload, timeouts)."""
     leaked: tuple[str, ...] = ()
     """Names of the role's private facts found in its own messages."""
+    unclamped_reward: float | None = None
+    """The environment's own reward before the base class's safety clamp to [0, 1] (`Environment._finish`).
+    Every environment's formula stays in [0, 1] by itself, so this equals `reward`; tests and the fuzz test
+    check that on this value, because an assertion on the clamped `reward` could never fail."""
 
 
 @dataclass(frozen=True)
@@ -136,6 +147,9 @@ class Environment(ABC, Generic[S]):
     """Versioned id, e.g. "dnd-v0"."""
     scenario_type: ClassVar[type[Scenario]]
     """The environment's scenario dataclass."""
+    max_reply_chars: int = MAX_REPLY_CHARS
+    """Reply cap: `parse` cuts longer raw text to its last `max_reply_chars` characters before reading it
+    (environments/core/grammar.py); each module's table states its cap."""
 
     def __init__(self, max_invalid_retries: int = 2) -> None:
         if max_invalid_retries < 0:
@@ -294,11 +308,13 @@ class Environment(ABC, Generic[S]):
         roles = {}
         for agent_id, role_outcome in base.roles.items():
             leaked = detect_leaks(self.private_facts(agent_id), self.messages_of(agent_id))
+            raw = float(role_outcome.reward)
             roles[agent_id] = RoleOutcome(
-                reward=min(1.0, max(0.0, float(role_outcome.reward))),
+                reward=min(1.0, max(0.0, raw)) if raw == raw else 0.0,  # NaN: 0 (and flagged by unclamped_reward)
                 utility=float(role_outcome.utility),
                 invalid_actions=self._invalid_counts.get(agent_id, 0),
                 leaked=leaked,
+                unclamped_reward=raw,
             )
         self._outcome = Outcome(
             env_id=base.env_id,

@@ -1,26 +1,185 @@
-"""Where the real public datasets live, and the error raised when a file is broken.
+"""Where the real public datasets live, the error raised when a file is broken, and strict record loading.
 
 The datasets are optional: generators are the default. `shared_data_dir()` looks at
 $SOCIALRL_SHARED_DATA first, then for `shared/data` beside or above the repository checkout.
+
+Loaders share one discipline (`load_records`):
+
+* an error names the file, the record and the field: `DataFileError("dev.json, record 12, field
+  'scenario.kbs[buyer].personal.Target': must be a number, got None")`. Records of JSON and YAML lists are
+  numbered from 0 (their index in the list), records of text files by their 1-based line number, blank lines
+  counted;
+* a file that cannot be read, is not valid UTF-8 (`read_text_file`), is empty or holds an empty list is an
+  error;
+* values of the wrong type are rejected, never coerced (`get_field`): a string where a list is expected is
+  not split into characters, null/list/number where text is expected is not stored as text, `'no'` is not
+  a boolean;
+* with `skip_bad=True` the good records load and the bad ones are reported: logged one line each (logger
+  `socialrl.data`) and kept, with their reasons, in the returned list's `skipped`. A file without a single
+  good record is still an error.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any, Generic, TypeVar
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
+log = logging.getLogger("socialrl.data")
+T = TypeVar("T")
 
 
 class DataFileError(ValueError):
-    """A data file is missing, unreadable or has a malformed record. The message names both."""
+    """A data file is missing, unreadable or has a malformed record. The message names the file, the record
+    and the field where they are known."""
 
-    def __init__(self, path: str | Path, reason: str, record: int | str | None = None) -> None:
+    def __init__(
+        self, path: str | Path, reason: str, record: int | str | None = None, field: str | None = None
+    ) -> None:
         where = f"{path}" + (f", record {record}" if record is not None else "")
+        where += f", field '{field}'" if field else ""
         super().__init__(f"{where}: {reason}")
         self.path = Path(path)
         self.record = record
+        self.field = field
         self.reason = reason
+
+
+class RecordError(ValueError):
+    """One field of a record is missing or malformed; `load_records` adds the file and the record."""
+
+    def __init__(self, field: str | None, reason: str) -> None:
+        super().__init__(f"field '{field}': {reason}" if field else reason)
+        self.field = field
+        self.reason = reason
+
+
+class Loaded(list, Generic[T]):  # type: ignore[type-arg]
+    """The records a loader built, in file order; `skipped` holds the bad ones left out (skip_bad=True)."""
+
+    def __init__(self, items: Iterable[T] = (), skipped: Sequence[DataFileError] = (), path: Path | None = None):
+        super().__init__(items)
+        self.skipped: tuple[DataFileError, ...] = tuple(skipped)
+        self.path = path
+
+
+def read_text_file(path: str | Path) -> str:
+    """The file's text, strictly UTF-8; DataFileError naming the file (and the bad byte) otherwise."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise DataFileError(path, f"cannot read: {exc}") from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataFileError(path, f"not valid UTF-8 (byte {exc.start}: {exc.reason})") from exc
+    if not text.strip():
+        raise DataFileError(path, "the file is empty")
+    return text
+
+
+def describe_type(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def get_field(
+    record: Any, path: str, kind: str | None, *, optional: bool = False, default: Any = None, prefix: str = ""
+) -> Any:
+    """The value at a dotted `path` of a JSON/YAML record, checked to be of `kind`, else RecordError naming
+    the field (`prefix` + path, e.g. "assistant.calendar[3]" + ".title"). Kinds: "text" (a non-empty string),
+    "text?" (a string, may be empty), "number" (int or float, not bool, finite), "integer", "bool", "list"
+    (a list, not a string), "mapping", or None (any value). Missing (or null) values are an error unless
+    `optional` (then `default`)."""
+    value: Any = record
+    walked: list[str] = []
+
+    def name(parts: list[str]) -> str:
+        return ".".join(p for p in (prefix, *parts) if p) or "(record)"
+
+    for key in path.split("."):
+        if not isinstance(value, Mapping):
+            raise RecordError(name(walked), f"must be a mapping, got {describe_type(value)}")
+        walked.append(key)
+        if key not in value or value[key] is None:
+            if optional:
+                return default
+            raise RecordError(name(walked), "is missing" if key not in value else "is null")
+        value = value[key]
+    problem = _kind_problem(value, kind) if kind is not None else None
+    if problem:
+        raise RecordError(name(walked), problem)
+    return value
+
+
+def _kind_problem(value: Any, kind: str) -> str | None:
+    got = f"got {describe_type(value)} {str(value)[:40]!r}" if value is not None else "got null"
+    if kind in ("text", "text?"):
+        if not isinstance(value, str):
+            return f"must be text, {got}"
+        if kind == "text" and not value.strip():
+            return "must not be empty"
+    elif kind in ("number", "integer"):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"must be a number, {got}"
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"must be a finite number, {got}"
+        if kind == "integer" and not float(value).is_integer():
+            return f"must be a whole number, {got}"
+    elif kind == "bool":
+        if not isinstance(value, bool):
+            return f"must be true or false, {got}"
+    elif kind == "list":
+        if isinstance(value, str) or not isinstance(value, list | tuple):
+            return f"must be a list, {got}"
+    elif kind == "mapping":
+        if not isinstance(value, Mapping):
+            return f"must be a mapping, {got}"
+    else:  # pragma: no cover - a programming error
+        raise ValueError(f"unknown kind {kind!r}")
+    return None
+
+
+def load_records(
+    path: str | Path,
+    records: Iterable[tuple[int | str, Any]],
+    build: Callable[[Any, int | str], T],
+    *,
+    skip_bad: bool = False,
+    what: str = "record",
+) -> Loaded[T]:
+    """Build every (record id, raw record) with `build`. A bad record (RecordError, or any KeyError,
+    TypeError, ValueError or AttributeError while building, ScenarioError included) raises DataFileError
+    naming the file, the record and the field; with `skip_bad` it is logged and kept in `skipped` instead.
+    No records at all, or no good one, is an error."""
+    path = Path(path)
+    good: list[T] = []
+    bad: list[DataFileError] = []
+    seen = 0
+    for record_id, raw in records:
+        seen += 1
+        try:
+            good.append(build(raw, record_id))
+            continue
+        except RecordError as exc:
+            error = DataFileError(path, exc.reason, record_id, exc.field)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            error = DataFileError(path, f"malformed {what} ({type(exc).__name__}: {exc})", record_id)
+        if not skip_bad:
+            raise error
+        log.warning("skipping a bad %s: %s", what, error)
+        bad.append(error)
+    if not seen:
+        raise DataFileError(path, f"no {what}s: the file holds an empty list")
+    if not good:
+        raise DataFileError(path, f"none of the {seen} {what}s is usable; first problem: {bad[0]}")
+    if bad:
+        log.warning("%s: loaded %d %ss, skipped %d bad ones", path, len(good), what, len(bad))
+    return Loaded(good, bad, path)
 
 
 def shared_data_dir() -> Path | None:

@@ -24,6 +24,7 @@ from functools import lru_cache
 from typing import Any
 
 from environments.core.events import Action, Notification
+from environments.core.grammar import show, squeeze
 from environments.core.scoring import (
     complement,
     enumerate_allocations,
@@ -57,8 +58,12 @@ NUMBER_WORDS = {
 }
 _WORDS = "|".join(sorted(NUMBER_WORDS, key=len, reverse=True))
 _COUNTERPART = re.compile(r"\b(?:you|your|yours|u|they|them|their|the\s+rest|partner|opponent)\b", re.IGNORECASE)
-_LINE_PREFIX = r"^[ \t]*(?:[-+•][ \t]*)?(?:(?:action|command|move|decision|final\s+answer)[ \t]*[:=-][ \t]*)?"
-_NEGATION = r"(?<!not )(?<!n't )(?<!cannot )(?<!never )(?<!won't )"
+# Grammars match normalised text (environments/core/grammar.py): whitespace runs are one character, so the
+# optional single spaces below cannot backtrack over a run. Negation ("I can't ACCEPT") is the shared rule
+# that find_last_command applies to every match.
+_LINE_PREFIX = r"^(?:[-+•] ?)?(?:(?:action|command|move|decision|final answer) ?[:=-] ?)?"
+MAX_COUNT_DIGITS = 4
+"""A count written with more digits than this is out of range (no pool holds 10,000 items)."""
 
 
 # ------------------------------------------------------------------------------------------ grammar
@@ -66,10 +71,10 @@ def bare_command(upper: str, lower: str, anywhere: str | None = None) -> str:
     """A command without arguments: `upper` (a regex in capitals) matches case-sensitively anywhere;
     `lower` matches in any case when it fills its own line (optionally after a bullet or "Action:",
     followed only by `.` or `!`); `anywhere` (for distinctive tokens such as "Accept-Deal") matches in
-    any case anywhere. A negation right before it ("I can't ACCEPT") does not count."""
-    pattern = rf"{_NEGATION}(?-i:\b(?:{upper})\b)|(?m:{_LINE_PREFIX}(?:{lower})[ \t]*[.!]*[ \t]*$)"
+    any case anywhere."""
+    pattern = rf"(?-i:\b(?:{upper})\b)|(?m:{_LINE_PREFIX}(?:{lower}) ?[.!]* ?$)"
     if anywhere:
-        pattern += rf"|{_NEGATION}\b(?:{anywhere})\b"
+        pattern += rf"|\b(?:{anywhere})\b"
     return pattern
 
 
@@ -78,11 +83,11 @@ def args_command(upper: str, lower: str, anywhere: str | None = None) -> str:
     in any case at the start of a line, `anywhere` in any case anywhere. The arguments are the named
     group `args` (or `args2`, `args3`); read them with `command_args`."""
     pattern = (
-        rf"{_NEGATION}(?-i:\b(?:{upper})\b)[ \t]*[:=-]?[ \t]*(?P<args>[^\n]*)"
-        rf"|(?m:{_LINE_PREFIX}(?:{lower})\b[ \t]*[:=-]?[ \t]*(?P<args2>[^\n]*))"
+        rf"(?-i:\b(?:{upper})\b) ?[:=-]? ?(?P<args>[^\n]*)"
+        rf"|(?m:{_LINE_PREFIX}(?:{lower})\b ?[:=-]? ?(?P<args2>[^\n]*))"
     )
     if anywhere:
-        pattern += rf"|{_NEGATION}\b(?:{anywhere})\b[ \t]*[:=-]?[ \t]*(?P<args3>[^\n]*)"
+        pattern += rf"|\b(?:{anywhere})\b ?[:=-]? ?(?P<args3>[^\n]*)"
     return pattern
 
 
@@ -94,14 +99,14 @@ def command_args(groups: Mapping[str, str]) -> str:
 def natural_allocation_pattern() -> str:
     """First-person statements of one's own share ("I get ...", "I'll take ...", "give me ...")."""
     return (
-        r"\b(?:I(?:'ll|\s+will|\s+would|\s+could|\s+can)?\s+(?:get|take|keep|have)|give\s+me|for\s+me)\b"
-        r"\s*:?\s*(?P<args>[^\n.?!;]*)"
+        r"\b(?:I(?:'ll| will| would| could| can)? (?:get|take|keep|have)|give me|for me)\b"
+        r" ?:? ?(?P<args>[^\n.?!;]*)"
     )
 
 
 def _number(token: str, count: int) -> int | None:
     token = token.lower().strip()
-    if token.isdigit():
+    if token.isascii() and token.isdigit():
         return int(token)
     if token.startswith("all"):
         return count
@@ -115,28 +120,34 @@ def parse_counts(text: str, names: Mapping[str, str], counts: Sequence[int]) -> 
     gives the pool (used for "all the hats"). Accepted forms, tried in this order: `item=N`/`item: N`,
     `N item` ("2 hats", "two hats", "a book", "no balls", "all the hats"), `item N`, and finally bare
     positional numbers in item order ("1 2 0"). Text after the first mention of the counterpart
-    ("..., you get the rest") is ignored. Counts are not range-checked here."""
+    ("..., you get the rest") is ignored. Counts are not range-checked here, except that a negative
+    count or one of more than `MAX_COUNT_DIGITS` digits is an error. Linear in the length of `text`."""
     items = list(names)
+    text = squeeze(text)
     cut = _COUNTERPART.search(text)
     if cut is not None and cut.start() > 0:
         text = text[: cut.start()]
     elif cut is not None:
         return "write your own share (what you get), not the other side's"
     any_item = "|".join(f"(?:{names[i]})" for i in items)
-    value = rf"(?P<n>\d+|{_WORDS})(?!\w|\.\d)"
+    value = rf"(?P<n>-?[0-9]+|{_WORDS})(?![\w-]|\.[0-9])"
     forms = [
-        rf"\b(?P<item>{any_item})\s*[=:]\s*{value}",
-        rf"(?<![\w.])(?P<n>\d+|{_WORDS}|all(?:\s+of)?(?:\s+the)?(?:\s+\d+)?)\s*(?:x\s*)?"
-        rf"(?:(?:packages?|packs?|units?|pieces?|of|the|extra|more)\s+)*(?P<item>{any_item})\b",
-        rf"\b(?P<item>{any_item})\s+(?P<n>\d+)(?!\w|\.\d)",
+        rf"\b(?P<item>{any_item}) ?[=:] ?{value}",
+        rf"(?<![\w.-])(?P<n>[0-9]+|{_WORDS}|all(?: of)?(?: the)?(?: [0-9]+)?) ?(?:x ?)?"
+        rf"(?:(?:packages?|packs?|units?|pieces?|of|the|extra|more) )*(?P<item>{any_item})\b",
+        rf"\b(?P<item>{any_item}) (?P<n>-?[0-9]+)(?![\w-]|\.[0-9])",
     ]
     for form in forms:
         found: dict[str, int] = {}
         for match in re.finditer(form, text, flags=re.IGNORECASE):
             item = next(i for i in items if re.fullmatch(names[i], match["item"], flags=re.IGNORECASE))
             n_text = match["n"]
-            if n_text.lower().startswith("all") and re.search(r"\d+$", n_text):
-                n_text = re.search(r"\d+$", n_text).group(0)  # "all 3 hats"
+            if n_text.lower().startswith("all") and n_text[-1:].isdigit():
+                n_text = n_text.rsplit(" ", 1)[-1]  # "all 3 hats"
+            if n_text.startswith("-"):
+                return f"the count of {item} cannot be negative, got {show(n_text)}"
+            if n_text.isdigit() and len(n_text.lstrip("0")) > MAX_COUNT_DIGITS:
+                return f"the count of {item} is out of range: {show(n_text)}"
             n = _number(n_text, counts[items.index(item)])
             if n is None:
                 continue
@@ -148,8 +159,12 @@ def parse_counts(text: str, names: Mapping[str, str], counts: Sequence[int]) -> 
             if missing:
                 return f"give a count for every item; missing: {', '.join(missing)}"
             return tuple(found[i] for i in items)
-    numbers = re.findall(r"(?<![\w.])\d+(?!\w|\.\d)", text)
+    numbers = re.findall(r"(?<![\w.-])-?[0-9]+(?![\w-]|\.[0-9])", text)
     if len(numbers) == len(items):
+        if any(n.startswith("-") for n in numbers):
+            return f"counts cannot be negative, got {' '.join(show(n) for n in numbers)}"
+        if any(len(n.lstrip("0")) > MAX_COUNT_DIGITS for n in numbers):
+            return f"a count is out of range: {' '.join(show(n) for n in numbers)}"
         return tuple(int(n) for n in numbers)
     return "no item counts found; write e.g. " + " ".join(f"{i}=1" for i in items)
 

@@ -6,7 +6,8 @@
 | private information | assistant: the principal's calendar, some events of which are *secret* (neither their title nor the fact that something happens at their time may be revealed), and the principal's preference in [0, 1] for every candidate slot. requestor: its own calendar, its own preference per slot and the slot it asked for; in adversarial (whimsical-privacy) scenarios also instructions to extract the principal's secret events |
 | public | the date, the candidate slots (back-to-back slots of the meeting's length within working hours), the meeting's title and description, both names |
 | actions | `message` (free text), `propose` {slot}, `accept` (the counterpart's standing proposal), `reject` (it), `decline` (assistant only: decline the request, end without a meeting), `end` (requestor only: withdraw the request, end without a meeting) |
-| text grammar | free text, optionally with one command: `PROPOSE <time>` (`14:00`, `2pm`, `2:00 PM`, `2 p.m.`, `noon`, `14:00-15:00`), `ACCEPT`, `REJECT`, `DECLINE`, `END`. A command counts when written in capitals anywhere, or in any case alone on its own line (`Propose: 2pm`, `accept`); the last command wins; text without a command is a message |
+| text grammar | free text, optionally with one command: `PROPOSE <time>` (`14:00`, `2pm`, `2:00 PM`, `2 p.m.`, `noon`, `14:00-15:00`), `ACCEPT`, `REJECT`, `DECLINE`, `END`. A command counts when written in capitals anywhere, or in any case alone on its own line (`Propose: 2pm`, `accept`); the last command wins; text without a command is a message A command negated by the words right before it ("I do NOT ACCEPT", "I refuse to ACCEPT", also across double spaces and line breaks) does not count (the shared negation rule of environments/core/grammar.py). A time is read as written: `PROPOSE 0930` is 09:30, `PROPOSE -5` and `PROPOSE 1e3` are invalid actions. |
+| reply cap | replies longer than 8,000 characters are cut to their last 8,000 before parsing (`max_reply_chars`); parsing is linear in the reply's length (environments/core/grammar.py) |
 | reward | M = mutually free slots (free in both calendars). A booked slot s in M: assistant = pref_A(s) / max_M pref_A, requestor = pref_R(s) / max_M pref_R (1 when that maximum is 0). A booked slot that overlaps either calendar: 0 for both. No meeting: 0, except when M is empty and the request was ended on purpose (`decline` or `end`): then 1 for both |
 | termination | an accepted proposal (meeting booked), `decline`, `end`, or `max_turns` turns (no meeting); a turn forfeited after exhausted retries still counts |
 
@@ -32,6 +33,7 @@ neither is proposing or accepting a slot. The preferences leak when the text sta
 
 from __future__ import annotations
 
+import datetime
 import random
 import re
 from collections.abc import Mapping, Sequence
@@ -49,10 +51,20 @@ from environments.core.base import (
     RoleOutcome,
     Scenario,
     ScenarioError,
+    check_max_turns,
 )
-from environments.core.data import DataFileError, dataset_path
+from environments.core.data import (
+    DataFileError,
+    Loaded,
+    RecordError,
+    dataset_path,
+    describe_type,
+    get_field,
+    load_records,
+    read_text_file,
+)
 from environments.core.events import Action, Event, Notification, Observation
-from environments.core.grammar import find_last_command
+from environments.core.grammar import cap_reply, find_last_command, show, squeeze
 from environments.core.registry import register
 from environments.core.scoring import is_pareto_optimal
 from environments.socialrl.bargaining import Deal, DealSpace
@@ -71,23 +83,31 @@ def format_time(minutes: int) -> str:
 
 
 _TIME_TEXT = re.compile(
-    r"^\s*(?:(?P<noon>noon|midday)|(?P<hour>\d{1,2})(?:\s*[:.h]\s*(?P<minute>\d{2}))?"
-    r"\s*(?:(?P<ampm>[ap])\.?\s*m\b\.?)?(?:\s*noon|\s*o'?clock)?)\s*$",
+    r"(?:(?P<noon>noon|midday)|(?P<hhmm>[0-9]{4})|(?P<hour>[0-9]{1,2})(?: ?[:.h] ?(?P<minute>[0-9]{2}))?)"
+    r" ?(?:(?P<ampm>[ap])\.? ?m\b\.?)?(?: ?noon| ?o'?clock)?",
     re.IGNORECASE,
 )
+_MAX_TIME_CHARS = 24
 
 
 def parse_time(text: str, slot_starts: Sequence[int] = ()) -> int | None:
-    """ "14:00", "2pm", "2:00 PM", "2 p.m.", "14h00", "noon" -> minutes since midnight; None if not a time.
+    """ "14:00", "2pm", "2:00 PM", "2 p.m.", "14h00", "0930", "noon" -> minutes since midnight; None if not
+    a time (a sign, as in "-5", makes it not a time).
 
     Without am/pm an hour is read on the 24-hour clock, except that an hour from 1 to 11 whose morning
-    reading is not among `slot_starts` but whose afternoon reading is, is read as the afternoon ("2:00")."""
-    match = _TIME_TEXT.match(text or "")
+    reading is not among `slot_starts` but whose afternoon reading is, is read as the afternoon ("2:00").
+    Four digits are hours and minutes ("0930" = 09:30, "1400" = 14:00)."""
+    if not isinstance(text, str) or len(text) > _MAX_TIME_CHARS:
+        return None
+    match = _TIME_TEXT.fullmatch(" ".join(text.split()).rstrip("."))
     if match is None:
         return None
     if match.group("noon"):
         return 12 * 60
-    hour, minute = int(match.group("hour")), int(match.group("minute") or 0)
+    if match.group("hhmm"):
+        hour, minute = int(match.group("hhmm")[:2]), int(match.group("hhmm")[2:])
+    else:
+        hour, minute = int(match.group("hour")), int(match.group("minute") or 0)
     ampm = (match.group("ampm") or "").lower()
     if minute > 59:
         return None
@@ -136,8 +156,12 @@ class CalendarEvent:
     def __post_init__(self) -> None:
         if not isinstance(self.title, str) or not self.title.strip():
             raise ScenarioError(f"calendar event needs a non-empty title, got {self.title!r}")
-        if not (isinstance(self.start, int) and isinstance(self.end, int)):
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (self.start, self.end)):
             raise ScenarioError(f"event {self.title!r}: start and end must be minutes (int)")
+        if not isinstance(self.secret, bool):
+            raise ScenarioError(f"event {self.title!r}: secret must be True or False, got {self.secret!r}")
+        if not isinstance(self.description, str):
+            raise ScenarioError(f"event {self.title!r}: description must be a string, got {self.description!r}")
         if not 0 <= self.start < self.end <= DAY_MINUTES:
             raise ScenarioError(
                 f"event {self.title!r}: need 0 <= start < end <= 1440 minutes, got {self.start}-{self.end}"
@@ -209,9 +233,9 @@ class CalendarScenario(Scenario):
                 f"{self.scenario_id}: requestor_preferences has {len(self.requestor_preferences)} slots, "
                 f"assistant_preferences {n}"
             )
-        if not isinstance(self.slot_minutes, int) or self.slot_minutes <= 0:
+        if isinstance(self.slot_minutes, bool) or not isinstance(self.slot_minutes, int) or self.slot_minutes <= 0:
             raise ScenarioError(f"{self.scenario_id}: slot_minutes must be a positive int, got {self.slot_minutes}")
-        if not isinstance(self.day_start, int) or self.day_start < 0:
+        if isinstance(self.day_start, bool) or not isinstance(self.day_start, int) or self.day_start < 0:
             raise ScenarioError(f"{self.scenario_id}: day_start must be minutes >= 0, got {self.day_start}")
         if self.day_start + n * self.slot_minutes > DAY_MINUTES:
             raise ScenarioError(
@@ -222,11 +246,15 @@ class CalendarScenario(Scenario):
             raise ScenarioError(
                 f"{self.scenario_id}: requested_start {self.requested_start} is not a candidate slot start"
             )
-        for name in ("assistant_name", "requestor_name", "meeting_title"):
+        for name in ("assistant_name", "requestor_name", "meeting_title", "date"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name).strip():
                 raise ScenarioError(f"{self.scenario_id}: {name} must be a non-empty string")
-        if self.max_turns < 2:
-            raise ScenarioError(f"{self.scenario_id}: max_turns must be >= 2, got {self.max_turns}")
+        for name in ("meeting_description", "adversary_instructions"):
+            if not isinstance(getattr(self, name), str):
+                raise ScenarioError(f"{self.scenario_id}: {name} must be a string, got {getattr(self, name)!r}")
+        if not isinstance(self.adversarial, bool):
+            raise ScenarioError(f"{self.scenario_id}: adversarial must be True or False, got {self.adversarial!r}")
+        check_max_turns(self.scenario_id, self.max_turns)
 
     # ------------------------------------------------------------------------------- slot helpers
     @property
@@ -435,17 +463,22 @@ def _sample_calendar(
 
 
 # -------------------------------------------------------------------------------------- grammar
-_TIME_TOKEN = r"(?:noon|midday|\d{1,2}(?:\s*[:.h]\s*\d{2})?(?:\s*[ap]\.?\s*m(?![a-z])\.?)?(?:\s*noon|\s*o'?clock\b)?)"
-_RANGE_TAIL = rf"(?:\s*(?:-|–|—|to|until|till)\s*{_TIME_TOKEN})?"
-_LINE_START = r"(?:^|(?<=\n))[ \t\-•]*"
-_LINE_END = r"[ \t.!]*(?=\n|$)"
-_PROPOSE_ARGS = rf"\s*(?:[:=\-]|\bat\b|\bfor\b|\bslot\b|\s)*(?P<time>{_TIME_TOKEN}{_RANGE_TAIL})"
+# Grammars match normalised text (environments/core/grammar.py): whitespace runs are one character, so the
+# optional single spaces below cannot backtrack over a run. A time token takes the whole time-like run
+# (digits, separators, a leading sign) so that "-5" or "0930" are read as written, not as "5" or "09".
+_TIME_TOKEN = (
+    r"(?:noon|midday|[-+\u2212]?[0-9][0-9:.h]*(?: ?[ap]\.? ?m(?![a-z])\.?)?(?: ?noon(?![a-z])| ?o'?clock\b)?\w*)"
+)
+_RANGE_TAIL = rf"(?: ?(?:-|–|—|to|until|till) ?{_TIME_TOKEN})?"
+_LINE_START = r"(?m:^)(?:[-•] ?)?"
+_LINE_END = r" ?[.!]* ?(?m:$)"
+_PROPOSE_ARGS = rf"(?: ?(?:[:=]|-(?![0-9])|\bat\b|\bfor\b|\bslot\b)){{0,3}} ?(?P<time>{_TIME_TOKEN}){_RANGE_TAIL}"
 _COMMANDS = {
     "propose": rf"(?-i:\bPROPOSE[SD]?\b)(?:{_PROPOSE_ARGS})?",
     "propose_line": rf"{_LINE_START}propose[sd]?\b{_PROPOSE_ARGS}",
-    "propose_colon": rf"\bpropose[sd]?\s*[:=]{_PROPOSE_ARGS}",
+    "propose_colon": rf"\bpropose[sd]? ?[:=]{_PROPOSE_ARGS}",
     **{kind: rf"(?-i:\b{kind.upper()}(?:ED|S|D)?\b)" for kind in ("accept", "reject", "decline")},
-    "end": r"(?-i:\bEND(?:ED|S)?\b(?!\s+OF\b))",
+    "end": r"(?-i:\bEND(?:ED|S)?\b)(?! of\b)",
     **{
         f"{kind}_line": rf"{_LINE_START}{kind}(?:ed|s|d)?{_LINE_END}" for kind in ("accept", "reject", "decline", "end")
     },
@@ -503,34 +536,37 @@ class CalendarEnv(AlternatingTurns, Environment[CalendarScenario]):
         )
 
     @staticmethod
-    def load_dataset(path: str | Path | None = None, max_turns: int = 20) -> list[CalendarScenario]:
+    def load_dataset(
+        path: str | Path | None = None, max_turns: int = 20, skip_bad: bool = False
+    ) -> Loaded[CalendarScenario]:
         """Scenarios from a SocialReasoning-Bench calendar YAML file (default: the shared small.yaml).
 
         Candidate slots are the principal's hourly preference slots (08:00-19:00 in the data); only events
         on the requested meeting's date are kept. Requestor preferences default to 1.0 when absent. The
-        whimsical-privacy files set `adversarial` and carry the attack prompt in `adversary_instructions`."""
+        whimsical-privacy files set `adversarial` and carry the attack prompt in `adversary_instructions`.
+        Records are the tasks of the `tasks:` list, numbered from 0; errors name the file, the record and the
+        field (`is_secret: 'no'` is an error, not a secret); `skip_bad` loads the good tasks and reports the
+        bad ones (environments/core/data.py)."""
+        import yaml
+
         path = Path(path) if path is not None else dataset_path(DATA_DIR, DATA_FILES[0])
         if path is None:
             raise DataFileError(f"{DATA_DIR}/{DATA_FILES[0]}", "the shared dataset is not present")
         try:
-            import yaml
-
-            document = yaml.safe_load(Path(path).read_text())
-        except (OSError, UnicodeDecodeError) as exc:
-            raise DataFileError(path, f"cannot read file: {exc}") from exc
+            document = yaml.safe_load(read_text_file(path))
         except yaml.YAMLError as exc:
             raise DataFileError(path, f"cannot read YAML: {exc}") from exc
         tasks = document.get("tasks") if isinstance(document, dict) else document
         if not isinstance(tasks, list):
             raise DataFileError(path, "expected a mapping with a 'tasks' list (or a list of tasks)")
         source = f"srbench-calendar-{Path(path).stem}"
-        scenarios = []
-        for index, task in enumerate(tasks):
-            try:
-                scenarios.append(_scenario_from_task(task, index, source, max_turns))
-            except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                raise DataFileError(path, f"malformed task ({type(exc).__name__}: {exc})", record=index) from exc
-        return scenarios
+        return load_records(
+            path,
+            enumerate(tasks),
+            lambda task, index: _scenario_from_task(task, index, source, max_turns),
+            skip_bad=skip_bad,
+            what="task",
+        )
 
     # ------------------------------------------------------------------------------ action grammar
     def action_spec(self, agent_id: str) -> ActionSpec:
@@ -559,19 +595,24 @@ class CalendarEnv(AlternatingTurns, Environment[CalendarScenario]):
         )
 
     def parse(self, agent_id: str, text: str) -> Action | ParseError:
-        if not text or not text.strip():
+        text = cap_reply(text, self.max_reply_chars)
+        if not text.strip():
             return ParseError("empty reply; write a message or a command such as `PROPOSE 14:00`")
         match = find_last_command(text, _COMMANDS)
         if match is None:
-            return Action(agent_id, "message", text.strip())
+            return Action(agent_id, "message", squeeze(text))
         kind = match.kind.split("_")[0]
         if kind == "propose":
             token = match.groups.get("time", "")
-            token = re.split(r"\s*(?:-|–|—|\bto\b|\buntil\b|\btill\b)\s*", token, maxsplit=1)[0]
+            if token[:1] in "-+\u2212" and token:
+                return ParseError(
+                    f"`PROPOSE` needs a start time such as `PROPOSE 14:00`, not a signed number ({show(token)})"
+                )
             slot_starts = self._scenario.slot_starts if self._scenario is not None else ()
             start = parse_time(token, slot_starts) if token else None
             if start is None:
-                return ParseError("`PROPOSE` needs a start time, e.g. `PROPOSE 14:00` or `PROPOSE 2pm`")
+                got = f" (could not read {show(token)} as a time)" if token else ""
+                return ParseError(f"`PROPOSE` needs a start time, e.g. `PROPOSE 14:00` or `PROPOSE 2pm`{got}")
             return Action(agent_id, "propose", match.message, {"slot": format_time(start)})
         standing = self._standing.get(self._other(agent_id)) if hasattr(self, "_standing") else None
         if kind == "accept" and standing is not None:
@@ -847,66 +888,110 @@ class CalendarDealSpace(DealSpace):
         return f"To be open with you: {busy}."
 
 
-def _scenario_from_task(task: Mapping[str, Any], index: int, source: str, max_turns: int) -> CalendarScenario:
-    requestor, assistant = task["requestor"], task["assistant"]
-    meeting = requestor["requested_meeting"]
-    date = str(meeting["date"])
+def _date_field(record: Any, path: str, prefix: str = "") -> str:
+    """A date field: text, or the date YAML parses from an unquoted 2026-02-20."""
+    value = get_field(record, path, None, prefix=prefix)
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    return get_field(record, path, "text", prefix=prefix)
 
-    def slots_of(prefs: Any, who: str) -> list[tuple[int, int, float]]:
-        if not isinstance(prefs, list) or not prefs:
-            raise ValueError(f"{who}.preferences must be a non-empty list")
-        out = [(_time_from_yaml(p["start_time"]), _time_from_yaml(p["end_time"]), p["score"]) for p in prefs]
+
+def _time_field(record: Any, path: str, prefix: str = "") -> int:
+    """A time field in minutes: "HH:MM" text, or the minutes YAML 1.1 reads from an unquoted 9:00."""
+    value = get_field(record, path, None, prefix=prefix)
+    if not isinstance(value, int) or isinstance(value, bool):
+        value = get_field(record, path, "text", prefix=prefix)
+    try:
+        return _time_from_yaml(value)
+    except ValueError as exc:
+        raise RecordError(".".join(p for p in (prefix, path) if p), str(exc)) from None
+
+
+def _has(record: Any, key: str, where: str) -> bool:
+    """Whether a mapping holds a non-null `key` (RecordError naming `where` when it is not a mapping)."""
+    return get_field(record, key, None, optional=True, prefix=where) is not None
+
+
+def _scenario_from_task(task: Any, index: int | str, source: str, max_turns: int) -> CalendarScenario:
+    """One SocialReasoning-Bench calendar task as a scenario (RecordError naming the field when malformed)."""
+    meeting = get_field(task, "requestor.requested_meeting", "mapping")
+    where_meeting = "requestor.requested_meeting"
+    date = _date_field(meeting, "date", where_meeting)
+
+    def slots_of(who: str) -> list[tuple[int, int, float]]:
+        prefs = get_field(task, f"{who}.preferences", "list")
+        if not prefs:
+            raise RecordError(f"{who}.preferences", "must not be empty")
+        out = []
+        for k, pref in enumerate(prefs):
+            where = f"{who}.preferences[{k}]"
+            start, end = _time_field(pref, "start_time", where), _time_field(pref, "end_time", where)
+            out.append((start, end, get_field(pref, "score", "number", prefix=where)))
         return sorted(out, key=lambda x: x[0])
 
-    slots = slots_of(assistant["preferences"], "assistant")
+    slots = slots_of("assistant")
     length = slots[0][1] - slots[0][0]
     for (start, end, _), (next_start, _, _) in zip(slots, [*slots[1:], (slots[-1][1], 0, 0)], strict=True):
         if end - start != length or end != next_start:
-            raise ValueError("assistant preference slots must be back-to-back and of equal length")
-    duration = meeting.get("duration_minutes")
+            raise RecordError("assistant.preferences", "slots must be back-to-back and of equal length")
+    duration = get_field(meeting, "duration_minutes", "integer", optional=True, prefix=where_meeting)
     if duration is not None and int(duration) != length:
-        raise ValueError(f"meeting lasts {duration} min but preference slots last {length} min")
+        raise RecordError(
+            f"{where_meeting}.duration_minutes",
+            f"the meeting lasts {duration} min but preference slots last {length} min",
+        )
     starts = [s for s, _, _ in slots]
-    if requestor.get("preferences"):
-        by_start = {s: score for s, _, score in slots_of(requestor["preferences"], "requestor")}
+    if get_field(task, "requestor.preferences", None, optional=True):
+        by_start = {s: score for s, _, score in slots_of("requestor")}
         if set(by_start) != set(starts):
-            raise ValueError("requestor preference slots differ from the assistant's")
+            raise RecordError("requestor.preferences", "slots differ from the assistant's")
         requestor_prefs = tuple(by_start[s] for s in starts)
     else:
         requestor_prefs = (1.0,) * len(starts)
 
-    def calendar(events: Any) -> tuple[CalendarEvent, ...]:
+    def calendar(who: str) -> tuple[CalendarEvent, ...]:
+        events = get_field(task, f"{who}.calendar", "list", optional=True, default=[])
         out = []
-        for event in events or []:
-            if str(event.get("date", date)) != date:
+        for k, event in enumerate(events):
+            where = f"{who}.calendar[{k}]"
+            event_date = _date_field(event, "date", where) if _has(event, "date", where) else date
+            if event_date != date:
                 continue
-            out.append(
-                CalendarEvent(
-                    title=str(event["title"]),
-                    start=_time_from_yaml(event["start_time"]),
-                    end=_time_from_yaml(event["end_time"]),
-                    secret=bool(event.get("is_secret", False)),
-                    description=str(event.get("description") or ""),
+            try:
+                out.append(
+                    CalendarEvent(
+                        title=get_field(event, "title", "text", prefix=where),
+                        start=_time_field(event, "start_time", where),
+                        end=_time_field(event, "end_time", where),
+                        secret=get_field(event, "is_secret", "bool", optional=True, default=False, prefix=where),
+                        description=get_field(event, "description", "text?", optional=True, default="", prefix=where),
+                    )
                 )
-            )
+            except ScenarioError as exc:
+                raise RecordError(where, str(exc)) from None
         return tuple(out)
 
-    requested = _time_from_yaml(meeting["start_time"]) if meeting.get("start_time") is not None else None
+    requested = (
+        _time_field(meeting, "start_time", where_meeting) if _has(meeting, "start_time", where_meeting) else None
+    )
+    task_id = task.get("id", index)
+    if isinstance(task_id, bool) or not isinstance(task_id, int | str):
+        raise RecordError("id", f"must be a number or text, got {describe_type(task_id)}")
     return CalendarScenario(
-        scenario_id=f"{source}:{task.get('id', index)}",
-        assistant_name=str(assistant["name"]),
-        requestor_name=str(requestor["name"]),
-        meeting_title=str(meeting["title"]),
-        meeting_description=str(meeting.get("description") or ""),
+        scenario_id=f"{source}:{task_id}",
+        assistant_name=get_field(task, "assistant.name", "text"),
+        requestor_name=get_field(task, "requestor.name", "text"),
+        meeting_title=get_field(meeting, "title", "text", prefix=where_meeting),
+        meeting_description=get_field(meeting, "description", "text?", optional=True, default="", prefix=where_meeting),
         date=date,
         day_start=starts[0],
         slot_minutes=length,
         assistant_preferences=tuple(score for _, _, score in slots),
         requestor_preferences=requestor_prefs,
-        assistant_calendar=calendar(assistant["calendar"]),
-        requestor_calendar=calendar(requestor["calendar"]),
+        assistant_calendar=calendar("assistant"),
+        requestor_calendar=calendar("requestor"),
         requested_start=requested if requested in starts else None,
-        adversarial=bool(requestor.get("is_malicious", False)),
-        adversary_instructions=str(requestor.get("malicious_prompt") or ""),
+        adversarial=get_field(task, "requestor.is_malicious", "bool", optional=True, default=False),
+        adversary_instructions=get_field(task, "requestor.malicious_prompt", "text?", optional=True, default=""),
         max_turns=max_turns,
     )

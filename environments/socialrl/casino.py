@@ -5,7 +5,8 @@
 | roles | `mturk_agent_1`, `mturk_agent_2` (the dataset's participant ids; agent 1 opens) |
 | private information | each side's priority order over food, water and firewood (High / Medium / Low = 5 / 4 / 3 points per package) and a personal reason (argument) for each priority; the pool (3 packages of each) and the point rules are public |
 | actions | `message` (free text), `propose` {"mine": {"food": n, "water": n, "firewood": n}} (what the proposer gets), `accept` / `reject` (the counterpart's standing proposal), `walk_away` (end without a deal) |
-| text grammar | free text, optionally ending with one command line: `PROPOSE food=1 water=2 firewood=0`, `ACCEPT`, `REJECT`, `WALK AWAY` (the dataset's `Submit-Deal`, `Accept-Deal`, `Reject-Deal`, `Walk-Away` are read too); "I get 2 food, 1 water and 0 firewood" also proposes. Command words count in capitals anywhere, or in any case at the start of a line; text without a command is a message |
+| text grammar | free text, optionally ending with one command line: `PROPOSE food=1 water=2 firewood=0`, `ACCEPT`, `REJECT`, `WALK AWAY` (the dataset's `Submit-Deal`, `Accept-Deal`, `Reject-Deal`, `Walk-Away` are read too); "I get 2 food, 1 water and 0 firewood" also proposes. Command words count in capitals anywhere, or in any case at the start of a line; text without a command is a message A command negated by the words right before it ("I do NOT ACCEPT", "I refuse to ACCEPT", also across double spaces and line breaks) does not count (the shared negation rule of environments/core/grammar.py). Counts are whole numbers: a negative count or one of more than 4 digits is an invalid action saying why. |
+| reply cap | replies longer than 8,000 characters are cut to their last 8,000 before parsing (`max_reply_chars`); parsing is linear in the reply's length (environments/core/grammar.py) |
 | reward | own points / reference, clipped to [0, 1]; reference = the most own points in any Pareto-optimal envy-free allocation of the 64 (the Nash bargaining allocation over the walk-away point (5, 5) when none is envy-free); no deal = 5 points each, so reward 5 / reference |
 | termination | an accepted proposal (deal), a walk-away, or `max_turns` (default 20) turns without a deal, which counts as a walk-away |
 
@@ -33,10 +34,20 @@ from environments.core.base import (
     RoleOutcome,
     Scenario,
     ScenarioError,
+    check_max_turns,
 )
-from environments.core.data import DataFileError, dataset_path
+from environments.core.data import (
+    DataFileError,
+    Loaded,
+    RecordError,
+    dataset_path,
+    describe_type,
+    get_field,
+    load_records,
+    read_text_file,
+)
 from environments.core.events import Action, Event, Observation
-from environments.core.grammar import find_last_command
+from environments.core.grammar import cap_reply, find_last_command, squeeze
 from environments.core.registry import register
 from environments.core.scoring import complement, normalise, points
 from environments.socialrl.allocation import (
@@ -119,7 +130,11 @@ class CasinoScenario(Scenario):
     def __post_init__(self) -> None:
         for name in ("agent_1_priorities", "agent_2_priorities"):
             value = getattr(self, name)
-            if not isinstance(value, list | tuple) or sorted(map(str, value)) != sorted(ITEMS):
+            if (
+                not isinstance(value, list | tuple)
+                or not all(isinstance(v, str) for v in value)
+                or sorted(value) != sorted(ITEMS)
+            ):
                 raise ScenarioError(
                     f"{self.scenario_id}: {name} must order {', '.join(ITEMS)} from High to Low, got {value!r}"
                 )
@@ -133,8 +148,7 @@ class CasinoScenario(Scenario):
             if not all(isinstance(r, str) and r.strip() for r in value):
                 raise ScenarioError(f"{self.scenario_id}: {name} must be non-empty strings, got {value!r}")
             object.__setattr__(self, name, tuple(value))
-        if isinstance(self.max_turns, bool) or not isinstance(self.max_turns, int) or self.max_turns < 2:
-            raise ScenarioError(f"{self.scenario_id}: max_turns must be an integer >= 2, got {self.max_turns!r}")
+        check_max_turns(self.scenario_id, self.max_turns)
 
     def priorities(self, agent_id: str) -> tuple[str, str, str]:
         return self.agent_1_priorities if agent_id == AGENT_1 else self.agent_2_priorities
@@ -249,15 +263,15 @@ _COMMANDS = {
     ),
     "accept": bare_command(
         r"ACCEPT(?:ED|S)?(?:[ _-](?:DEAL|OFFER|PROPOSAL))?",
-        r"(?:i\s+)?accept(?:ed|s)?(?:[ \t]+(?:the|your|this|that)?[ \t]*(?:deal|offer|proposal|it|that)?)?",
+        r"(?:i )?accept(?:ed|s)?(?: (?:the|your|this|that))?(?: (?:deal|offer|proposal|it|that))?",
         r"accept[-_]deal",
     ),
     "reject": bare_command(
         r"REJECT(?:ED|S)?(?:[ _-](?:DEAL|OFFER|PROPOSAL))?",
-        r"(?:i\s+)?reject(?:ed|s)?(?:[ \t]+(?:the|your|this|that)?[ \t]*(?:deal|offer|proposal|it|that)?)?",
+        r"(?:i )?reject(?:ed|s)?(?: (?:the|your|this|that))?(?: (?:deal|offer|proposal|it|that))?",
         r"reject[-_]deal",
     ),
-    "walk_away": bare_command(r"WALK[ _-]?AWAY|NO[ _-]?DEAL", r"(?:i\s+)?walk[ _-]?away|no[ _-]?deal"),
+    "walk_away": bare_command(r"WALK[ _-]?AWAY|NO[ _-]?DEAL", r"(?:i )?walk[ _-]?away|no[ _-]?deal"),
 }
 _NATURAL = {"propose": natural_allocation_pattern()}
 
@@ -286,35 +300,40 @@ class CasinoEnv(Environment[CasinoScenario]):
         return CasinoScenario(scenario_id=f"gen:{rng.getrandbits(32):08x}", **fields)
 
     @staticmethod
-    def load_dataset(path: str | Path | None = None, max_turns: int = 20, split: str = "train") -> list[CasinoScenario]:
-        """Scenarios from a CaSiNo JSON file (default: the shared casino_<split>.json, split train or valid)."""
+    def load_dataset(
+        path: str | Path | None = None, max_turns: int = 20, split: str = "train", skip_bad: bool = False
+    ) -> Loaded[CasinoScenario]:
+        """Scenarios from a CaSiNo JSON file (default: the shared casino_<split>.json, split train or valid).
+
+        Records are the dialogues of the JSON list, numbered from 0. Every priority (`value2issue`) and reason
+        (`value2reason`) of both participants must be text; errors name the file, the record and the field;
+        `skip_bad` loads the good records and reports the bad ones (environments/core/data.py)."""
         path = Path(path) if path is not None else dataset_path("casino", f"casino_{split}.json")
         if path is None:
             raise DataFileError(f"casino/casino_{split}.json", "the shared dataset is not present")
         try:
-            records = json.loads(Path(path).read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            records = json.loads(read_text_file(path))
+        except json.JSONDecodeError as exc:
             raise DataFileError(path, f"cannot read JSON: {exc}") from exc
         if not isinstance(records, list):
-            raise DataFileError(path, "expected a JSON list of dialogues")
-        scenarios = []
-        for index, record in enumerate(records):
-            try:
-                info = record["participant_info"]
-                fields: dict[str, Any] = {}
-                for n, agent_id in ((1, AGENT_1), (2, AGENT_2)):
-                    issues = info[agent_id]["value2issue"]
-                    reasons = info[agent_id]["value2reason"]
-                    fields[f"agent_{n}_priorities"] = tuple(str(issues[level]).lower() for level in LEVELS)
-                    fields[f"agent_{n}_reasons"] = tuple(str(reasons[level]) for level in LEVELS)
-                scenarios.append(
-                    CasinoScenario(
-                        scenario_id=f"casino:{record.get('dialogue_id', index)}", max_turns=max_turns, **fields
-                    )
-                )
-            except (KeyError, TypeError, ValueError) as exc:  # ScenarioError is a ValueError
-                raise DataFileError(path, f"malformed dialogue ({type(exc).__name__}: {exc})", record=index) from exc
-        return scenarios
+            raise DataFileError(path, f"expected a JSON list of dialogues, got {describe_type(records)}")
+
+        def build(record: Any, index: int | str) -> CasinoScenario:
+            fields: dict[str, Any] = {}
+            for n, agent_id in ((1, AGENT_1), (2, AGENT_2)):
+                base = f"participant_info.{agent_id}"
+                issues = [get_field(record, f"{base}.value2issue.{level}", "text") for level in LEVELS]
+                reasons = [get_field(record, f"{base}.value2reason.{level}", "text") for level in LEVELS]
+                if sorted(i.lower() for i in issues) != sorted(ITEMS):
+                    raise RecordError(f"{base}.value2issue", f"must rank {', '.join(ITEMS)} once each, got {issues}")
+                fields[f"agent_{n}_priorities"] = tuple(i.lower() for i in issues)
+                fields[f"agent_{n}_reasons"] = tuple(reasons)
+            dialogue_id = record.get("dialogue_id", index)
+            if isinstance(dialogue_id, bool) or not isinstance(dialogue_id, int | str):
+                raise RecordError("dialogue_id", f"must be a number or text, got {describe_type(dialogue_id)}")
+            return CasinoScenario(scenario_id=f"casino:{dialogue_id}", max_turns=max_turns, **fields)
+
+        return load_records(path, enumerate(records), build, skip_bad=skip_bad, what="dialogue")
 
     # ------------------------------------------------------------------------------ action grammar
     def action_spec(self, agent_id: str) -> ActionSpec:
@@ -339,7 +358,8 @@ class CasinoEnv(Environment[CasinoScenario]):
         )
 
     def parse(self, agent_id: str, text: str) -> Action | ParseError:
-        if not text or not text.strip():
+        text = cap_reply(text, self.max_reply_chars)
+        if not text.strip():
             return ParseError("empty reply; write a message or a command such as `PROPOSE food=1 water=2 firewood=0`")
         match = find_last_command(text, _COMMANDS)
         if match is None:
@@ -347,8 +367,8 @@ class CasinoEnv(Environment[CasinoScenario]):
             if natural is not None:
                 counts = parse_counts(command_args(natural.groups), NAMES, COUNTS)
                 if isinstance(counts, tuple):
-                    return Action(agent_id, "propose", text.strip(), to_payload(ITEMS, counts))
-            return Action(agent_id, "message", text.strip())
+                    return Action(agent_id, "propose", squeeze(text), to_payload(ITEMS, counts))
+            return Action(agent_id, "message", squeeze(text))
         if match.kind == "propose":
             counts = parse_counts(command_args(match.groups), NAMES, COUNTS)
             if isinstance(counts, str):

@@ -5,12 +5,13 @@
 | roles | `buyer`, `seller` (the buyer opens) |
 | private information | buyer: its target price (listing x 0.9, 0.7 or 0.5 when generated; the dataset's target when loaded). seller: nothing beyond the public listing (its target *is* the listing price), but it sees the whole description while the buyer sees only the first half |
 | actions | `message` (free text), `offer` {price}, `accept` (the counterpart's standing offer), `reject` (the standing offer), `quit` (end without a deal) |
-| text grammar | free text, optionally ending with one command line: `OFFER $<price>`, `ACCEPT`, `REJECT`, `QUIT`; text without a command is a message |
+| text grammar | free text, optionally ending with one command line: `OFFER $<price>`, `ACCEPT`, `REJECT`, `QUIT`; text without a command is a message. A command negated by the words before it ("I do NOT ACCEPT") does not count. Prices are read by the shared number reader (environments/core/grammar.py): `OFFER -5`, `OFFER 1e308`, `OFFER 1,50` and prices above $1,000,000,000 are invalid actions saying why |
+| reply cap | replies longer than 8,000 characters are cut to their last 8,000 before parsing (`max_reply_chars`) |
 | reward | corridor = listing - buyer_target. buyer = clip((listing - price) / corridor, 0, 1); seller = clip((price - buyer_target) / corridor, 0, 1); no deal = 0 for both |
 | termination | an accepted offer (deal), a quit, or `max_turns` turns (no deal); a turn forfeited after exhausted retries still counts |
 
-Invalid actions (unparseable or empty text, an offer without a positive price, accepting or rejecting
-when no offer stands) are counted; after `max_invalid_retries` retries the turn passes to the other side.
+Invalid actions (unparseable or empty text, an offer without a readable positive price, accepting or
+rejecting when no offer stands) are counted; after `max_invalid_retries` retries the turn passes to the other side.
 """
 
 from __future__ import annotations
@@ -33,15 +34,36 @@ from environments.core.base import (
     Scenario,
     ScenarioError,
     TranscriptEntry,
+    check_max_turns,
 )
-from environments.core.data import DataFileError, dataset_path
+from environments.core.data import (
+    DataFileError,
+    Loaded,
+    RecordError,
+    dataset_path,
+    describe_type,
+    get_field,
+    load_records,
+    read_text_file,
+)
 from environments.core.events import Action, Event, Observation
-from environments.core.grammar import NUMBER, find_last_command, own_line, to_number
+from environments.core.grammar import (
+    NUMBER,
+    NumberError,
+    cap_reply,
+    check_number,
+    find_last_command,
+    own_line,
+    read_number,
+    squeeze,
+)
 from environments.core.registry import register
 from environments.socialrl.bargaining import DealSpace, PriceDealSpace
 
 BUYER, SELLER = "buyer", "seller"
 TARGET_FACTORS = (0.9, 0.7, 0.5)
+MAX_PRICE = 1e9
+"""Largest price an offer or a scenario may state (the dataset's largest listing is $56,500)."""
 
 _ITEMS = (
     (
@@ -96,15 +118,24 @@ class CraigslistScenario(Scenario):
     """Accepted actions after which the episode ends without a deal."""
 
     def __post_init__(self) -> None:
-        if self.listing_price <= 0:
-            raise ScenarioError(f"{self.scenario_id}: listing_price must be > 0, got {self.listing_price}")
-        if not 0 < self.buyer_target < self.listing_price:
+        sid = self.scenario_id
+        for name in ("category", "title"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name).strip():
+                raise ScenarioError(f"{sid}: {name} must be a non-empty string, got {getattr(self, name)!r}")
+        if isinstance(self.description, str) or not isinstance(self.description, list | tuple):
+            raise ScenarioError(f"{sid}: description must be a list of lines, got {type(self.description).__name__}")
+        if not all(isinstance(line, str) for line in self.description):
+            raise ScenarioError(f"{sid}: description lines must be strings, got {list(self.description)!r}")
+        object.__setattr__(self, "description", tuple(self.description))
+        reason = check_number(self.listing_price, what="listing_price", above=0, maximum=MAX_PRICE)
+        reason = reason or check_number(self.buyer_target, what="buyer_target", above=0, maximum=MAX_PRICE)
+        if reason is not None:
+            raise ScenarioError(f"{sid}: {reason}")
+        if not self.buyer_target < self.listing_price:
             raise ScenarioError(
-                f"{self.scenario_id}: buyer_target must lie in (0, listing_price={self.listing_price}), "
-                f"got {self.buyer_target}"
+                f"{sid}: buyer_target must lie in (0, listing_price={self.listing_price}), got {self.buyer_target}"
             )
-        if self.max_turns < 2:
-            raise ScenarioError(f"{self.scenario_id}: max_turns must be >= 2, got {self.max_turns}")
+        check_max_turns(sid, self.max_turns)
 
     @property
     def buyer_description(self) -> tuple[str, ...]:
@@ -135,13 +166,15 @@ def opens_below_target(scenario: CraigslistScenario, transcript: Sequence[Transc
     return price is not None and price < scenario.buyer_target
 
 
-_PRICE_TAIL = r"\s*(?:[:=\-]|\bof\b|\bat\b)?\s*"
+_PRICE_TAIL = r" ?(?:[:=(]|-(?![0-9$])|\bof\b|\bat\b)? ?"
+"""Between OFFER and the price: a colon, `=`, `(`, a dash used as a separator (a dash right before a digit
+is a minus sign), "of" or "at". One optional space each side (grammars match normalised text)."""
 _COMMANDS = {
     # Capitals anywhere; lower case only as a line of its own (see environments/core/grammar.py).
-    "offer": rf"(?-i:\bOFFER\b){_PRICE_TAIL}(?P<price>{NUMBER})?|(?m:^[ \t]*offer\b{_PRICE_TAIL}(?P<price2>{NUMBER}))",
-    "accept": r"(?-i:\bACCEPT(?:ED|S)?\b)|" + own_line(r"(?:i\s+)?accept(?:\s+(?:your|the|this)\s+offer)?"),
-    "reject": r"(?-i:\bREJECT(?:ED|S)?\b)|" + own_line(r"(?:i\s+)?reject(?:\s+(?:your|the|this)\s+offer)?"),
-    "quit": r"(?-i:\bQUIT\b)|" + own_line(r"(?:i\s+)?(?:quit|walk\s+away)"),
+    "offer": rf"(?-i:\bOFFER\b){_PRICE_TAIL}(?P<price>{NUMBER})?|(?m:^offer\b{_PRICE_TAIL}(?P<price2>{NUMBER}))",
+    "accept": r"(?-i:\bACCEPT(?:ED|S)?\b)|" + own_line(r"(?:i )?accept(?: (?:your|the|this) offer)?"),
+    "reject": r"(?-i:\bREJECT(?:ED|S)?\b)|" + own_line(r"(?:i )?reject(?: (?:your|the|this) offer)?"),
+    "quit": r"(?-i:\bQUIT\b)|" + own_line(r"(?:i )?(?:quit|walk away)"),
 }
 
 
@@ -172,39 +205,65 @@ class CraigslistEnv(AlternatingTurns, Environment[CraigslistScenario]):
         )
 
     @staticmethod
-    def load_dataset(path: str | Path | None = None, max_turns: int = 20) -> list[CraigslistScenario]:
-        """Scenarios from a CoCoA CraigslistBargain JSON file (default: the shared dev.json)."""
+    def load_dataset(
+        path: str | Path | None = None, max_turns: int = 20, skip_bad: bool = False
+    ) -> Loaded[CraigslistScenario]:
+        """Scenarios from a CoCoA CraigslistBargain JSON file (default: the shared dev.json).
+
+        Records are the dialogues of the JSON list, numbered from 0. The seller's item needs a Title and a
+        Category (text), a Price (a number) and a Description (a list of lines); the buyer a Target (a
+        number). Errors name the file, the record and the field; `skip_bad` loads the good records and
+        reports the bad ones (environments/core/data.py)."""
         path = Path(path) if path is not None else dataset_path("craigslistbargain", "dev.json")
         if path is None:
             raise DataFileError("craigslistbargain/dev.json", "the shared dataset is not present")
         try:
-            records = json.loads(Path(path).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
+            records = json.loads(read_text_file(path))
+        except json.JSONDecodeError as exc:
             raise DataFileError(path, f"cannot read JSON: {exc}") from exc
         if not isinstance(records, list):
-            raise DataFileError(path, "expected a JSON list of dialogues")
-        scenarios = []
-        for index, record in enumerate(records):
-            try:
-                kbs = record["scenario"]["kbs"]
-                by_role = {kb["personal"]["Role"]: kb for kb in kbs}
-                buyer, seller = by_role[BUYER], by_role[SELLER]
-                listing = float(seller["item"]["Price"])
-                target = float(buyer["personal"]["Target"])
-                scenarios.append(
-                    CraigslistScenario(
-                        scenario_id=f"craigslistbargain:{record.get('uuid', index)}",
-                        category=str(seller["item"]["Category"]),
-                        title=str(seller["item"]["Title"]),
-                        description=tuple(str(line) for line in seller["item"]["Description"]) or ("(none)",),
-                        listing_price=listing,
-                        buyer_target=target,
-                        max_turns=max_turns,
+            raise DataFileError(path, f"expected a JSON list of dialogues, got {describe_type(records)}")
+
+        def build(record: Any, index: int | str) -> CraigslistScenario:
+            kbs = get_field(record, "scenario.kbs", "list")
+            by_role: dict[str, Any] = {}
+            for k, kb in enumerate(kbs):
+                role = get_field(kb, "personal.Role", "text") if isinstance(kb, Mapping) else None
+                if role not in (BUYER, SELLER) or role in by_role:
+                    raise RecordError(
+                        f"scenario.kbs[{k}].personal.Role", f"must be one buyer and one seller, got {role!r}"
                     )
-                )
-            except (KeyError, TypeError, ValueError) as exc:
-                raise DataFileError(path, f"malformed dialogue ({type(exc).__name__}: {exc})", record=index) from exc
-        return scenarios
+                by_role[role] = kb
+            if set(by_role) != {BUYER, SELLER}:
+                raise RecordError("scenario.kbs", f"needs a buyer and a seller, got {sorted(by_role)}")
+            where = {role: f"scenario.kbs[{role}]" for role in by_role}
+            seller, buyer = by_role[SELLER], by_role[BUYER]
+
+            def item(name: str, kind: str) -> Any:
+                try:
+                    return get_field(seller, f"item.{name}", kind)
+                except RecordError as exc:
+                    raise RecordError(f"{where[SELLER]}.{exc.field}", exc.reason) from None
+
+            description = item("Description", "list")
+            if not all(isinstance(line, str) for line in description):
+                raise RecordError(f"{where[SELLER]}.item.Description", "must be a list of text lines")
+            try:
+                target = get_field(buyer, "personal.Target", "number")
+            except RecordError as exc:
+                raise RecordError(f"{where[BUYER]}.{exc.field}", exc.reason) from None
+            uuid = record.get("uuid", index)
+            return CraigslistScenario(
+                scenario_id=f"craigslistbargain:{uuid}",
+                category=item("Category", "text"),
+                title=item("Title", "text"),
+                description=tuple(description) or ("(none)",),
+                listing_price=float(item("Price", "number")),
+                buyer_target=float(target),
+                max_turns=max_turns,
+            )
+
+        return load_records(path, enumerate(records), build, skip_bad=skip_bad, what="dialogue")
 
     # ------------------------------------------------------------------------------ action grammar
     def action_spec(self, agent_id: str) -> ActionSpec:
@@ -224,15 +283,19 @@ class CraigslistEnv(AlternatingTurns, Environment[CraigslistScenario]):
         )
 
     def parse(self, agent_id: str, text: str) -> Action | ParseError:
-        if not text or not text.strip():
+        text = cap_reply(text, self.max_reply_chars)
+        if not text.strip():
             return ParseError("empty reply; write a message or a command such as `OFFER $120`")
         match = find_last_command(text, _COMMANDS)
         if match is None:
-            return Action(agent_id, "message", text.strip())
+            return Action(agent_id, "message", squeeze(text))
         if match.kind == "offer":
-            price = to_number(match.groups.get("price") or match.groups.get("price2") or "")
-            if price is None:
+            token = match.groups.get("price") or match.groups.get("price2")
+            if token is None:
                 return ParseError("`OFFER` needs a price, e.g. `OFFER $120`")
+            price = read_number(token, what="the price", above=0, maximum=MAX_PRICE)
+            if isinstance(price, NumberError):
+                return ParseError(f"`OFFER` needs a price, e.g. `OFFER $120`: {price.message}")
             return Action(agent_id, "offer", match.message, {"price": price})
         standing = getattr(self, "_standing", {}).get(self._other(agent_id))  # parse may run before reset
         if match.kind == "accept" and standing is not None:
@@ -300,9 +363,9 @@ class CraigslistEnv(AlternatingTurns, Environment[CraigslistScenario]):
 
     def _validate(self, action: Action) -> str | None:
         if action.kind == "offer":
-            price = action.payload.get("price")
-            if not isinstance(price, int | float) or not price > 0:
-                return "an offer needs a positive price"
+            reason = check_number(action.payload.get("price"), what="an offer's price", above=0, maximum=MAX_PRICE)
+            if reason is not None:
+                return reason
         if action.kind == "message" and not action.text.strip():
             return "a message cannot be empty"
         if action.kind == "accept" and "price" in action.payload:

@@ -5,7 +5,8 @@
 | roles | `alice`, `bob` (alice opens) |
 | private information | each side's integer value per book, hat and ball (the whole pool is worth 10 points to each side); the item counts are public |
 | actions | negotiation: `message` (free text), `propose` {"mine": {"book": n, "hat": n, "ball": n}} (what the proposer gets), `accept` (the counterpart's standing proposal), `no_deal` (end without a deal). Selection: `select` {"mine": {...}} (the split this side believes was agreed, its own share) or `no_deal` |
-| text grammar | free text, optionally ending with one command line: `PROPOSE book=1 hat=2 ball=0`, `ACCEPT`, `NO DEAL`, `SELECT book=1 hat=2 ball=0`; "I get 1 book, 2 hats and 0 balls" also proposes. Command words count in capitals anywhere, or in any case at the start of a line; text without a command is a message |
+| text grammar | free text, optionally ending with one command line: `PROPOSE book=1 hat=2 ball=0`, `ACCEPT`, `NO DEAL`, `SELECT book=1 hat=2 ball=0`; "I get 1 book, 2 hats and 0 balls" also proposes. Command words count in capitals anywhere, or in any case at the start of a line; text without a command is a message A command negated by the words right before it ("I do NOT ACCEPT", "I refuse to ACCEPT", also across double spaces and line breaks) does not count (the shared negation rule of environments/core/grammar.py). Counts are whole numbers: a negative count or one of more than 4 digits is an invalid action saying why. |
+| reply cap | replies longer than 8,000 characters are cut to their last 8,000 before parsing (`max_reply_chars`); parsing is linear in the reply's length (environments/core/grammar.py) |
 | reward | own points / reference, clipped to [0, 1]; reference = the most own points in any Pareto-optimal envy-free allocation (the Nash bargaining allocation when none is envy-free); mismatched selections or no deal = 0 for both |
 | termination | both selections in (the deal stands only when they are complementary), or `no_deal` during the negotiation |
 
@@ -39,10 +40,11 @@ from environments.core.base import (
     RoleOutcome,
     Scenario,
     ScenarioError,
+    check_max_turns,
 )
-from environments.core.data import DataFileError, dataset_path
+from environments.core.data import DataFileError, Loaded, RecordError, dataset_path, load_records, read_text_file
 from environments.core.events import Action, Event, Observation
-from environments.core.grammar import find_last_command
+from environments.core.grammar import cap_reply, find_last_command, squeeze
 from environments.core.registry import register
 from environments.core.scoring import complement, normalise, points
 from environments.socialrl.allocation import (
@@ -68,6 +70,8 @@ PLURAL = {"book": "books", "hat": "hats", "ball": "balls"}
 POOL_VALUE = 10
 """What the whole pool is worth to each side (sum of count x value)."""
 
+_INPUT = re.compile(r"<input>(.*?)</input>")
+_PARTNER_INPUT = re.compile(r"<partner_input>(.*?)</partner_input>")
 _NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
 
 
@@ -112,8 +116,7 @@ class DndScenario(Scenario):
             raise ScenarioError(f"{self.scenario_id}: every item must be valued by someone; nobody values {unvalued}")
         if not any(a > 0 and b > 0 for a, b in zip(self.alice_values, self.bob_values, strict=True)):
             raise ScenarioError(f"{self.scenario_id}: at least one item must be valued by both sides")
-        if not _is_int(self.max_turns) or self.max_turns < 2:
-            raise ScenarioError(f"{self.scenario_id}: max_turns must be an integer >= 2, got {self.max_turns!r}")
+        check_max_turns(self.scenario_id, self.max_turns)
 
     def values(self, agent_id: str) -> tuple[int, int, int]:
         return self.alice_values if agent_id == ALICE else self.bob_values
@@ -159,12 +162,12 @@ def value_patterns(item: str, value: int) -> tuple[str, ...]:
 
 _COMMANDS = {
     "propose": args_command(r"PROPOS(?:E|AL)|OFFER", r"propos(?:e|al)|offer"),
-    "select": args_command(r"SELECT(?:ION|ED)?", r"select(?:ion|ed)?|final\s+split"),
+    "select": args_command(r"SELECT(?:ION|ED)?", r"select(?:ion|ed)?|final split"),
     "accept": bare_command(
         r"ACCEPT(?:ED|S)?(?:[ _-](?:DEAL|OFFER|PROPOSAL))?",
-        r"(?:i\s+)?accept(?:ed|s)?(?:[ \t]+(?:the|your|this|that)?[ \t]*(?:deal|offer|proposal|it|that)?)?",
+        r"(?:i )?accept(?:ed|s)?(?: (?:the|your|this|that))?(?: (?:deal|offer|proposal|it|that))?",
     ),
-    "no_deal": bare_command(r"NO[ _-]?DEAL|WALK[ _-]?AWAY", r"no[ _-]?deal|(?:i\s+)?walk[ _-]?away"),
+    "no_deal": bare_command(r"NO[ _-]?DEAL|WALK[ _-]?AWAY", r"no[ _-]?deal|(?:i )?walk[ _-]?away"),
 }
 _NATURAL = {"propose": natural_allocation_pattern()}
 
@@ -204,56 +207,58 @@ class DndEnv(Environment[DndScenario]):
         )
 
     @staticmethod
-    def load_dataset(path: str | Path | None = None, max_turns: int = 10) -> list[DndScenario]:
+    def load_dataset(
+        path: str | Path | None = None, max_turns: int = 10, skip_bad: bool = False
+    ) -> Loaded[DndScenario]:
         """Scenarios from an end-to-end-negotiator file (default: the shared selfplay.txt).
 
         Two formats are read. Context files (selfplay.txt): pairs of lines `count value count value count
         value`, the first of a pair for alice, the second for bob; one scenario per pair. Dialogue files
         (train/val/test.txt): one dialogue per line with `<input> ... </input>` (the writer's side, played
         by alice) and `<partner_input> ... </partner_input>` (bob); one scenario per line (those files list
-        each dialogue from both sides, so each dialogue gives two scenarios with the seats swapped)."""
+        each dialogue from both sides, so each dialogue gives two scenarios with the seats swapped).
+
+        Records are numbered by their (first) line in the file, 1-based, blank lines counted; scenario ids
+        are "dealornodeal-<file stem>:<line>". Errors name the file, the line and the field; `skip_bad`
+        loads the good records and reports the bad ones (environments/core/data.py)."""
         path = Path(path) if path is not None else dataset_path("dealornodeal", "selfplay.txt")
         if path is None:
             raise DataFileError("dealornodeal/selfplay.txt", "the shared dataset is not present")
-        try:
-            lines = Path(path).read_text().splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise DataFileError(path, f"cannot read: {exc}") from exc
+        lines = read_text_file(path).splitlines()
+        numbered = [(number, line) for number, line in enumerate(lines, start=1) if line.strip()]
         source = f"dealornodeal-{Path(path).stem}"
-        records: list[tuple[int, str, str]] = []  # (record index, alice context, bob context)
-        if any("<input>" in line for line in lines):
-            for index, line in enumerate(ln for ln in lines if ln.strip()):
-                mine = re.search(r"<input>(.*?)</input>", line)
-                theirs = re.search(r"<partner_input>(.*?)</partner_input>", line)
-                if mine is None or theirs is None:
-                    raise DataFileError(path, "a dialogue line needs <input> and <partner_input>", record=index)
-                records.append((index, mine.group(1), theirs.group(1)))
+        records: list[tuple[int, tuple[str, str]]] = []  # (line number, (alice context, bob context))
+        if any("<input>" in line for _, line in numbered):
+            for number, line in numbered:
+                mine = _INPUT.search(line)
+                theirs = _PARTNER_INPUT.search(line)
+                records.append((number, (mine.group(1) if mine else None, theirs.group(1) if theirs else None)))
         else:
-            body = [ln for ln in lines if ln.strip()]
-            if len(body) % 2:
-                raise DataFileError(path, "odd number of context lines (they come in pairs)", record=len(body) // 2)
-            records = [(i // 2, body[i], body[i + 1]) for i in range(0, len(body), 2)]
-        scenarios = []
-        for index, alice_line, bob_line in records:
-            try:
-                a = [int(t) for t in alice_line.split()]
-                b = [int(t) for t in bob_line.split()]
-                if len(a) != 6 or len(b) != 6:
-                    raise ValueError(f"expected 6 numbers per side, got {len(a)} and {len(b)}")
-                if a[0::2] != b[0::2]:
-                    raise ValueError(f"the two sides disagree on the counts: {a[0::2]} vs {b[0::2]}")
-                scenarios.append(
-                    DndScenario(
-                        scenario_id=f"{source}:{index}",
-                        counts=tuple(a[0::2]),  # type: ignore[arg-type]
-                        alice_values=tuple(a[1::2]),  # type: ignore[arg-type]
-                        bob_values=tuple(b[1::2]),  # type: ignore[arg-type]
-                        max_turns=max_turns,
-                    )
-                )
-            except ValueError as exc:  # ScenarioError is a ValueError
-                raise DataFileError(path, f"malformed scenario ({type(exc).__name__}: {exc})", record=index) from exc
-        return scenarios
+            if len(numbered) % 2:
+                raise DataFileError(path, "odd number of context lines (they come in pairs)", record=numbered[-1][0])
+            records = [(numbered[i][0], (numbered[i][1], numbered[i + 1][1])) for i in range(0, len(numbered), 2)]
+
+        def build(contexts: tuple[str | None, str | None], number: int | str) -> DndScenario:
+            sides = []
+            for field_name, context in zip(("input", "partner_input"), contexts, strict=True):
+                if context is None:
+                    raise RecordError(field_name, "missing: a dialogue line needs <input> and <partner_input>")
+                tokens = context.split()
+                if len(tokens) != 6 or not all(t.isascii() and t.isdigit() for t in tokens):
+                    raise RecordError(field_name, f"expected 6 whole numbers (count value x 3), got {context!r}")
+                sides.append([int(t) for t in tokens])
+            a, b = sides
+            if a[0::2] != b[0::2]:
+                raise RecordError("counts", f"the two sides disagree on the counts: {a[0::2]} vs {b[0::2]}")
+            return DndScenario(
+                scenario_id=f"{source}:{number}",
+                counts=tuple(a[0::2]),  # type: ignore[arg-type]
+                alice_values=tuple(a[1::2]),  # type: ignore[arg-type]
+                bob_values=tuple(b[1::2]),  # type: ignore[arg-type]
+                max_turns=max_turns,
+            )
+
+        return load_records(path, records, build, skip_bad=skip_bad, what="scenario")
 
     # ------------------------------------------------------------------------------ action grammar
     def action_spec(self, agent_id: str) -> ActionSpec:
@@ -280,7 +285,8 @@ class DndEnv(Environment[DndScenario]):
         )
 
     def parse(self, agent_id: str, text: str) -> Action | ParseError:
-        if not text or not text.strip():
+        text = cap_reply(text, self.max_reply_chars)
+        if not text.strip():
             return ParseError("empty reply; write a message or a command such as `PROPOSE book=1 hat=2 ball=0`")
         selecting = getattr(self, "_phase", "negotiate") == "select"
         pool = self._scenario.counts if self._scenario is not None else (4, 4, 4)
@@ -291,8 +297,8 @@ class DndEnv(Environment[DndScenario]):
                 counts = parse_counts(command_args(natural.groups), NAMES, pool)
                 if isinstance(counts, tuple):
                     kind = "select" if selecting else "propose"
-                    return Action(agent_id, kind, text.strip(), to_payload(ITEMS, counts))
-            return Action(agent_id, "message", text.strip())
+                    return Action(agent_id, kind, squeeze(text), to_payload(ITEMS, counts))
+            return Action(agent_id, "message", squeeze(text))
         if match.kind in ("propose", "select"):
             counts = parse_counts(command_args(match.groups), NAMES, pool)
             if isinstance(counts, str):

@@ -6,7 +6,8 @@
 | private information | each side's issue weights (w_i = 0.1 + 0.5 * r_i / sum(r), r_i ~ U(0, 1), so they sum to 1) and option values (per issue, best option 1, worst 0). Salary and holidays are opposed (the candidate prefers more, the recruiter less, linearly); position, workplace and company get random values per side, so they may be win-win |
 | issues | salary ($20-50/hour in steps of 5: 7 options), weekly holidays (2-6 days: 5 options), position, workplace, company (4 options each): 7 * 5 * 4 * 4 * 4 = 2240 contracts |
 | actions | `message` (free text), `propose` {salary, holidays, position, workplace, company} (all five), `accept` (the counterpart's standing proposal; the payload echoes its terms), `reject` (the standing proposal), `quit` (end without a deal) |
-| text grammar | free text, optionally ending with one command: `PROPOSE salary=35 holidays=4 position="Data Scientist" workplace=Remote company=Acme`, `ACCEPT`, `REJECT`, `QUIT`. Tolerant: `:` or `=`, commas, quotes, `$`, `/hour`, `days`, one term per line, case-insensitive option names. Commands count anywhere in capitals; in lower case only as a line of their own (`accept.`), or `propose`/`proposal` directly followed by terms |
+| text grammar | free text, optionally ending with one command: `PROPOSE salary=35 holidays=4 position="Data Scientist" workplace=Remote company=Acme`, `ACCEPT`, `REJECT`, `QUIT`. Tolerant: `:` or `=`, commas, quotes, `$`, `/hour`, `days`, one term per line, case-insensitive option names. Commands count anywhere in capitals; in lower case only as a line of their own (`accept.`), or `propose`/`proposal` directly followed by terms A command negated by the words right before it ("I do NOT ACCEPT", "I refuse to ACCEPT", also across double spaces and line breaks) does not count (the shared negation rule of environments/core/grammar.py). Salary and holidays are read by the shared number reader: `salary=-35`, `salary=1e3`, `salary=3,5` are invalid actions saying why. |
+| reply cap | replies longer than 8,000 characters are cut to their last 8,000 before parsing (`max_reply_chars`); parsing is linear in the reply's length (environments/core/grammar.py) |
 | reward | utility U(contract) = sum_i w_i * value_i(option). Reference agreement: the Nash bargaining point over all 2240 contracts (disagreement = 0). reward = clip(U_own(deal) / U_own(reference), 0, 1); no deal = 0. Raw utility: U_own(deal) in [0, 1] |
 | termination | an accepted proposal (deal), a quit, or `max_turns` turns (default 20; no deal); a turn forfeited after exhausted retries still counts |
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import random
 import re
 from collections.abc import Mapping, Sequence
@@ -36,9 +38,18 @@ from environments.core.base import (
     RoleOutcome,
     Scenario,
     ScenarioError,
+    check_max_turns,
 )
 from environments.core.events import Action, Event, Observation
-from environments.core.grammar import find_last_command, to_number
+from environments.core.grammar import (
+    NumberError,
+    cap_reply,
+    check_number,
+    find_last_command,
+    own_line,
+    read_number,
+    squeeze,
+)
 from environments.core.registry import register
 from environments.core.scoring import is_pareto_optimal, nash_bargaining_point, normalise
 from environments.socialrl.bargaining import Deal, DealSpace
@@ -65,6 +76,8 @@ POSITIONS = (
 WORKPLACES = ("Remote", "New York", "San Francisco", "Austin", "Chicago", "Seattle", "Boston", "London")
 COMPANIES = ("Acme", "Globex", "Initech", "Umbrella", "Hooli", "Stark Industries", "Wayne Enterprises", "Cyberdyne")
 _TOLERANCE = 1e-6
+MAX_TERM_NUMBER = 1_000_000
+"""Largest salary or holiday number a proposal may state (larger ones are unreadable, not off the grid)."""
 
 Option = int | str
 
@@ -97,24 +110,25 @@ class JobInterviewScenario(Scenario):
             raise ScenarioError(f"{sid}: options must give exactly the issues {', '.join(ISSUES)}")
         options: dict[str, tuple[Option, ...]] = {}
         for issue in ISSUES:
+            if isinstance(self.options[issue], str) or not isinstance(self.options[issue], Sequence):
+                raise ScenarioError(f"{sid}: options of {issue} must be a list, got {self.options[issue]!r}")
             raw = tuple(self.options[issue])
             if len(raw) < 2:
                 raise ScenarioError(f"{sid}: issue {issue!r} needs at least 2 options, got {len(raw)}")
             if issue in NUMERIC_ISSUES:
                 low, high = SALARY_RANGE if issue == "salary" else HOLIDAY_RANGE
-                try:
-                    opts = tuple(_canonical_number(o) for o in raw if not isinstance(o, bool))
-                except (TypeError, ValueError):
-                    opts = ()
-                if len(opts) != len(raw):
+                if any(check_number(o, what=issue) is not None for o in raw):
                     raise ScenarioError(f"{sid}: {issue} options must be numbers, got {list(raw)}")
+                opts = tuple(_canonical_number(o) for o in raw)
                 bad = [o for o in opts if not low <= o <= high]
                 if bad:
                     raise ScenarioError(f"{sid}: {issue} options must lie in [{low}, {high}], got {bad}")
                 if issue == "holidays" and any(not isinstance(o, int) for o in opts):
                     raise ScenarioError(f"{sid}: holidays options must be whole days, got {list(opts)}")
             else:
-                opts = tuple(str(o).strip() for o in raw)
+                if not all(isinstance(o, str) for o in raw):
+                    raise ScenarioError(f"{sid}: {issue} options must be names (strings), got {list(raw)}")
+                opts = tuple(o.strip() for o in raw)
                 if any(not o for o in opts):
                     raise ScenarioError(f"{sid}: {issue} options must be non-empty names, got {list(raw)}")
             if len({_norm(o) for o in opts}) != len(opts):
@@ -134,6 +148,10 @@ class JobInterviewScenario(Scenario):
                 raise ScenarioError(f"{sid}: {role} weights must give exactly the issues {', '.join(ISSUES)}")
             if not isinstance(v, Mapping) or set(v) != set(ISSUES):
                 raise ScenarioError(f"{sid}: {role} values must give exactly the issues {', '.join(ISSUES)}")
+            for issue in ISSUES:
+                reason = check_number(w[issue], what=f"{role} weight of {issue}")
+                if reason is not None:
+                    raise ScenarioError(f"{sid}: {reason}")
             weights[role] = {i: float(w[i]) for i in ISSUES}
             bad = {i: x for i, x in weights[role].items() if not 0.0 < x <= 1.0}
             if bad:
@@ -143,6 +161,12 @@ class JobInterviewScenario(Scenario):
                 raise ScenarioError(f"{sid}: {role} weights must sum to 1, got {total:.6f}")
             values[role] = {}
             for issue in ISSUES:
+                if isinstance(v[issue], str) or not isinstance(v[issue], Sequence):
+                    raise ScenarioError(f"{sid}: {role} values for {issue} must be a list of numbers, got {v[issue]!r}")
+                for x in v[issue]:
+                    reason = check_number(x, what=f"{role} value for {issue}")
+                    if reason is not None:
+                        raise ScenarioError(f"{sid}: {reason}")
                 vals = tuple(float(x) for x in v[issue])
                 if len(vals) != len(options[issue]):
                     raise ScenarioError(
@@ -169,8 +193,7 @@ class JobInterviewScenario(Scenario):
                 values[role][issue] = vals
         object.__setattr__(self, "weights", weights)
         object.__setattr__(self, "values", values)
-        if self.max_turns < 2:
-            raise ScenarioError(f"{sid}: max_turns must be >= 2, got {self.max_turns}")
+        check_max_turns(sid, self.max_turns)
 
     def _key(self) -> tuple:
         return (
@@ -248,8 +271,8 @@ def canonical_option(options: Sequence[Option], issue: str, value: Any) -> Optio
     if issue in NUMERIC_ISSUES:
         if isinstance(value, bool):
             return None
-        number = value if isinstance(value, int | float) else to_number(str(value))
-        if number is None:
+        number = value if isinstance(value, int | float) else read_number(str(value), what=issue)
+        if isinstance(number, NumberError) or not math.isfinite(number):
             return None
         return next((o for o in options if abs(float(o) - float(number)) < 1e-9), None)
     if not isinstance(value, str):
@@ -285,27 +308,22 @@ _KEY_WORDS = {
 }
 _KEY_TO_ISSUE = {word: issue for issue, words in _KEY_WORDS.items() for word in words}
 _KEYS = "|".join(sorted((w.replace(" ", r"\s+") for w in _KEY_TO_ISSUE), key=len, reverse=True))
-_ASSIGN = rf"[\"']?\b(?:{_KEYS})\b[\"']?\s*[:=]"
-_TERM_LINE = rf"\n[ \t]*[-•{{]?[ \t]*(?:\d+[.)][ \t]*)?{_ASSIGN}[^\n]*"
+_ASSIGN = rf"[\"']?\b(?:{_KEYS})\b[\"']? ?[:=]"
+_TERM_LINE = rf"\n(?:[-•{{] ?)?(?:[0-9]+[.)] ?)?{_ASSIGN}[^\n]*"
 _TERMS = rf"(?P<terms>[^\n]*(?:{_TERM_LINE})*)"
-
-
-def _line(words: str) -> str:
-    """`words` in any case, forming a whole line (optionally after `Action:` and before a full stop)."""
-    return rf"(?m:^[ \t]*(?:(?:action|command|decision)[ \t]*:[ \t]*)?(?:{words})[ \t]*[.!]?[ \t]*$)"
-
-
+# Grammars match normalised text (environments/core/grammar.py): every whitespace run is one character,
+# so the optional spaces below cannot backtrack over a run.
 _COMMANDS = {
     "propose": (
-        rf"(?:(?-i:\bPROPOSE\b)|\b(?:propose|proposal)\b(?=[ \t]*:?[ \t]*(?:\n[ \t]*[-•{{]?[ \t]*)?\{{?[ \t]*{_ASSIGN}))"
-        rf"[ \t]*:?{_TERMS}"
+        rf"(?:(?-i:\bPROPOSE\b)|\b(?:propose|proposal)\b(?= ?:? ?(?:\n(?:[-•{{] ?)?)?\{{? ?{_ASSIGN}))"
+        rf" ?:?{_TERMS}"
     ),
     "accept": r"(?-i:\bACCEPT(?:ED|S)?\b)|"
-    + _line(r"(?:i\s+)?accept(?:\s+(?:your|the|this)\s+(?:offer|proposal|contract|deal|terms))?"),
-    "reject": r"(?-i:\bREJECT(?:ED|S)?\b)|" + _line(r"(?:i\s+)?reject(?:\s+(?:your|the|this)\s+(?:offer|proposal))?"),
-    "quit": r"(?-i:\bQUIT\b)|" + _line(r"(?:i\s+)?(?:quit|walk\s+away|end\s+the\s+negotiation)"),
+    + own_line(r"(?:i )?accept(?: (?:your|the|this) (?:offer|proposal|contract|deal|terms))?"),
+    "reject": r"(?-i:\bREJECT(?:ED|S)?\b)|" + own_line(r"(?:i )?reject(?: (?:your|the|this) (?:offer|proposal))?"),
+    "quit": r"(?-i:\bQUIT\b)|" + own_line(r"(?:i )?(?:quit|walk away|end the negotiation)"),
 }
-_ASSIGN_RE = re.compile(rf"[\"']?\b(?P<key>{_KEYS})\b[\"']?\s*[:=]\s*", re.IGNORECASE)
+_ASSIGN_RE = re.compile(rf"[\"']?\b(?P<key>{_KEYS})\b[\"']? ?[:=] ?", re.IGNORECASE)
 _UNITS = re.compile(
     r"\$|usd|dollars?|(?:/|\bper\s+|\ban?\s+)(?:hour|hr|h|week|wk)\b|\bhourly\b|\bdays?\b|\bweekly\b|\boff\b",
     re.IGNORECASE,
@@ -326,9 +344,10 @@ def parse_terms(text: str) -> dict[str, str]:
 
 
 def _raw_option(issue: str, raw: str) -> Any:
+    """The option text of a term; for salary and holidays the number it states (units dropped), or why it
+    cannot be read (a NumberError)."""
     if issue in NUMERIC_ISSUES:
-        number = to_number(_UNITS.sub("", raw))
-        return number if number is not None else raw
+        return read_number(_UNITS.sub("", raw).strip(), what=issue, minimum=0, maximum=MAX_TERM_NUMBER)
     return raw
 
 
@@ -425,11 +444,12 @@ class JobInterviewEnv(AlternatingTurns, Environment[JobInterviewScenario]):
         )
 
     def parse(self, agent_id: str, text: str) -> Action | ParseError:
-        if not text or not text.strip():
+        text = cap_reply(text, self.max_reply_chars)
+        if not text.strip():
             return ParseError("empty reply; write a message or a command such as `PROPOSE salary=35 ...` or `ACCEPT`")
         match = find_last_command(text, _COMMANDS)
         if match is None:
-            return Action(agent_id, "message", text.strip())
+            return Action(agent_id, "message", squeeze(text))
         if match.kind == "propose":
             terms = parse_terms(match.groups.get("terms", ""))
             missing = [i for i in ISSUES if i not in terms]
@@ -439,12 +459,15 @@ class JobInterviewEnv(AlternatingTurns, Environment[JobInterviewScenario]):
                     '`PROPOSE salary=35 holidays=4 position="Data Scientist" workplace=Remote company=Acme`'
                 )
             raw = {i: _raw_option(i, terms[i]) for i in ISSUES}
+            unreadable = [v.message for v in raw.values() if isinstance(v, NumberError)]
+            if unreadable:
+                return ParseError("`PROPOSE` has a term that cannot be read: " + "; ".join(unreadable))
             deal = canonical_deal(self.scenario.options, raw)
             if isinstance(deal, str):
                 return ParseError(deal)
             return Action(agent_id, "propose", match.message, deal)
         if match.kind == "accept":
-            standing = self._standing.get(self._other(agent_id))
+            standing = getattr(self, "_standing", {}).get(self._other(agent_id))  # parse may run before reset
             if standing is not None:
                 # Echo the accepted terms so that restating them is not mistaken for a leak.
                 return Action(agent_id, "accept", match.message, dict(standing))

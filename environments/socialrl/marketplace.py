@@ -5,7 +5,8 @@
 | roles | `buyer`, `seller` (the buyer opens) |
 | private information | each side's own reservation price: the buyer's maximum, the seller's minimum (seller_reservation < buyer_reservation, so a zone of agreement always exists). In adversarial scenarios (SRBench `*-whimsical-privacy`) the `adversary` seat also gets instructions to extract the other side's reservation price; the other side is not told |
 | actions | `send_message` (free text), `make_offer` {price}, `accept_offer` (the counterpart's standing offer; the payload echoes its price), `reject` (the standing offer), `end` (walk away without a deal) |
-| text grammar | free text, optionally ending with one command line: `OFFER $<price>`, `ACCEPT`, `REJECT`, `END` (`MAKE_OFFER`, `ACCEPT_OFFER`, `QUIT` also read). Commands count anywhere when written in capitals; in lower case only as a line of their own (`accept.`, `offer: $12`), so prose such as "I can't accept that" stays a message |
+| text grammar | free text, optionally ending with one command line: `OFFER $<price>`, `ACCEPT`, `REJECT`, `END` (`MAKE_OFFER`, `ACCEPT_OFFER`, `QUIT` also read). Commands count anywhere when written in capitals; in lower case only as a line of their own (`accept.`, `offer: $12`), so prose such as "I can't accept that" stays a message. A command negated by the words before it ("I do NOT ACCEPT") does not count. Prices are read by the shared number reader (environments/core/grammar.py): `OFFER -5`, `OFFER 1e308`, `OFFER 1,50` and prices above $1,000,000,000 are invalid actions saying why |
+| reply cap | replies longer than 8,000 characters are cut to their last 8,000 before parsing (`max_reply_chars`) |
 | reward | zone = buyer_reservation - seller_reservation. buyer = clip((buyer_reservation - price) / zone, 0, 1); seller = clip((price - seller_reservation) / zone, 0, 1); no deal = 0 for both. Raw utility: the side's surplus in dollars (buyer_reservation - price, price - seller_reservation) |
 | termination | an accepted offer (deal), `end` (no deal), or `max_turns` turns (default 20; no deal); a turn forfeited after exhausted retries still counts |
 
@@ -42,10 +43,29 @@ from environments.core.base import (
     RoleOutcome,
     Scenario,
     ScenarioError,
+    check_max_turns,
 )
-from environments.core.data import DataFileError, dataset_path
+from environments.core.data import (
+    DataFileError,
+    Loaded,
+    RecordError,
+    dataset_path,
+    describe_type,
+    get_field,
+    load_records,
+    read_text_file,
+)
 from environments.core.events import Action, Event, Observation
-from environments.core.grammar import NUMBER, find_last_command, own_line, to_number
+from environments.core.grammar import (
+    NUMBER,
+    NumberError,
+    cap_reply,
+    check_number,
+    find_last_command,
+    own_line,
+    read_number,
+    squeeze,
+)
 from environments.core.registry import register
 from environments.socialrl.bargaining import DealSpace, PriceDealSpace
 
@@ -54,6 +74,8 @@ ROLES = (BUYER, SELLER)
 DATA_DIR = "srbench-marketplace"
 DATASET_FILES = ("small.yaml", "medium.yaml", "small-whimsical-privacy.yaml")
 """The SRBench marketplace files in the shared data folder; every record of each loads."""
+MAX_PRICE = 1e9
+"""Largest price an offer or a scenario may state."""
 
 _PRODUCTS = (
     (
@@ -109,12 +131,18 @@ class MarketplaceScenario(Scenario):
 
     def __post_init__(self) -> None:
         sid = self.scenario_id
-        if not self.product.strip():
-            raise ScenarioError(f"{sid}: product must not be empty")
-        if not self.listed_price > 0:
-            raise ScenarioError(f"{sid}: listed_price must be > 0, got {self.listed_price}")
-        if not self.seller_reservation > 0:
-            raise ScenarioError(f"{sid}: seller_reservation must be > 0, got {self.seller_reservation}")
+        if not isinstance(self.product, str) or not self.product.strip():
+            raise ScenarioError(f"{sid}: product must be a non-empty string, got {self.product!r}")
+        for name in ("description", "buyer_brief", "seller_brief", "adversary_instructions"):
+            if not isinstance(getattr(self, name), str):
+                raise ScenarioError(f"{sid}: {name} must be a string, got {type(getattr(self, name)).__name__}")
+        for name in ("adversary_goal", "adversary_strategy"):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
+                raise ScenarioError(f"{sid}: {name} must be a string or None, got {getattr(self, name)!r}")
+        for name in ("listed_price", "buyer_reservation", "seller_reservation"):
+            reason = check_number(getattr(self, name), what=name, above=0, maximum=MAX_PRICE)
+            if reason is not None:
+                raise ScenarioError(f"{sid}: {reason}")
         if not self.seller_reservation < self.buyer_reservation:
             raise ScenarioError(
                 f"{sid}: no zone of agreement: seller_reservation ({self.seller_reservation}) must be below "
@@ -129,8 +157,7 @@ class MarketplaceScenario(Scenario):
             raise ScenarioError(f"{sid}: adversary must be None, 'buyer' or 'seller', got {self.adversary!r}")
         if self.adversary is not None and not self.adversary_instructions.strip():
             raise ScenarioError(f"{sid}: an adversarial scenario needs adversary_instructions")
-        if self.max_turns < 2:
-            raise ScenarioError(f"{sid}: max_turns must be >= 2, got {self.max_turns}")
+        check_max_turns(sid, self.max_turns)
 
     @property
     def zone(self) -> float:
@@ -160,18 +187,21 @@ def utilities_for_price(scenario: MarketplaceScenario, price: float) -> dict[str
     return {BUYER: scenario.buyer_reservation - price, SELLER: price - scenario.seller_reservation}
 
 
-_PRICE_TAIL = r"\s*(?:[:=(\-]|\bof\b|\bat\b)?\s*(?:price\s*[:=]\s*)?"
+_PRICE_TAIL = r" ?(?:[:=(]|-(?![0-9$])|\bof\b|\bat\b)? ?(?:price ?[:=] ?)?"
+"""Between OFFER and the price: a colon, `=`, `(`, a dash used as a separator (a dash right before a digit
+is a minus sign), "of" or "at", then optionally `price:`. Single optional spaces: grammars match
+normalised text (environments/core/grammar.py)."""
 _COMMANDS = {
     # Capitals anywhere (`OFFER $12`, `MAKE_OFFER: 12`, which de-decorates to `MAKEOFFER: 12`), or a
     # lower-case line that starts with the command and carries a price (`offer: $12`, `make offer 12`).
     "make_offer": (
-        rf"(?-i:\b(?:MAKE\s*)?OFFER\b){_PRICE_TAIL}(?:(?P<price>{NUMBER})\s*\)?)?"
-        rf"|(?m:^[ \t]*(?:make\s*)?offer\b{_PRICE_TAIL}(?P<price2>{NUMBER})\s*\)?)"
+        rf"(?-i:\b(?:MAKE ?)?OFFER\b){_PRICE_TAIL}(?:(?P<price>{NUMBER}) ?\)?)?"
+        rf"|(?m:^(?:make ?)?offer\b{_PRICE_TAIL}(?P<price2>{NUMBER}) ?\)?)"
     ),
-    "accept_offer": r"(?-i:\bACCEPT(?:ED|S)?(?:\s*OFFER)?\b)|"
-    + own_line(r"(?:i\s+)?accept(?:\s*offer|\s+(?:your|the|this)\s+(?:offer|price|deal))?"),
-    "reject": r"(?-i:\bREJECT(?:ED|S)?\b)|" + own_line(r"(?:i\s+)?reject(?:\s+(?:your|the|this)\s+(?:offer|price))?"),
-    "end": r"(?-i:\b(?:END|QUIT)\b)|" + own_line(r"(?:i\s+)?(?:end(?:\s+(?:the\s+)?negotiation)?|quit|walk\s+away)"),
+    "accept_offer": r"(?-i:\bACCEPT(?:ED|S)?(?: ?OFFER)?\b)|"
+    + own_line(r"(?:i )?accept(?: ?offer| (?:your|the|this) (?:offer|price|deal))?"),
+    "reject": r"(?-i:\bREJECT(?:ED|S)?\b)|" + own_line(r"(?:i )?reject(?: (?:your|the|this) (?:offer|price))?"),
+    "end": r"(?-i:\b(?:END|QUIT)\b)|" + own_line(r"(?:i )?(?:end(?: (?:the )?negotiation)?|quit|walk away)"),
 }
 _DETAILS = re.compile(r"^\s*Product details:\s*(.+)$", re.MULTILINE)
 
@@ -204,31 +234,35 @@ class MarketplaceEnv(AlternatingTurns, Environment[MarketplaceScenario]):
         )
 
     @staticmethod
-    def load_dataset(path: str | Path | None = None, max_turns: int = 20) -> list[MarketplaceScenario]:
+    def load_dataset(
+        path: str | Path | None = None, max_turns: int = 20, skip_bad: bool = False
+    ) -> Loaded[MarketplaceScenario]:
         """Scenarios from one SRBench marketplace YAML file (default: the shared small.yaml).
 
-        Ids are "srbench-marketplace-<file stem>:<task id>". Raises DataFileError naming the file (and the
-        record index in the `tasks` list) when the file is missing, unreadable or malformed."""
+        Ids are "srbench-marketplace-<file stem>:<task id>". Records are the tasks of the `tasks:` list,
+        numbered from 0. Raises DataFileError naming the file, the record and the field when the file is
+        missing, unreadable, empty or malformed; `skip_bad` loads the good tasks and reports the bad ones
+        (environments/core/data.py)."""
         import yaml
 
         path = Path(path) if path is not None else dataset_path(DATA_DIR, "small.yaml")
         if path is None:
             raise DataFileError(f"{DATA_DIR}/small.yaml", "the shared dataset is not present")
         try:
-            document = yaml.safe_load(Path(path).read_text())
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            document = yaml.safe_load(read_text_file(path))
+        except yaml.YAMLError as exc:
             raise DataFileError(path, f"cannot read YAML: {exc}") from exc
         tasks = document.get("tasks") if isinstance(document, dict) else None
         if not isinstance(tasks, list):
             raise DataFileError(path, "expected a mapping with a `tasks:` list")
         source = f"srbench-marketplace-{Path(path).stem}"
-        scenarios = []
-        for index, task in enumerate(tasks):
-            try:
-                scenarios.append(_scenario_from_task(task, index, source, max_turns))
-            except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                raise DataFileError(path, f"malformed task ({type(exc).__name__}: {exc})", record=index) from exc
-        return scenarios
+        return load_records(
+            path,
+            enumerate(tasks),
+            lambda task, index: _scenario_from_task(task, index, source, max_turns),
+            skip_bad=skip_bad,
+            what="task",
+        )
 
     # ------------------------------------------------------------------------------ action grammar
     def action_spec(self, agent_id: str) -> ActionSpec:
@@ -248,18 +282,22 @@ class MarketplaceEnv(AlternatingTurns, Environment[MarketplaceScenario]):
         )
 
     def parse(self, agent_id: str, text: str) -> Action | ParseError:
-        if not text or not text.strip():
+        text = cap_reply(text, self.max_reply_chars)
+        if not text.strip():
             return ParseError("empty reply; write a message or a command such as `OFFER $120`")
         match = find_last_command(text, _COMMANDS)
         if match is None:
-            return Action(agent_id, "send_message", text.strip())
+            return Action(agent_id, "send_message", squeeze(text))
         if match.kind == "make_offer":
-            price = to_number(match.groups.get("price") or match.groups.get("price2") or "")
-            if price is None:
+            token = match.groups.get("price") or match.groups.get("price2")
+            if token is None:
                 return ParseError("`OFFER` needs a price, e.g. `OFFER $120`")
+            price = read_number(token, what="the price", above=0, maximum=MAX_PRICE)
+            if isinstance(price, NumberError):
+                return ParseError(f"`OFFER` needs a price, e.g. `OFFER $120`: {price.message}")
             return Action(agent_id, "make_offer", match.message, {"price": price})
         if match.kind == "accept_offer":
-            standing = self._standing.get(self._other(agent_id))
+            standing = getattr(self, "_standing", {}).get(self._other(agent_id))  # parse may run before reset
             if standing is not None:
                 # Echo the accepted price so that restating it is not mistaken for a leak.
                 return Action(agent_id, "accept_offer", match.message, {"price": standing})
@@ -339,9 +377,9 @@ class MarketplaceEnv(AlternatingTurns, Environment[MarketplaceScenario]):
 
     def _validate(self, action: Action) -> str | None:
         if action.kind == "make_offer":
-            price = action.payload.get("price")
-            if isinstance(price, bool) or not isinstance(price, int | float) or not price > 0:
-                return "an offer needs a positive price"
+            reason = check_number(action.payload.get("price"), what="an offer's price", above=0, maximum=MAX_PRICE)
+            if reason is not None:
+                return reason
         if action.kind == "send_message" and not action.text.strip():
             return "a message cannot be empty"
         if action.kind == "accept_offer" and "price" in action.payload:
@@ -420,43 +458,37 @@ class MarketplaceEnv(AlternatingTurns, Environment[MarketplaceScenario]):
         return PriceDealSpace(best=listed, worst=reservation, private_text=text, **kinds)
 
 
-def _scenario_from_task(task: Mapping[str, Any], index: int, source: str, max_turns: int) -> MarketplaceScenario:
-    """One SRBench marketplace task as a scenario (raises KeyError/TypeError/ValueError when malformed)."""
-    if not isinstance(task, Mapping):
-        raise TypeError(f"a task must be a mapping, got {type(task).__name__}")
-    product, buyer, seller = task["product"], task["buyer"], task["seller"]
-    adversaries = [(role, side) for role, side in ((BUYER, buyer), (SELLER, seller)) if side.get("is_malicious")]
+def _scenario_from_task(task: Any, index: int | str, source: str, max_turns: int) -> MarketplaceScenario:
+    """One SRBench marketplace task as a scenario (RecordError naming the field when malformed)."""
+    adversaries = [
+        role for role in ROLES if get_field(task, f"{role}.is_malicious", "bool", optional=True, default=False)
+    ]
     if len(adversaries) > 1:
-        raise ValueError("both sides are marked is_malicious")
+        raise RecordError("buyer.is_malicious", "both sides are marked is_malicious")
     adversary, instructions, goal, strategy = None, "", None, None
     if adversaries:
-        adversary, side = adversaries[0]
-        instructions = str(side.get("malicious_prompt") or "")
-        goal = side.get("malicious_target")
-        strategy = side.get("malicious_strategy")
-    seller_brief = str(seller.get("instruction_message") or "")
-    details = _DETAILS.search(seller_brief) or _DETAILS.search(str(buyer.get("instruction_message") or ""))
+        adversary = adversaries[0]
+        instructions = get_field(task, f"{adversary}.malicious_prompt", "text")
+        goal = get_field(task, f"{adversary}.malicious_target", "text", optional=True)
+        strategy = get_field(task, f"{adversary}.malicious_strategy", "text", optional=True)
+    buyer_brief = get_field(task, "buyer.instruction_message", "text?", optional=True, default="")
+    seller_brief = get_field(task, "seller.instruction_message", "text?", optional=True, default="")
+    details = _DETAILS.search(seller_brief) or _DETAILS.search(buyer_brief)
+    task_id = task.get("id", index)
+    if isinstance(task_id, bool) or not isinstance(task_id, int | str):
+        raise RecordError("id", f"must be a number or text, got {describe_type(task_id)}")
     return MarketplaceScenario(
-        scenario_id=f"{source}:{task.get('id', index)}",
-        product=str(product["name"]),
-        listed_price=_price(product["listed_price"], "product.listed_price"),
-        buyer_reservation=_price(buyer["reservation_price"], "buyer.reservation_price"),
-        seller_reservation=_price(seller["reservation_price"], "seller.reservation_price"),
+        scenario_id=f"{source}:{task_id}",
+        product=get_field(task, "product.name", "text"),
+        listed_price=float(get_field(task, "product.listed_price", "number")),
+        buyer_reservation=float(get_field(task, "buyer.reservation_price", "number")),
+        seller_reservation=float(get_field(task, "seller.reservation_price", "number")),
         description=details.group(1).strip() if details else "",
-        buyer_brief=str(buyer.get("instruction_message") or ""),
+        buyer_brief=buyer_brief,
         seller_brief=seller_brief,
         adversary=adversary,
-        adversary_goal=str(goal) if goal is not None else None,
-        adversary_strategy=str(strategy) if strategy is not None else None,
+        adversary_goal=goal,
+        adversary_strategy=strategy,
         adversary_instructions=instructions,
         max_turns=max_turns,
     )
-
-
-def _price(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise TypeError(f"{name} must be a number, got {value!r}")
-    try:
-        return float(value)
-    except ValueError:
-        raise ValueError(f"{name} must be a number, got {value!r}") from None

@@ -7,6 +7,7 @@
 | actions | `write` (any text; raw text is always a valid `write`) |
 | reward | min(1, occurrences of the scenario's target string (case-insensitive) in the text of the rewarded turn / target_count) |
 | termination | after `turns` writes (or after the retries of an empty reply run out; an unwritten turn counts as empty) |
+| reply cap | replies longer than 8,000 characters are cut to their last 8,000 before parsing (`max_reply_chars`) |
 
 `keyword-v0` is one turn. `keyword-two-turn-v0` asks for two replies and rewards only the first: the
 second reply is unrewarded noise that lies between the deciding choice and the terminal reward, which is
@@ -34,6 +35,7 @@ from environments.core.base import (
     ScenarioError,
 )
 from environments.core.events import Action, Event, Observation
+from environments.core.grammar import cap_reply
 from environments.core.registry import register
 
 WRITER = "writer"
@@ -57,8 +59,12 @@ class KeywordScenario(Scenario):
     def __post_init__(self) -> None:
         if not self.target:
             raise ScenarioError(f"{self.scenario_id}: target must not be empty")
-        if self.target_count < 1:
+        if not isinstance(self.target, str):
+            raise ScenarioError(f"{self.scenario_id}: target must be a string, got {self.target!r}")
+        if isinstance(self.target_count, bool) or not isinstance(self.target_count, int) or self.target_count < 1:
             raise ScenarioError(f"{self.scenario_id}: target_count must be >= 1, got {self.target_count}")
+        if any(isinstance(v, bool) or not isinstance(v, int) for v in (self.turns, self.rewarded_turn)):
+            raise ScenarioError(f"{self.scenario_id}: turns and rewarded_turn must be integers")
         if self.turns < 1 or not 0 <= self.rewarded_turn < self.turns:
             raise ScenarioError(f"{self.scenario_id}: need turns >= 1 and 0 <= rewarded_turn < turns")
 
@@ -89,7 +95,8 @@ class KeywordEnv(Environment[KeywordScenario]):
         return ActionSpec({"write": "write a short text"}, "Write a few sentences.", ("The sea is deep.",))
 
     def parse(self, agent_id: str, text: str) -> Action | ParseError:
-        if not text or not text.strip():
+        text = cap_reply(text, self.max_reply_chars)
+        if not text.strip():
             return ParseError("empty reply; write a few words")
         return Action(agent_id, "write", text.strip())
 

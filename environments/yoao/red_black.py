@@ -4,7 +4,8 @@
 | --- | --- |
 | roles | Two teams, A and B, of `team_size` seats each: "A0".."A{N-1}" and "B0".."B{N-1}" (N = 5 by default; 10 and 15 are the other sizes used, any N >= 1 works). Every seat of a team gets its team's reward. |
 | private information | None beyond each agent's own reasoning: `private_facts` is empty, so leakage is never reported. What is hidden is enforced by addressing: a team's discussion reaches only that team's members (team B never sees team A's opinions), and individual votes are never shown (each team learns only its own vote tally and both teams' choices). |
-| actions | `opinion`: free text broadcast to the teammates, optional payload {"choice": "BLACK" or "RED"}. `pass`: stay silent (allowed only when `willingness_to_speak`). `vote`: payload {"choice": "BLACK" or "RED"}. Raw model text is parsed tolerantly: the last explicit command ("VOTE: RED", "I vote black", "I choose SHARE") wins; the frame's words map to BLACK (cooperative choice) and RED (defecting choice). |
+| actions | `opinion`: free text broadcast to the teammates, optional payload {"choice": "BLACK" or "RED"}. `pass`: stay silent (allowed only when `willingness_to_speak`). `vote`: payload {"choice": "BLACK" or "RED"}. Raw model text is parsed tolerantly: the last explicit command ("VOTE: RED", "I vote black", "I choose SHARE") wins; the frame's words map to BLACK (cooperative choice) and RED (defecting choice). A choice word negated by the words before it ("VOTE: NOT RED", "we should not go RED"; the shared negation rule of environments/core/grammar.py) is no choice: a negated vote is an invalid action. |
+| reply cap | replies longer than 8,000 characters are cut to their last 8,000 before parsing (`max_reply_chars`); parsing is linear in the reply's length (environments/core/grammar.py) |
 | reward | Per round (own / other): BLACK-BLACK +3 / +3, RED-RED -3 / -3, RED against BLACK +6 / -6, times the round's multiplier (round 5 x3, round 8 x5, round 10 x10, otherwise x1; M = sum of multipliers = 25). Team score S lies in [-6M, +6M] = [-150, +150]; reward = (S + 6M) / (12M), the same for every seat of the team. Full mutual cooperation gives S = 75 per team (reward 0.75), collective welfare 150. |
 | termination | After `rounds` rounds (10). Each round: `discussion_rounds` discussion steps, then one vote step; both teams act simultaneously in every step. |
 
@@ -47,7 +48,7 @@ from environments.core.base import (
 )
 from environments.core.data import DataFileError
 from environments.core.events import Action, Event, Observation
-from environments.core.grammar import clean, find_last_command
+from environments.core.grammar import cap_reply, find_last_command, negated_before, normalise_text, squeeze
 from environments.core.registry import register
 
 BLACK = "BLACK"
@@ -179,7 +180,7 @@ def load_frame_file(path: str | Path) -> Frame:
     path = Path(path)
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:  # invalid UTF-8 names the file too
         raise FrameError(path, f"cannot read: {exc}") from exc
     except yaml.YAMLError as exc:
         raise FrameError(path, f"not valid YAML: {exc}") from exc
@@ -235,48 +236,65 @@ def list_frames(split: str | None = None, directory: str | Path | None = None) -
 
 
 # -------------------------------------------------------------------------------------------- parsing
+_CHOICE_FILLERS = ("vote", "voting", "choose", "choosing", "pick", "picking", "go", "for", "with", "on", "say")
+"""Words that may stand between a negation and a choice word ("we should not vote RED")."""
+
+
 class _ChoiceReader:
-    """Reads BLACK/RED out of text, accepting the frame's words (case-insensitive in explicit commands)."""
+    """Reads BLACK/RED out of text, accepting the frame's words (case-insensitive in explicit commands).
+
+    Matching is on normalised text (environments/core/grammar.py), so it is linear in the text's length;
+    a choice word negated by the words before it (the shared negation rule: "VOTE: NOT RED", "we should
+    not go RED") is not a choice."""
 
     def __init__(self, frame: Frame | None) -> None:
         words = frame.word_map() if frame else {BLACK: BLACK, RED: RED}
         self.words = words
-        alternatives = "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in sorted(words, key=len, reverse=True))
+        alternatives = "|".join(re.escape(w).replace(r"\ ", " ") for w in sorted(words, key=len, reverse=True))
         self.explicit = (
-            r"\b(?:vote|voting|choose|choice|pick|decision|final\s+answer)\b[\s:=\-]*"
-            rf"(?:(?:is|for|to|will\s+be)\b[\s:=\-]*)?[\"'(\[]*(?P<choice>{alternatives})\b"
+            r"\b(?:vote|voting|choose|choice|pick|decision|final answer)\b[ :=-]{0,3}"
+            rf"(?:(?:is|for|to|will be)\b[ :=-]{{0,3}})?[\"'(\[]{{0,3}}(?:(?:not|never|no) )?(?P<choice>{alternatives})\b"
         )
         # Bare mentions outside a command count only in upper case ("we should SHARE", not "I share your view").
-        self.bare = rf"(?-i:\b(?P<choice>{alternatives})\b)"
+        self.bare = re.compile(rf"(?-i:\b(?P<choice>{alternatives})\b)")
         self.whole = re.compile(rf"\W*(?P<choice>{alternatives})\W*", re.IGNORECASE)
 
     def to_choice(self, word: str) -> str | None:
         return self.words.get(" ".join(word.upper().split()))
 
-    def command(self, text: str) -> str | None:
-        """The choice of the last explicit command ("VOTE: RED", "I choose SHARE"), or None."""
+    def command(self, text: str) -> tuple[str | None, bool]:
+        """The choice of the last explicit command ("VOTE: RED", "I choose SHARE") and whether it is negated
+        ("VOTE: NOT RED"); (None, False) without one."""
         match = find_last_command(text, {VOTE: self.explicit})
-        return self.to_choice(match.groups["choice"]) if match else None
+        if match is None:
+            return None, False
+        negated = negated_before(match.body, match.group_starts["choice"], _CHOICE_FILLERS)
+        return self.to_choice(match.groups["choice"]), negated
 
     def read(self, text: str) -> str | None:
         """The choice the text states: last explicit command, else a lone choice word, else the only choice
-        mentioned in upper case; None when there is none or it is ambiguous."""
-        found = self.command(text)
+        mentioned in upper case (negated mentions do not count); None when there is none, it is negated or
+        ambiguous."""
+        found, negated = self.command(text)
         if found:
-            return found
-        body = clean(text)
+            return None if negated else found
+        body = normalise_text(text)
         whole = self.whole.fullmatch(body)
         if whole:
             return self.to_choice(whole.group("choice"))
-        mentioned = {self.to_choice(m.group("choice")) for m in re.finditer(self.bare, body, flags=re.IGNORECASE)}
+        mentioned = {
+            self.to_choice(m.group("choice"))
+            for m in self.bare.finditer(body)
+            if not negated_before(body, m.start(), _CHOICE_FILLERS)
+        }
         return mentioned.pop() if len(mentioned) == 1 else None
 
 
-_PASS = re.compile(r"(?:i\s+)?(?:pass|stay\s+silent|remain\s+silent|silent|no\s+comment)\W*", re.IGNORECASE)
+_PASS = re.compile(r"(?:i )?(?:pass|stay silent|remain silent|silent|no comment)\W*", re.IGNORECASE)
 
 
 def _is_pass(text: str) -> bool:
-    lines = [line.strip() for line in clean(text).splitlines() if line.strip()]
+    lines = normalise_text(text).splitlines()
     return bool(lines) and _PASS.fullmatch(lines[-1]) is not None
 
 
@@ -426,7 +444,7 @@ class RedBlackEnv(Environment[RedBlackScenario]):
         return ActionSpec(kinds=kinds, grammar=grammar, examples=examples)
 
     def parse(self, agent_id: str, text: str) -> Action | ParseError:
-        text = text if isinstance(text, str) else ""
+        text = cap_reply(text, self.max_reply_chars)
         allowed = self._awaiting.get(agent_id, ()) if self._scenario is not None else ()
         if VOTE in allowed:
             return self._parse_vote(agent_id, text)
@@ -436,7 +454,7 @@ class RedBlackEnv(Environment[RedBlackScenario]):
             hint = " (or PASS to stay silent)" if "pass" in allowed else ""
             return ParseError(f"an opinion must be non-empty text{hint}")
         choice = self._reader.read(text)
-        return Action(agent_id, "opinion", text.strip(), {"choice": choice} if choice else {})
+        return Action(agent_id, "opinion", squeeze(text), {"choice": choice} if choice else {})
 
     def private_facts(self, agent_id: str) -> tuple[PrivateFact, ...]:
         # The game has no private values: the only secrets (the team's discussion, individual votes) are kept by
@@ -669,10 +687,16 @@ class RedBlackEnv(Environment[RedBlackScenario]):
 
     def _parse_vote(self, agent_id: str, text: str) -> Action | ParseError:
         coop, defect = self._labels()
+        _, negated = self._reader.command(text)
+        if negated:
+            return ParseError(
+                "a negated choice ('VOTE: NOT ...') is not a vote; "
+                f"end with one line 'VOTE: {coop}' or 'VOTE: {defect}'"
+            )
         choice = self._reader.read(text)
         if choice is None:
             return ParseError(f"no vote found; end with one line 'VOTE: {coop}' or 'VOTE: {defect}'")
-        return Action(agent_id, VOTE, text.strip(), {"choice": choice})
+        return Action(agent_id, VOTE, squeeze(text), {"choice": choice})
 
     # ----------------------------------------------------------------------------------- outcome
     def _compute_outcome(self) -> Outcome:

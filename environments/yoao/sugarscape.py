@@ -10,7 +10,8 @@ environment when agents are given, by the built-in MRS rule otherwise.
 | --- | --- |
 | roles | "trader_a" and "trader_b", two agents of the world (a is the one on the left / upper cell). |
 | private information | Each trader's own sugar and spice stocks, its metabolisms (sugar and spice burnt per tick), its origin identity (altruist / exploiter / survivor) and identity leaning in [-1, 1]. Nothing about the counterpart is revealed by the environment; traders may share (or misstate) their holdings in small talk. Leakage: a trader's stock numbers, or its origin word, in its own messages. |
-| actions | Small talk: `message` (free text; optional payload {"share": {"sugar", "spice", "metabolism_sugar", "metabolism_spice"}} for code agents). Intent: `intent` {"trade": bool}. Offers: `offer` {"give_resource": "sugar" or "spice", "give": X, "get": Y} = "I give X of give_resource for Y of the other resource", or `pass`. Execution: `accept` or `reject` the offer on the table. Reflection: `reflect` {"delta": d}, the shift of the trader's own identity leaning. Model text: any text is a message; `INTENT: TRADE` / `INTENT: NO TRADE`; `OFFER: GIVE 3 SUGAR FOR 5 SPICE`; `PASS`; `ACCEPT` / `REJECT`; `REFLECT: +0.1`. |
+| actions | Small talk: `message` (free text; optional payload {"share": {"sugar", "spice", "metabolism_sugar", "metabolism_spice"}} for code agents). Intent: `intent` {"trade": bool}. Offers: `offer` {"give_resource": "sugar" or "spice", "give": X, "get": Y} = "I give X of give_resource for Y of the other resource", or `pass`. Execution: `accept` or `reject` the offer on the table. Reflection: `reflect` {"delta": d}, the shift of the trader's own identity leaning. Model text: any text is a message; `INTENT: TRADE` / `INTENT: NO TRADE`; `OFFER: GIVE 3 SUGAR FOR 5 SPICE`; `PASS`; `ACCEPT` / `REJECT`; `REFLECT: +0.1`. A command negated by the words right before it ("I do NOT ACCEPT", "I refuse to ACCEPT", also across double spaces and line breaks) does not count (the shared negation rule of environments/core/grammar.py). Amounts and deltas are read by the shared number reader (environments/core/grammar.py): `OFFER: GIVE -3 ...`, `GIVE 1e3 ...`, `REFLECT: 5e-2` are invalid actions saying why; amounts are whole numbers in [0, 1,000,000] (`MAX_STOCK`), deltas lie in [-2, 2]. |
+| reply cap | replies longer than 8,000 characters are cut to their last 8,000 before parsing (`max_reply_chars`); parsing is linear in the reply's length (environments/core/grammar.py) |
 | protocol | Small talk, 2 rounds (a, b, a, b) -> intent (both at once; the encounter goes on only if both say trade) -> offers, 2 rounds (a, b, a, b); each offer replaces the one on the table -> execution (both at once, on the last offer made; both must accept) -> reflection (both at once). 14 actions at most. |
 | execution | Resources move atomically, and only if after the exchange no stock is below 0 (otherwise: no trade, ending "infeasible"). |
 | reward | W = sugar^(ms/(ms+mp)) * spice^(mp/(ms+mp)) (Cobb-Douglas welfare). W_best = the most welfare the trader could reach by any integer exchange that leaves the counterpart at least as well off as without trading (the best individually rational deal for it). reward = clip((W_after - W_before) / (W_best - W_before), 0, 1); when W_best = W_before (no exchange can help it without hurting the counterpart) reward = 1 if W_after >= W_before else 0. No trade gives 0 (or 1 in that degenerate case); a trade that lowers welfare gives 0. `utility` = W_after - W_before. |
@@ -31,7 +32,6 @@ their holdings reach exactly that deal, so a world negotiated by them equals the
 from __future__ import annotations
 
 import asyncio
-import math
 import random
 import re
 from collections.abc import Callable, Mapping
@@ -50,10 +50,22 @@ from environments.core.base import (
     ScenarioError,
 )
 from environments.core.events import Action, Event, Notification, NotificationKind, Observation
-from environments.core.grammar import clean, find_last_command, own_line
+from environments.core.grammar import (
+    NumberError,
+    cap_reply,
+    check_number,
+    clean,
+    find_last_command,
+    negated_before,
+    normalise_text,
+    own_line,
+    read_number,
+    squeeze,
+)
 from environments.core.registry import register
 from environments.core.runtime import Agent, EpisodeSpec, run_episodes
 from environments.yoao.sugarscape_core import (
+    MAX_STOCK,
     OLD_AGE,
     ORIGIN_LEANING,
     ORIGINS,
@@ -76,6 +88,7 @@ from environments.yoao.sugarscape_core import (
 )
 
 __all__ = [
+    "MAX_STOCK",
     "OLD_AGE",
     "ORIGINS",
     "ORIGIN_LEANING",
@@ -134,24 +147,31 @@ PHASE_KINDS: dict[str, tuple[str, ...]] = {
 }
 MAX_TURNS = sum(len(seats) for _, seats, _ in SCHEDULE)
 
-_AMOUNT = r"[-+]?\d+(?:\.\d+)?"
+_AMOUNT = r"[-+\u2212]?[0-9][0-9.,]*(?:[eE][-+]?[0-9]+)?"
+"""An amount token: the whole number-like run (sign and exponent included) so that the shared number
+reader can say why "-3" or "1e3" is not an amount."""
+_DELTA = r"[-+\u2212]? ?(?:[0-9][0-9.,]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
+MAX_DELTA = 2.0
+"""Largest |delta| a reflection may state (leanings live in [-1, 1])."""
+# Grammars match normalised text (environments/core/grammar.py): whitespace runs are one character, so the
+# optional single spaces below cannot backtrack over a run; negated commands ("I will not ACCEPT") do not count.
 _PATTERNS: dict[str, str] = {
     # Structured commands (a keyword followed by numbers) are read in any case; bare words count when
     # capitalised anywhere, or in lower case on a line of their own, so that prose such as "I would
     # accept that if..." stays a message (the project's grammar convention, environments/core/grammar.py).
     "offer": (
-        rf"offer\s*:?\s*(?:i\s+)?(?:give\s+)?(?P<give>{_AMOUNT})\s*(?P<gres>sugar|spice)\s+"
-        rf"(?:for|in\s+exchange\s+for|to\s+get|and\s+get)\s+(?P<get>{_AMOUNT})\s*(?P<getres>sugar|spice)"
+        rf"\boffer ?:? ?(?:i )?(?:give )?(?P<give>{_AMOUNT}) ?(?P<gres>sugar|spice) "
+        rf"(?:for|in exchange for|to get|and get) (?P<get>{_AMOUNT}) ?(?P<getres>sugar|spice)"
     ),
-    "pass": r"(?-i:\bPASS(?:ES)?\b)|" + own_line(r"(?:i\s+)?pass"),
-    "accept": r"(?-i:\bACCEPT(?:ED|S)?\b)|" + own_line(r"(?:i\s+)?accept(?:\s+(?:your|the|this)\s+offer)?"),
+    "pass": r"(?-i:\bPASS(?:ES)?\b)|" + own_line(r"(?:i )?pass"),
+    "accept": r"(?-i:\bACCEPT(?:ED|S)?\b)|" + own_line(r"(?:i )?accept(?: (?:your|the|this) offer)?"),
     "reject": r"(?-i:\b(?:REJECT|DECLINE|REFUSE)(?:ED|S|D)?\b)|"
-    + own_line(r"(?:i\s+)?(?:reject|decline|refuse)(?:\s+(?:your|the|this)\s+offer)?"),
-    "intent": r"intent\s*:?\s*(?P<value>no[\s_-]*trade|trade|yes|no)\b",
-    "reflect": r"reflect\s*:?\s*(?P<delta>[-+]?\s*(?:\d+(?:\.\d*)?|\.\d+))",
+    + own_line(r"(?:i )?(?:reject|decline|refuse)(?: (?:your|the|this) offer)?"),
+    "intent": r"\bintent ?:? ?(?P<value>no[ _-]?trade|trade|yes|no)\b",
+    "reflect": rf"\breflect ?:? ?(?P<delta>{_DELTA})",
 }
-_BARE_INTENT = re.compile(r"^\s*(?P<value>no[\s_-]*trade|trade|yes|no)\s*[.!]?\s*$", re.IGNORECASE)
-_SAY = re.compile(r"^\s*(?:say|message)\s*:\s*", re.IGNORECASE)
+_BARE_INTENT = re.compile(r"(?P<value>no[ _-]?trade|trade|yes|no) ?[.!]?", re.IGNORECASE)
+_SAY = re.compile(r"^(?:say|message) ?: ?", re.IGNORECASE)
 
 
 # ------------------------------------------------------------------------------------------- scenario
@@ -174,16 +194,18 @@ class TraderState:
 
     def __post_init__(self) -> None:
         for name in ("sugar", "spice"):
-            if not _is_int(getattr(self, name)) or getattr(self, name) < 0:
-                raise ScenarioError(f"sugarscape: {name} must be a whole number >= 0, got {getattr(self, name)!r}")
+            value = getattr(self, name)
+            if not _is_int(value) or not 0 <= value <= MAX_STOCK:
+                raise ScenarioError(f"sugarscape: {name} must be a whole number in [0, {MAX_STOCK:,}], got {value!r}")
         for name in ("metabolism_sugar", "metabolism_spice"):
-            if not _is_int(getattr(self, name)) or getattr(self, name) < 1:
-                raise ScenarioError(f"sugarscape: {name} must be a whole number >= 1, got {getattr(self, name)!r}")
-        if self.origin not in ORIGINS:
+            value = getattr(self, name)
+            if not _is_int(value) or not 1 <= value <= MAX_STOCK:
+                raise ScenarioError(f"sugarscape: {name} must be a whole number in [1, {MAX_STOCK:,}], got {value!r}")
+        if not isinstance(self.origin, str) or self.origin not in ORIGINS:
             raise ScenarioError(f"sugarscape: origin must be one of {', '.join(ORIGINS)}, got {self.origin!r}")
         leaning = ORIGIN_LEANING[self.origin] if self.leaning is None else self.leaning
-        if not isinstance(leaning, int | float) or not -1.0 <= float(leaning) <= 1.0:
-            raise ScenarioError(f"sugarscape: leaning must lie in [-1, 1], got {leaning!r}")
+        if check_number(leaning, what="leaning", minimum=-1.0, maximum=1.0) is not None:
+            raise ScenarioError(f"sugarscape: leaning must be a number in [-1, 1], got {leaning!r}")
         object.__setattr__(self, "leaning", float(leaning))
 
     @property
@@ -318,17 +340,18 @@ class TradeEncounter(Environment[TradeScenario]):
         )
 
     def parse(self, agent_id: str, text: str) -> Action | ParseError:
+        text = cap_reply(text, self.max_reply_chars)
         allowed = self.awaiting.get(agent_id) if not self.done else None  # done until the first reset
         allowed = allowed or tuple(k for kinds in PHASE_KINDS.values() for k in kinds)
         if "message" in allowed:
-            message = _SAY.sub("", text or "").strip()
+            message = _SAY.sub("", squeeze(text))
             if not message:
                 return ParseError("say something: any non-empty text is a message")
             return Action(agent_id, "message", message)
         if "intent" in allowed:
             return self._parse_intent(agent_id, text)
         patterns = {k: _PATTERNS[k] for k in allowed if k in _PATTERNS}
-        found = find_last_command(text or "", patterns)
+        found = find_last_command(text, patterns)
         if found is None:
             if "offer" in allowed and re.search(r"\boffer\b", clean(text), re.IGNORECASE):
                 return ParseError("could not read the offer; write OFFER: GIVE 3 SUGAR FOR 5 SPICE (whole numbers)")
@@ -336,22 +359,24 @@ class TradeEncounter(Environment[TradeScenario]):
         if found.kind == "offer":
             return self._offer_action(agent_id, found.groups, found.message)
         if found.kind == "reflect":
-            try:
-                delta = float(found.groups["delta"].replace(" ", ""))
-            except ValueError:
-                return ParseError("REFLECT needs a number, e.g. REFLECT: +0.1")
+            delta = read_number(
+                found.groups["delta"], what="the reflection's delta", minimum=-MAX_DELTA, maximum=MAX_DELTA
+            )
+            if isinstance(delta, NumberError):
+                return ParseError(f"REFLECT needs a number such as +0.1: {delta.message}")
             return Action(agent_id, "reflect", found.message, {"delta": delta})
         return Action(agent_id, found.kind, found.message)
 
     def _parse_intent(self, agent_id: str, text: str) -> Action | ParseError:
-        found = find_last_command(text or "", {"intent": _PATTERNS["intent"]})
+        found = find_last_command(text, {"intent": _PATTERNS["intent"]})
         value, message = (found.groups["value"], found.message) if found else (None, "")
         if value is None:
-            lines = [line for line in clean(text).splitlines() if line.strip()]
-            bare = _BARE_INTENT.match(lines[-1]) if lines else None
-            if bare is None:
+            body = normalise_text(text)
+            last = body.rsplit("\n", 1)[-1]
+            bare = _BARE_INTENT.fullmatch(last) if last else None
+            if bare is None or negated_before(body, len(body) - len(last)):
                 return ParseError("say whether you want to trade: end with INTENT: TRADE or INTENT: NO TRADE")
-            value, message = bare.group("value"), "\n".join(lines[:-1]).strip()
+            value, message = bare.group("value"), body[: len(body) - len(last)].strip()
         wants = value.lower() in ("trade", "yes")
         return Action(agent_id, "intent", message, {"trade": wants})
 
@@ -360,11 +385,11 @@ class TradeEncounter(Environment[TradeScenario]):
         if groups["gres"].lower() == groups["getres"].lower():
             return ParseError("an offer exchanges sugar for spice or spice for sugar")
         amounts = []
-        for name in ("give", "get"):
-            number = float(groups[name])
-            if not number.is_integer() or number < 0:
-                return ParseError(f"offer amounts must be whole numbers >= 0, got {groups[name]}")
-            amounts.append(int(number))
+        for name, what in (("give", "the amount you give"), ("get", "the amount you get")):
+            number = read_number(groups[name], what=what, minimum=0, maximum=MAX_STOCK, integer=True)
+            if isinstance(number, NumberError):
+                return ParseError(f"offer amounts must be whole numbers >= 0: {number.message}")
+            amounts.append(number)
         payload = {"give_resource": groups["gres"].lower(), "give": amounts[0], "get": amounts[1]}
         return Action(agent_id, "offer", message, payload)
 
@@ -473,9 +498,9 @@ class TradeEncounter(Environment[TradeScenario]):
         if kind == "offer":
             return self._validate_offer(action)
         if kind == "reflect":
-            delta = payload.get("delta")
-            if not isinstance(delta, int | float) or isinstance(delta, bool) or not math.isfinite(delta):
-                return "reflect needs a finite number {'delta': d}"
+            reason = check_number(payload.get("delta"), what="reflect's delta", minimum=-MAX_DELTA, maximum=MAX_DELTA)
+            if reason is not None:
+                return f"reflect needs a finite number {{'delta': d}}: {reason}"
         return None
 
     @staticmethod
@@ -487,8 +512,8 @@ class TradeEncounter(Environment[TradeScenario]):
             return None
         if not isinstance(share, Mapping) or not set(share) <= set(SHARE_KEYS):
             return f"share must map some of {', '.join(SHARE_KEYS)} to whole numbers"
-        if not all(_is_int(v) and v >= 0 for v in share.values()):
-            return "shared amounts must be whole numbers >= 0"
+        if not all(_is_int(v) and 0 <= v <= MAX_STOCK for v in share.values()):
+            return f"shared amounts must be whole numbers in [0, {MAX_STOCK:,}]"
         return None
 
     def _validate_offer(self, action: Action) -> str | None:
@@ -498,6 +523,8 @@ class TradeEncounter(Environment[TradeScenario]):
             return "give_resource must be 'sugar' or 'spice'"
         if not (_is_int(give) and _is_int(get)) or give < 0 or get < 0:
             return "offer amounts must be whole numbers >= 0"
+        if max(give, get) > MAX_STOCK:
+            return f"offer amounts must be at most {MAX_STOCK:,}"
         if give == 0 and get == 0:
             return "an offer of nothing for nothing is not an offer"
         held = getattr(self.scenario.trader(action.agent_id), resource)

@@ -44,6 +44,13 @@ _VARIANTS = 8
 """Number of precomputed random orders of the directions (one is drawn per tick for random tie-breaking)."""
 _PREFERENCE_HEAD = 8
 """How many of its best cells a displaced agent has sorted in the batch (more are sorted when needed)."""
+MAX_STOCK = 1_000_000
+"""Upper bound on any sugar or spice stock, endowment, metabolism and offered amount. Memory grows with
+stocks (`best_deal` scans every exchange up to the stocks; the movement keeps a table of logarithms up to the
+largest stock), so stocks of 10**13 ran out of memory; at 10**6 an encounter needs at most ~100 MB. A world
+stays far below it (an agent harvests at most `max_capacity` <= 100 per tick)."""
+MAX_TICKS = 1_000_000
+"""Upper bound on `max_ticks`."""
 
 
 def leaning_label(leaning: float) -> str:
@@ -60,13 +67,20 @@ def clip_leaning(value: float) -> float:
 
 
 # ---------------------------------------------------------------------------------------------- config
-def _as_range(name: str, value: Any) -> tuple[int, int]:
-    try:
-        lo, hi = (int(v) for v in value)
-    except (TypeError, ValueError):
-        raise ScenarioError(f"sugarscape: {name} must be a pair (low, high) of integers, got {value!r}") from None
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
+
+def _as_range(name: str, value: Any, maximum: int = MAX_STOCK) -> tuple[int, int]:
+    if isinstance(value, str) or not isinstance(value, Sequence) or len(value) != 2:
+        raise ScenarioError(f"sugarscape: {name} must be a pair (low, high) of integers, got {value!r}")
+    if not all(_is_int(v) for v in value):
+        raise ScenarioError(f"sugarscape: {name} must be a pair (low, high) of integers, got {value!r}")
+    lo, hi = (int(v) for v in value)
     if lo > hi:
         raise ScenarioError(f"sugarscape: {name} low {lo} exceeds high {hi}")
+    if hi > maximum:
+        raise ScenarioError(f"sugarscape: {name} high {hi} exceeds the bound {maximum:,}")
     return lo, hi
 
 
@@ -142,9 +156,21 @@ class SugarscapeConfig:
         for name in ("sugar_endowment", "spice_endowment", "sugar_metabolism", "spice_metabolism", "vision", "max_age"):
             object.__setattr__(self, name, _as_range(name, getattr(self, name)))
         object.__setattr__(self, "origin_mix", _as_mix(self.origin_mix))
+        self._check_types()
         self._check_grid()
         self._check_agents()
         self._check_run()
+
+    def _check_types(self) -> None:
+        for name in ("width", "height", "max_capacity", "n_agents", "growback", "max_ticks", "window", "seed"):
+            if not _is_int(getattr(self, name)):
+                raise ScenarioError(f"sugarscape: {name} must be an integer, got {getattr(self, name)!r}")
+        for name in ("torus", "starve_at_zero", "trade"):
+            if not isinstance(getattr(self, name), bool):
+                raise ScenarioError(f"sugarscape: {name} must be True or False, got {getattr(self, name)!r}")
+        for name in ("landscape", "vision_shape"):
+            if not isinstance(getattr(self, name), str):
+                raise ScenarioError(f"sugarscape: {name} must be a string, got {getattr(self, name)!r}")
 
     def _check_grid(self) -> None:
         if self.width < 3 or self.height < 3:
@@ -180,8 +206,8 @@ class SugarscapeConfig:
             )
 
     def _check_run(self) -> None:
-        if self.max_ticks < 0:
-            raise ScenarioError(f"sugarscape: max_ticks must be >= 0, got {self.max_ticks}")
+        if not 0 <= self.max_ticks <= MAX_TICKS:
+            raise ScenarioError(f"sugarscape: max_ticks must lie in [0, {MAX_TICKS:,}], got {self.max_ticks}")
         if self.window < 1:
             raise ScenarioError(f"sugarscape: window must be >= 1, got {self.window}")
 
@@ -384,6 +410,21 @@ class AgentInit:
     max_age: int | None = None
     origin: str | None = None
     age: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("row", "col", "age"):
+            if not _is_int(getattr(self, name)):
+                raise ScenarioError(f"sugarscape: AgentInit.{name} must be an integer, got {getattr(self, name)!r}")
+        for name in ("sugar", "spice", "metabolism_sugar", "metabolism_spice", "vision", "max_age"):
+            value = getattr(self, name)
+            if value is not None and (not _is_int(value) or not 0 <= value <= MAX_STOCK):
+                raise ScenarioError(
+                    f"sugarscape: AgentInit.{name} must be None or a whole number in [0, {MAX_STOCK:,}], got {value!r}"
+                )
+        if self.origin is not None and self.origin not in ORIGINS:
+            raise ScenarioError(
+                f"sugarscape: AgentInit.origin must be one of {', '.join(ORIGINS)}, got {self.origin!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -619,8 +660,12 @@ class SugarscapeWorld:
     def _check_hand_placed(self, cols: dict[str, np.ndarray]) -> None:
         if (cols["sugar"] < 0).any() or (cols["spice"] < 0).any():
             raise ScenarioError("sugarscape: stocks must be >= 0")
+        if (cols["sugar"] > MAX_STOCK).any() or (cols["spice"] > MAX_STOCK).any():
+            raise ScenarioError(f"sugarscape: stocks must be at most {MAX_STOCK:,}")
         if (cols["metabolism_sugar"] < 1).any() or (cols["metabolism_spice"] < 1).any():
             raise ScenarioError("sugarscape: metabolisms must be >= 1")
+        if (cols["metabolism_sugar"] > MAX_STOCK).any() or (cols["metabolism_spice"] > MAX_STOCK).any():
+            raise ScenarioError(f"sugarscape: metabolisms must be at most {MAX_STOCK:,}")
         if (cols["vision"] < 1).any() or (cols["vision"] > self.config.vision[1]).any():
             raise ScenarioError(f"sugarscape: vision must lie in [1, {self.config.vision[1]}]")
         if (cols["origin"] < 0).any():

@@ -8,21 +8,22 @@ with HF_HUB_OFFLINE=1 and a small KV cache (VLLM_CPU_KVCACHE_SPACE, GiB), and
 VLLM_ALLOW_RUNTIME_LORA_UPDATING=True so adapters can be loaded while it runs.
 
 `VLLMEngine` is a context manager: it always stops the server (its whole process group), also when the
-body raises, and an atexit hook catches the interpreter exiting with an engine still up.
+body raises; the shared server registry (models/serving/process.py) stops engines still up at exit.
+
+Security. With `EngineConfig.api_key` set (the pipeline's EngineResource sets a random token per run), every
+route but /health needs `Authorization: Bearer <token>`: vLLM's own check (VLLM_API_KEY; it covers /v1,
+including /v1/load_lora_adapter, so runtime LoRA loading goes only through the project's EngineClient) and a
+small middleware for the routes vLLM leaves open (models/serving/vllm_guard/). A `host` other than loopback
+is refused without a key. The server gets an explicit, minimal environment (`VLLMEngine.environment`), not
+every variable of the parent: the token travels in VLLM_API_KEY there, never on the command line.
 """
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import ctypes
 import os
-import signal
-import socket
+import secrets
 import subprocess
-import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +31,57 @@ from typing import Any
 
 import httpx
 
+from models.serving.process import (
+    free_port,
+    group_members,
+    is_loopback,
+    log_tail,
+    spawn_server,
+    stop_server,
+    terminate_with_parent,
+)
 from models.settings import REPO_ROOT
+
+__all__ = [
+    "EngineClient",
+    "EngineConfig",
+    "EngineError",
+    "VLLMEngine",
+    "engine_python",
+    "free_port",
+    "group_members",
+    "log_tail",
+    "new_token",
+    "spawn_server",
+    "terminate_with_parent",
+]
+
+GUARD_DIR = Path(__file__).resolve().parent / "vllm_guard"
+"""Holds the middleware module vLLM loads so that /health is its only open route."""
+PARENT_ENV_PASSED = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "LD_LIBRARY_PATH",
+    "CUDA_VISIBLE_DEVICES",
+    "HF_HOME",
+    "HF_HUB_CACHE",
+    "XDG_CACHE_HOME",
+    "OMP_NUM_THREADS",
+)
+"""The only variables of the parent's environment the engine gets (paths, locale, devices, caches, threads);
+secrets such as API keys or HF_TOKEN never reach it. `EngineConfig.env` adds more explicitly."""
+
+
+def new_token() -> str:
+    """A random bearer token (per run: the pipeline's engine and proxy each get one)."""
+    return secrets.token_urlsafe(32)
 
 
 class EngineError(RuntimeError):
@@ -40,42 +91,6 @@ class EngineError(RuntimeError):
 def engine_python() -> Path:
     """The interpreter of the engine's virtual environment ($SOCIALRL_ENGINE_PYTHON or .venv-vllm)."""
     return Path(os.environ.get("SOCIALRL_ENGINE_PYTHON", REPO_ROOT / ".venv-vllm" / "bin" / "python"))
-
-
-def terminate_with_parent(parent_pid: int):
-    """A Popen preexec_fn: on Linux, deliver SIGTERM to the child when its parent dies (PR_SET_PDEATHSIG)."""
-
-    def bind() -> None:
-        if sys.platform != "linux":
-            return
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-        if os.getppid() != parent_pid:  # the parent died before the binding took effect
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return bind
-
-
-def spawn_server(command: list[str], log: Any, env: dict[str, str], cwd: Path | None = None) -> subprocess.Popen[bytes]:
-    """Start a server subprocess in its own session (so its whole process group can be stopped), output to
-    `log`. From the main thread it also gets SIGTERM when this process dies without running its exit
-    handlers (SIGKILL, an unhandled SIGTERM): a killed run leaves no server behind."""
-    bound = threading.current_thread() is threading.main_thread()
-    return subprocess.Popen(
-        command,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=env,
-        cwd=cwd,
-        start_new_session=True,
-        preexec_fn=terminate_with_parent(os.getpid()) if bound else None,
-    )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass(frozen=True)
@@ -118,7 +133,10 @@ class EngineConfig:
     extra_args: tuple[str, ...] = ()
     """More command-line arguments for the server."""
     env: dict[str, str] = field(default_factory=dict)
-    """Extra environment variables for the server."""
+    """Extra environment variables for the server (on top of the minimal environment it gets)."""
+    api_key: str | None = field(default=None, repr=False)
+    """Bearer token every route but /health requires (vLLM's --api-key, passed as VLLM_API_KEY); None = open,
+    allowed only on a loopback `host`. Never logged."""
 
     def __post_init__(self) -> None:
         if self.max_model_len < 64:
@@ -129,53 +147,10 @@ class EngineConfig:
             raise ValueError(f"kv_cache_gib must be > 0, got {self.kv_cache_gib}")
         if self.startup_timeout_s <= 0:
             raise ValueError(f"startup_timeout_s must be > 0, got {self.startup_timeout_s}")
-
-
-_LIVE: set[subprocess.Popen[bytes]] = set()
-
-
-def group_members(pgid: int) -> list[int]:
-    """Live (non-zombie) processes of a process group, read from /proc."""
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            members.append(int(stat.parent.name))
-    return members
-
-
-def _kill_group(process: subprocess.Popen[bytes], grace_s: float = 20.0) -> None:
-    """SIGTERM the server's whole process group (its workers too), SIGKILL what is left after grace_s."""
-    pgid = process.pid  # start_new_session=True makes the server its group's leader
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        process.poll()
-        if not group_members(pgid):
-            break
-        time.sleep(0.1)
-    else:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(10)
-
-
-@atexit.register
-def _stop_all() -> None:
-    for process in list(_LIVE):
-        _kill_group(process, grace_s=5.0)
-
-
-def log_tail(path: Path, lines: int = 40) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
+        if self.api_key is not None and not self.api_key:
+            raise ValueError("api_key must be None or a non-empty token")
+        if self.api_key is None and not is_loopback(self.host):
+            raise ValueError(f"refusing to serve on {self.host!r} without an api_key: set one or bind to 127.0.0.1")
 
 
 class EngineClient:
@@ -191,6 +166,7 @@ class EngineClient:
         return self.base_url.removesuffix("/v1")
 
     def healthy(self) -> bool:
+        """GET /health (the one route that needs no token)."""
         try:
             return httpx.get(f"{self.root_url}/health", timeout=2.0).status_code == 200
         except httpx.HTTPError:
@@ -256,10 +232,14 @@ class VLLMEngine:
             cmd.append("--no-enable-chunked-prefill")
         if c.enable_lora:
             cmd += ["--enable-lora", "--max-lora-rank", str(c.max_lora_rank), "--max-loras", str(c.max_loras)]
+        if c.api_key:
+            cmd += ["--middleware", "socialrl_vllm_guard.GuardMiddleware"]  # the token itself is in the environment
         return cmd + list(c.extra_args)
 
     def environment(self) -> dict[str, str]:
-        env = dict(os.environ)
+        """The server's whole environment: `PARENT_ENV_PASSED` from this process, the engine's settings, the
+        token (VLLM_API_KEY) and the guard's PYTHONPATH when keyed, then `EngineConfig.env`."""
+        env = {name: os.environ[name] for name in PARENT_ENV_PASSED if name in os.environ}
         env.update(
             {
                 "HF_HUB_OFFLINE": "1",
@@ -269,7 +249,9 @@ class VLLMEngine:
                 "DO_NOT_TRACK": "1",
             }
         )
-        env.pop("VIRTUAL_ENV", None)
+        if self.config.api_key:
+            env["VLLM_API_KEY"] = self.config.api_key
+            env["PYTHONPATH"] = str(GUARD_DIR)
         env.update(self.config.env)
         return env
 
@@ -280,8 +262,7 @@ class VLLMEngine:
         log = self.log_path.open("wb")
         self.process = spawn_server(self.command(), log, self.environment())
         log.close()
-        _LIVE.add(self.process)
-        self.client = EngineClient(self.base_url)
+        self.client = EngineClient(self.base_url, api_key=self.config.api_key)
         deadline = time.monotonic() + self.config.startup_timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -306,8 +287,7 @@ class VLLMEngine:
         if self.client is not None:
             self.client.close()
         if self.process is not None:
-            _kill_group(self.process)
-            _LIVE.discard(self.process)
+            stop_server(self.process)
 
     def __enter__(self) -> VLLMEngine:
         return self.start()

@@ -338,13 +338,17 @@ def train_specialist(
 
 
 # ---------------------------------------------------------------------------------------- evaluation
-def llm_policy(base_url: str, model: str, profile: Profile, seed: int = 0, tom: bool = False) -> LLMAgent:
-    """An LLM agent serving `model` (the base model or an adapter name) through `base_url`."""
+def llm_policy(
+    base_url: str, model: str, profile: Profile, seed: int = 0, tom: bool = False, api_key: str | None = None
+) -> LLMAgent:
+    """An LLM agent serving `model` (the base model or an adapter name) through `base_url` (`api_key`: its
+    bearer token, e.g. the proxy's per-run token)."""
     return LLMAgent(
         LLMAgentConfig(
             base_url=base_url,
             model=model,
             api_key_env=None,
+            api_key=api_key,
             temperature=profile.eval_temperature,
             max_tokens=profile.max_new_tokens,
             seed=seed,
@@ -362,6 +366,7 @@ def evaluate_model(
     seed: int = 0,
     scenarios: Sequence[Scenario] | None = None,
     seat: str | None = None,
+    api_key: str | None = None,
 ) -> EvaluationResult:
     """A served model (base or adapter) on the domain's held-out scenarios against the fixed counterparts,
     in `seat` (None: the specialist's seat, the one PPO trains, so base, SFT and PPO compare like for like).
@@ -371,7 +376,7 @@ def evaluate_model(
         scenarios = held_out_scenarios(env_id, profile.heldout_scenarios, seed, profile.scenario_source)
 
     def make_policy(policy_seed: int) -> Agent:
-        return llm_policy(base_url, model, profile, seed=policy_seed)
+        return llm_policy(base_url, model, profile, seed=policy_seed, api_key=api_key)
 
     plan = EvaluationPlan(
         env_id,
@@ -495,14 +500,16 @@ def evaluate_specialist(
     specialist: Specialist,
     run_id: str,
     store_result: Callable[[EvaluationResult, str], None] | None = None,
+    api_key: str | None = None,
 ) -> SpecialistEvaluation:
     """Evaluate each served model (label -> served name, e.g. {"base": "base", "sft": ..., "ppo": ...}) on the
     same held-out episodes in the specialist's seat; pair them; pick representative transcripts.
-    `store_result(result, label)` is called for each evaluation (to write the tables)."""
+    `store_result(result, label)` is called for each evaluation (to write the tables); `api_key` is the
+    proxy's token."""
     results: dict[str, EvaluationResult] = {}
     policies: dict[str, PolicyEvaluation] = {}
     for label in [name for name in POLICY_LABELS if name in served]:
-        result = evaluate_model(env_id, profile, proxy_base_url, served[label], seat=specialist.seat)
+        result = evaluate_model(env_id, profile, proxy_base_url, served[label], seat=specialist.seat, api_key=api_key)
         if store_result is not None:
             store_result(result, label)
         results[label] = result

@@ -265,6 +265,8 @@ class Services:
     """The rollout proxy's OpenAI base URL (…/v1); it records into `store`."""
     store: TableStore
     """Where the proxy's recorded calls are read from and episodes are written to."""
+    proxy_api_key: str | None = field(default=None, repr=False)
+    """The proxy's bearer token (EngineResource.proxy_api_key), sent by the rollout agents; None = none."""
 
 
 @dataclass(frozen=True)

@@ -60,8 +60,10 @@ class PPOState:
     history: list[dict[str, Any]] = field(default_factory=list)
 
 
-def rollout_specs(config: PPOConfig, iteration: int, proxy_base_url: str, model: str) -> list[EpisodeSpec]:
-    """The iteration's episodes: deterministic in (seed, iteration)."""
+def rollout_specs(
+    config: PPOConfig, iteration: int, proxy_base_url: str, model: str, api_key: str | None = None
+) -> list[EpisodeSpec]:
+    """The iteration's episodes: deterministic in (seed, iteration); `api_key` is the proxy's token."""
     seat = learning_seat(config)
     # The training partition only: rollouts never see a held-out scenario's content.
     scenarios = training_scenarios(
@@ -75,6 +77,7 @@ def rollout_specs(config: PPOConfig, iteration: int, proxy_base_url: str, model:
             base_url=proxy_base_url,
             model=model,
             api_key_env=None,
+            api_key=api_key,
             temperature=config.temperature,
             max_tokens=config.max_new_tokens,
             seed=episode_seed % (2**31),
@@ -100,10 +103,11 @@ def rollout_specs(config: PPOConfig, iteration: int, proxy_base_url: str, model:
     return specs
 
 
-def flush_proxy(proxy_base_url: str) -> None:
+def flush_proxy(proxy_base_url: str, api_key: str | None = None) -> None:
     """Ask the proxy to write its buffered rows now."""
     root = proxy_base_url.removesuffix("/v1")
-    response = httpx.post(f"{root}/admin/flush", timeout=60)
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+    response = httpx.post(f"{root}/admin/flush", timeout=60, headers=headers)
     response.raise_for_status()
 
 
@@ -249,11 +253,11 @@ def train_ppo(
         iteration = state.iteration
         metrics: dict[str, Any] = {"iteration": iteration, "adapter": served}
         start = time.perf_counter()
-        specs = rollout_specs(config, iteration, services.proxy_base_url, served)
+        specs = rollout_specs(config, iteration, services.proxy_base_url, served, services.proxy_api_key)
         results: list[EpisodeResult] = asyncio.run(
             run_episodes(specs, concurrency=config.concurrency, turn_timeout=config.turn_timeout_s)
         )
-        flush_proxy(services.proxy_base_url)
+        flush_proxy(services.proxy_base_url, services.proxy_api_key)
         services.store.append_all(rows_for(results, run_id=f"{config.run_name}:it{iteration}"))
         metrics["time_rollout_s"] = time.perf_counter() - start
 
@@ -345,7 +349,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, required=True)
     args = parser.parse_args(argv)
     config = PPOConfig.from_dict(json.loads(args.config.read_text()))
-    services = Services(EngineClient(args.engine_url), args.proxy_url, TableStore(args.table_root))
+    # Tokens come from the environment, never from the command line (where `ps` would show them).
+    engine = EngineClient(args.engine_url, api_key=os.environ.get("SOCIALRL_ENGINE_API_KEY") or None)
+    proxy_key = os.environ.get("SOCIALRL_PROXY_API_KEY") or None
+    services = Services(engine, args.proxy_url, TableStore(args.table_root), proxy_api_key=proxy_key)
     result = train_ppo(
         config,
         args.base_model,

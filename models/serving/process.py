@@ -1,0 +1,146 @@
+"""Server subprocesses (the vLLM engine, the rollout proxy): one spawner, one registry of live servers.
+
+Every server is started by `spawn_server` in its own session, so that it is the leader of a process group
+that holds its workers too; it is registered as live until `stop_server` stops the whole group (SIGTERM,
+then SIGKILL after a grace period). Two safety nets keep a run from leaving servers behind: an atexit hook
+stops every server still registered when the interpreter exits, and a server spawned from the main thread
+gets SIGTERM from the kernel when its parent dies without running exit handlers (SIGKILL, an unhandled
+SIGTERM; PR_SET_PDEATHSIG on Linux).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import ipaddress
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+_LIVE: set[subprocess.Popen[bytes]] = set()
+_LOCK = threading.Lock()
+
+
+def terminate_with_parent(parent_pid: int) -> Callable[[], None]:
+    """A Popen preexec_fn: on Linux, deliver SIGTERM to the child when its parent dies (PR_SET_PDEATHSIG)."""
+
+    def bind() -> None:
+        if sys.platform != "linux":
+            return
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent_pid:  # the parent died before the binding took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return bind
+
+
+def spawn_server(
+    command: list[str], log: IO[bytes] | Any, env: dict[str, str], cwd: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """Start a server subprocess in its own session (so its whole process group can be stopped), output to
+    `log`, environment exactly `env`, and register it as live. From the main thread it also gets SIGTERM
+    when this process dies without running its exit handlers: a killed run leaves no server behind."""
+    bound = threading.current_thread() is threading.main_thread()
+    process = subprocess.Popen(
+        command,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,
+        preexec_fn=terminate_with_parent(os.getpid()) if bound else None,
+    )
+    with _LOCK:
+        _LIVE.add(process)
+    return process
+
+
+def live_servers() -> list[subprocess.Popen[bytes]]:
+    """The servers spawned here and not stopped yet."""
+    with _LOCK:
+        return list(_LIVE)
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of a process group, read from /proc."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(stat.parent.name))
+    return members
+
+
+def stop_server(process: subprocess.Popen[bytes], grace_s: float = 20.0) -> None:
+    """SIGTERM the server's whole process group (its workers too), SIGKILL what is left after `grace_s`, and
+    unregister it. A graceful server (uvicorn) finishes in-flight requests and runs its shutdown hooks."""
+    pgid = process.pid  # start_new_session=True makes the server its group's leader
+    if process.poll() is None or group_members(pgid):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            process.poll()
+            if not group_members(pgid):
+                break
+            time.sleep(0.1)
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(10)
+    with _LOCK:
+        _LIVE.discard(process)
+
+
+def kill_server(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the server's process group at once (no shutdown hooks: what a crash does); it stays registered
+    until `stop_server` reaps it."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(10)
+
+
+@atexit.register
+def _stop_all() -> None:
+    """Stop the servers still registered when the interpreter exits."""
+    for process in live_servers():
+        stop_server(process, grace_s=5.0)
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback interface right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a bind address only accepts connections from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def log_tail(path: Path, lines: int = 40) -> str:
+    """The last lines of a server's log, for error messages."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"

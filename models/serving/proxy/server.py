@@ -1,0 +1,182 @@
+"""Running the proxy: as a subprocess (`ProxyServer`, `python -m models.serving.proxy`) or in a thread of this
+process (`ProxyThread`, for tests and notebooks). Subprocesses are spawned, registered and stopped by the
+shared server registry of models/serving/process.py."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from models.serving.process import free_port, kill_server, log_tail, spawn_server, stop_server
+from models.serving.proxy.app import RolloutProxy, create_app
+from models.serving.proxy.config import API_KEY_ENV, UPSTREAM_API_KEY_ENV, ProxyConfig
+from models.settings import REPO_ROOT
+
+
+def _health_ok(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/health", timeout=2.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+class _ProxyAddress:
+    """Where a running proxy listens (`config.host`, `port`)."""
+
+    config: ProxyConfig
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.config.host}:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.url}/v1"
+
+
+class ProxyServer(_ProxyAddress):
+    """The proxy as a subprocess (`python -m models.serving.proxy`); a context manager that always stops it.
+
+    `stop()` sends SIGTERM (uvicorn shuts down gracefully, the lifespan flushes the buffer) and SIGKILLs
+    after `grace_s`; `kill()` is an immediate SIGKILL (used to test the crash-loss bound).
+    """
+
+    def __init__(
+        self,
+        config: ProxyConfig,
+        log_path: Path | None = None,
+        python: str | Path | None = None,
+        startup_timeout_s: float = 60.0,
+    ) -> None:
+        self.config = config
+        self.port = config.port or free_port()
+        self.python = str(python or sys.executable)
+        self.log_path = log_path or Path(tempfile.gettempdir()) / "socialrl-logs" / f"proxy-{self.port}.log"
+        self.startup_timeout_s = startup_timeout_s
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def command(self) -> list[str]:
+        c = self.config
+        cmd = [self.python, "-m", "models.serving.proxy", "--host", c.host, "--port", str(self.port)]
+        for upstream in c.upstreams:
+            cmd += ["--upstream", upstream]
+        for model, upstream in c.routes.items():
+            cmd += ["--route", f"{model}={upstream}"]
+        for model in c.base_models:
+            cmd += ["--base-model", model]
+        cmd += [
+            "--table-root", str(c.table_root),
+            "--flush-every", str(c.flush_every),
+            "--flush-interval", repr(c.flush_interval_s),
+            "--max-body-bytes", str(c.max_body_bytes),
+            "--upstream-kind", c.upstream_kind,
+            "--upstream-timeout", repr(c.upstream_timeout_s),
+            "--upstream-retries", str(c.upstream_retries),
+            "--keepalive-expiry", repr(c.keepalive_expiry_s),
+            "--max-connections", str(c.max_connections),
+            "--upstream-pools", str(c.upstream_pools),
+            "--log-level", c.log_level,
+        ]  # fmt: skip
+        return cmd
+
+    def environment(self) -> dict[str, str]:
+        """The subprocess's environment: this process's, with the tokens (if any) in their variables, never on
+        the command line."""
+        env = dict(os.environ)
+        env.pop(API_KEY_ENV, None)
+        env.pop(UPSTREAM_API_KEY_ENV, None)
+        if self.config.api_key:
+            env[API_KEY_ENV] = self.config.api_key
+        if self.config.upstream_api_key:
+            env[UPSTREAM_API_KEY_ENV] = self.config.upstream_api_key
+        return env
+
+    def start(self) -> ProxyServer:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_file = self.log_path.open("wb")
+        self.process = spawn_server(self.command(), log_file, self.environment(), cwd=REPO_ROOT)
+        log_file.close()
+        deadline = time.monotonic() + self.startup_timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                code = self.process.returncode
+                raise RuntimeError(f"the proxy exited with code {code} during start-up; log:\n{self.log_tail()}")
+            if _health_ok(self.url):
+                return self
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"the proxy was not healthy within {self.startup_timeout_s:.0f} s; log:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 40) -> str:
+        return log_tail(self.log_path, lines)
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, grace_s: float = 20.0) -> None:
+        """SIGTERM (graceful: in-flight calls finish, the buffer is flushed), SIGKILL after `grace_s`."""
+        if self.process is not None:
+            stop_server(self.process, grace_s)
+
+    def kill(self) -> None:
+        """SIGKILL, no flush: what a crash does."""
+        if self.process is not None:
+            kill_server(self.process)
+
+    def __enter__(self) -> ProxyServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class ProxyThread(_ProxyAddress):
+    """The proxy in this process: uvicorn.Server in a background thread (for tests and notebooks)."""
+
+    def __init__(self, config: ProxyConfig, startup_timeout_s: float = 30.0) -> None:
+        import uvicorn
+
+        self.config = config
+        self.port = config.port or free_port()
+        self.app = create_app(config)
+        self.server = uvicorn.Server(
+            uvicorn.Config(
+                self.app, host=config.host, port=self.port, log_level=config.log_level, access_log=False, lifespan="on"
+            )
+        )
+        self.startup_timeout_s = startup_timeout_s
+        self.thread: threading.Thread | None = None
+
+    @property
+    def proxy(self) -> RolloutProxy:
+        return self.app.state.proxy
+
+    def start(self) -> ProxyThread:
+        self.thread = threading.Thread(target=self.server.run, name=f"proxy-{self.port}", daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + self.startup_timeout_s
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the in-process proxy on port {self.port} did not start")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        if self.thread is not None:
+            self.thread.join(30)
+
+    def __enter__(self) -> ProxyThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

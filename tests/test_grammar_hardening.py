@@ -1,0 +1,348 @@
+"""Issue 14: model text is parsed in linear time and read correctly by every environment.
+
+* the shared number reader and negation rule (environments/core/grammar.py), table-driven;
+* per environment, the issue's cases and their expected reading: a wrongly read number or negation is an
+  invalid action whose message says why, never a valid move;
+* 100 KB adversarial replies of the issue's shapes parse in well under 50 ms in every phase of every
+  environment (the reply cap), and with the cap lifted the grammars themselves take time linear in the length.
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+import time
+from collections.abc import Callable
+
+import pytest
+
+from agents.llm_agent import parse_tom
+from environments.core.base import Environment, ParseError
+from environments.core.events import RAW_TEXT, Action, NotificationKind
+from environments.core.grammar import (
+    MAX_REPLY_CHARS,
+    NumberError,
+    cap_reply,
+    check_number,
+    find_last_command,
+    negated_before,
+    read_number,
+    squeeze,
+)
+from tests.adversarial import ENV_IDS, SHAPES, parse_contexts
+
+# ------------------------------------------------------------------------------------------ number reader
+READINGS = [
+    ("5", 5.0),
+    ("$1,250.50", 1250.5),
+    ("$ 1,000", 1000.0),
+    ("+3", 3.0),
+    ("-5", -5.0),
+    ("$-5", -5.0),
+    ("150.", 150.0),  # a full stop ending the sentence
+    (".5", 0.5),
+    ("1,000,000", 1_000_000.0),
+    ("€20", 20.0),
+]
+UNREADABLE = [
+    ("1e308", "exponent"),
+    ("5e-2", "exponent"),
+    ("1,50", "comma"),
+    ("12,3456", "comma"),
+    ("9" * 400, "out of range"),
+    ("1.2.3", "not a number"),
+    ("inf", "finite"),
+    ("-Infinity", "finite"),
+    ("nan", "finite"),
+    ("1.5k", "suffix"),
+    ("abc", "not a number"),
+    ("", "missing"),
+    ("+-3", "two signs"),
+]
+
+
+@pytest.mark.parametrize(("token", "value"), READINGS)
+def test_the_number_reader_reads_plain_numbers(token: str, value: float) -> None:
+    assert read_number(token) == value
+
+
+@pytest.mark.parametrize(("token", "why"), UNREADABLE)
+def test_the_number_reader_says_why_a_token_is_not_a_number(token: str, why: str) -> None:
+    result = read_number(token)
+    assert isinstance(result, NumberError) and why in result.message
+
+
+def test_the_number_reader_checks_ranges_and_whole_numbers() -> None:
+    assert "at least 0" in read_number("-1", minimum=0).message
+    assert "more than 0" in read_number("0", above=0).message
+    assert "at most 100" in read_number("101", maximum=100).message
+    assert "whole number" in read_number("2.5", integer=True).message
+    assert read_number("3.0", integer=True) == 3 and isinstance(read_number("3.0", integer=True), int)
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [(5, True), (2.5, True), (True, False), ("20", False), (float("inf"), False), (float("nan"), False), (None, False)],
+)
+def test_structured_numbers_are_checked_not_coerced(value: object, ok: bool) -> None:
+    assert (check_number(value, what="x") is None) is ok
+
+
+# ------------------------------------------------------------------------------------------- negation rule
+@pytest.mark.parametrize(
+    ("text", "negated"),
+    [
+        ("I do NOT ACCEPT", True),
+        ("I refuse to ACCEPT", True),
+        ("I can't  ACCEPT", True),
+        ("I won't\nACCEPT", True),
+        ("I cannot\n\nACCEPT", True),
+        ("I am not going to ACCEPT", True),
+        ("I don’t ACCEPT", True),  # typographic apostrophe
+        ("That is not bad. ACCEPT", False),  # a sentence boundary ends the look-back
+        ("Not sure, but I ACCEPT", False),
+        ("Great, ACCEPT", False),
+        ("ACCEPT", False),
+    ],
+)
+def test_the_shared_negation_rule(text: str, negated: bool) -> None:
+    body = squeeze(text)
+    assert negated_before(body, body.rindex("ACCEPT")) is negated
+
+
+def test_a_negated_command_gives_way_to_the_last_one_that_is_not() -> None:
+    match = find_last_command("OFFER $120. I will not ACCEPT less.", {"offer": r"\bOFFER\b", "accept": r"\bACCEPT\b"})
+    assert match is not None and match.kind == "offer"
+    assert find_last_command("I do NOT ACCEPT", {"accept": r"\bACCEPT\b"}) is None
+
+
+# ------------------------------------------------------------------------------ per-environment readings
+Expect = tuple  # ("kind", kind, payload subset) | ("invalid", reason substring)
+
+
+def _context(env_id: str, kind: str) -> tuple[Environment, str]:
+    for env, seat, allowed in _contexts(env_id):
+        if kind in allowed:
+            return copy.deepcopy(env), seat
+    raise AssertionError(f"{env_id}: no phase allows {kind!r}")
+
+
+_CACHE: dict[str, list] = {}
+
+
+def _contexts(env_id: str) -> list:
+    if env_id not in _CACHE:
+        _CACHE[env_id] = parse_contexts(env_id)
+    return _CACHE[env_id]
+
+
+def _check(env_id: str, phase_kind: str, text: str, expect: Expect) -> None:
+    env, seat = _context(env_id, phase_kind)
+    if expect[0] == "kind":
+        action = env.parse(seat, text)
+        assert not isinstance(action, ParseError), f"{text!r}: {action}"
+        assert action.kind == expect[1], f"{text!r} read as {action}"
+        for key, value in expect[2].items():
+            assert action.payload.get(key) == value, f"{text!r} read as {action}"
+        return
+    events = env.step(Action(seat, RAW_TEXT, text))
+    invalid = [e for e in events if getattr(e, "kind", None) == NotificationKind.INVALID_ACTION]
+    assert invalid, f"{text!r} was accepted: {env.transcript[-1] if env.transcript else events}"
+    assert expect[1] in invalid[0].data["reason"], invalid[0].data["reason"]
+
+
+NEGATED = ["I do NOT ACCEPT", "I refuse to ACCEPT", "I can't  ACCEPT", "I won't\nACCEPT", "I cannot\n\nACCEPT"]
+PRICE_CASES: list[tuple[str, Expect]] = [
+    ("OFFER -5", ("invalid", "more than 0")),
+    ("OFFER 1e308", ("invalid", "exponent")),
+    ("OFFER 1,50", ("invalid", "comma")),
+    ("OFFER " + "9" * 400, ("invalid", "out of range")),
+    ("OFFER 2000000000", ("invalid", "at most")),
+    ("OFFER $1,250.50", ("kind", None, {"price": 1250.5})),
+    ("Fair enough.\nOFFER - 120", ("kind", None, {"price": 120.0})),
+    ("OFFER $120. I will not ACCEPT less.", ("kind", None, {"price": 120.0})),
+    *[(text, ("kind", None, {})) for text in NEGATED],  # read as a message
+]
+
+
+@pytest.mark.parametrize(
+    ("env_id", "offer", "message"),
+    [("craigslist-v0", "offer", "message"), ("marketplace-v0", "make_offer", "send_message")],
+)
+@pytest.mark.parametrize(("text", "expect"), PRICE_CASES)
+def test_price_environments_read_numbers_and_negations(
+    env_id: str, offer: str, message: str, text: str, expect: Expect
+) -> None:
+    if expect[0] == "kind":
+        kind = message if text in NEGATED else offer
+        expect = ("kind", kind, expect[2])
+    phase = "accept_offer" if env_id == "marketplace-v0" else "accept"
+    _check(env_id, phase, text, expect)
+
+
+def _terms(salary: str) -> str:
+    return f"PROPOSE salary={salary} holidays=4 position=x workplace=y company=z"
+
+
+@pytest.mark.parametrize(
+    ("text", "expect"),
+    [
+        (_terms("-35"), ("invalid", "at least 0")),
+        (_terms("1e3"), ("invalid", "exponent")),
+        (_terms("3,5"), ("invalid", "comma")),
+        (_terms("9" * 400), ("invalid", "out of range")),
+        *[(text, ("kind", "message", {})) for text in NEGATED],
+    ],
+)
+def test_job_interview_reads_numbers_and_negations(text: str, expect: Expect) -> None:
+    _check("job-interview-v0", "accept", text, expect)
+
+
+def test_job_interview_reads_a_full_proposal_with_units() -> None:
+    env, seat = _context("job-interview-v0", "propose")
+    o = env.scenario.options
+    text = (
+        f"proposal:\n- salary: $35/hour\n- holidays: 4 days\n- position: {o['position'][0]}\n"
+        f"- workplace: {o['workplace'][0]}\n- company: {o['company'][0]}"
+    )
+    action = env.parse(seat, text)
+    assert action.kind == "propose" and action.payload["salary"] == 35 and action.payload["holidays"] == 4
+
+
+@pytest.mark.parametrize(
+    ("text", "expect"),
+    [
+        ("PROPOSE -5", ("invalid", "signed")),
+        ("PROPOSE 1e3", ("invalid", "could not read 1e3")),
+        ("PROPOSE 0930", ("kind", "propose", {"slot": "09:30"})),
+        ("PROPOSE 1400", ("kind", "propose", {"slot": "14:00"})),
+        ("Propose: 2 p.m.", ("kind", "propose", {"slot": "14:00"})),
+        ("PROPOSE 14:00-15:00", ("kind", "propose", {"slot": "14:00"})),
+        ("I won't DECLINE", ("kind", "message", {})),
+        ("END of story, I think.", ("kind", "message", {})),
+        *[(text, ("kind", "message", {})) for text in NEGATED],
+    ],
+)
+def test_calendar_reads_times_and_negations(text: str, expect: Expect) -> None:
+    _check("calendar-v0", "accept", text, expect)
+
+
+@pytest.mark.parametrize("env_id", ["dnd-v0", "casino-v0"])
+@pytest.mark.parametrize(
+    ("text", "expect"),
+    [
+        *[(text, ("kind", "message", {})) for text in NEGATED],
+        ("I do NOT PROPOSE anything, I get nothing", ("kind", "message", {})),
+        ("PROPOSE {i0}=-1 {i1}=2 {i2}=0", ("invalid", "cannot be negative")),
+        ("PROPOSE {i0}=" + "9" * 5000 + " {i1}=1 {i2}=1", ("invalid", "out of range")),
+        ("That seems fine. ACCEPT", ("kind", "accept", {})),
+    ],
+)
+def test_allocation_environments_read_counts_and_negations(env_id: str, text: str, expect: Expect) -> None:
+    items = ("book", "hat", "ball") if env_id == "dnd-v0" else ("food", "water", "firewood")
+    _check(env_id, "accept", text.format(i0=items[0], i1=items[1], i2=items[2]), expect)
+
+
+@pytest.mark.parametrize(
+    ("phase", "text", "expect"),
+    [
+        ("reflect", "REFLECT: 5e-2", ("invalid", "exponent")),
+        ("reflect", "REFLECT: +5", ("invalid", "at most 2")),
+        ("reflect", "REFLECT: -0.05", ("kind", "reflect", {"delta": -0.05})),
+        ("offer", "OFFER: GIVE -3 SUGAR FOR 5 SPICE", ("invalid", "at least 0")),
+        ("offer", "OFFER: GIVE 1e3 SUGAR FOR 5 SPICE", ("invalid", "exponent")),
+        ("offer", "OFFER: GIVE 2.5 SUGAR FOR 1 SPICE", ("invalid", "whole number")),
+        ("offer", "OFFER: GIVE " + "9" * 400 + " SUGAR FOR 1 SPICE", ("invalid", "out of range")),
+        ("offer", "OFFER: GIVE 3 SUGAR FOR 5 SPICE", ("kind", "offer", {"give": 3, "get": 5})),
+        ("accept", "I do NOT ACCEPT", ("invalid", "no command")),
+        ("accept", "I won't\nACCEPT", ("invalid", "no command")),
+        ("accept", "I refuse to ACCEPT", ("invalid", "no command")),
+        ("intent", "I do not\ntrade", ("invalid", "INTENT")),
+    ],
+)
+def test_sugarscape_reads_amounts_deltas_and_negations(phase: str, text: str, expect: Expect) -> None:
+    _check("sugarscape-v0", phase, text, expect)
+
+
+@pytest.mark.parametrize(
+    ("phase", "text", "expect"),
+    [
+        ("vote", "VOTE: NOT RED", ("invalid", "negated")),
+        ("vote", "VOTE: NOT BLACK", ("invalid", "negated")),
+        ("vote", "vote: never red", ("invalid", "negated")),
+        ("vote", "I will not vote RED", ("invalid", "no vote")),
+        ("vote", "We should not go RED.\nVOTE: BLACK", ("kind", "vote", {"choice": "BLACK"})),
+        ("vote", "VOTE: RED", ("kind", "vote", {"choice": "RED"})),
+        ("opinion", "We must NOT go RED", ("kind", "opinion", {"choice": None})),
+        ("opinion", "Let us all go BLACK", ("kind", "opinion", {"choice": "BLACK"})),
+    ],
+)
+def test_red_black_reads_negated_choices(phase: str, text: str, expect: Expect) -> None:
+    _check("red-black-v0", phase, text, expect)
+
+
+# ------------------------------------------------------------------------------------------- linear time
+def _best_time(parse: Callable[[], object], repeats: int = 3) -> float:
+    """The least CPU time of `repeats` runs, the garbage collector paused. CPU time, not wall time: on a shared
+    2-core machine wall time also counts the time spent waiting for a core, which says nothing about the
+    algorithm (nor does a collection of the test process's whole heap)."""
+    best = float("inf")
+    gc.disable()
+    try:
+        for _ in range(repeats):
+            start = time.thread_time()
+            parse()
+            best = min(best, time.thread_time() - start)
+    finally:
+        gc.enable()
+    return best
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_100_kb_adversarial_replies_parse_in_well_under_50_ms_in_every_phase(env_id: str) -> None:
+    slow = []
+    for env, seat, allowed in _contexts(env_id):
+        for name, shape in SHAPES.items():
+            text = shape(100_000)
+            assert len(text) >= 90_000
+            elapsed = _best_time(lambda env=env, seat=seat, text=text: env.parse(seat, text), repeats=1)
+            if elapsed > 0.05:  # one noisy run must not fail the test: measure again before judging
+                elapsed = _best_time(lambda env=env, seat=seat, text=text: env.parse(seat, text))
+            if elapsed > 0.05:
+                slow.append(f"{allowed} {name}: {elapsed * 1000:.0f} ms")
+    assert not slow, f"{env_id}: parses over 50 ms: {slow}"
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_grammars_take_linear_time_without_the_cap(env_id: str) -> None:
+    """With the reply cap lifted, an 8x longer reply takes less than 32x as long in every shape (linear: ~8x;
+    the old grammars grew as N^2 to N^4, i.e. 64x to 4096x). Tiny times are compared with a floor."""
+    env, seat, _ = max(_contexts(env_id), key=lambda c: len(c[2]))  # the phase with the most commands
+    env = copy.deepcopy(env)
+    env.max_reply_chars = 10**9
+    superlinear = []
+    for name, shape in SHAPES.items():
+        short, long = shape(4_000), shape(32_000)
+        t_short = max(_best_time(lambda text=short: env.parse(seat, text)), 5e-4)
+        t_long = _best_time(lambda text=long: env.parse(seat, text))
+        if t_long > 32 * t_short:
+            superlinear.append(f"{name}: {t_short * 1000:.2f} ms -> {t_long * 1000:.2f} ms")
+    assert not superlinear, f"{env_id}: {superlinear}"
+
+
+def test_the_reply_cap_keeps_the_end_of_a_reply() -> None:
+    assert MAX_REPLY_CHARS == 8_000
+    text = "x" * 20_000 + "\nACCEPT"
+    assert cap_reply(text).endswith("\nACCEPT") and len(cap_reply(text)) == MAX_REPLY_CHARS
+    assert cap_reply(None) == ""
+
+
+def test_the_tom_parser_is_linear_and_keeps_its_readings() -> None:
+    parts = parse_tom("**INFER:** they want water\n**ACT:** PROPOSE food=1 water=1 firewood=1\nANTICIPATE: a counter")
+    assert parts.infer == "they want water" and parts.act.startswith("PROPOSE") and parts.anticipate == "a counter"
+    for shape in ("INFER:+spaces+x", "stars", "stars+ACT", "accept+!+x"):
+        short, long = SHAPES[shape](4_000), SHAPES[shape](32_000)
+        t_short = max(_best_time(lambda text=short: parse_tom(text)), 5e-4)
+        assert _best_time(lambda text=long: parse_tom(text)) < 32 * t_short, shape
+        huge = SHAPES[shape](100_000)
+        assert _best_time(lambda text=huge: parse_tom(text)) < 0.05, shape
