@@ -323,3 +323,18 @@ def test_on_cuda_sft_settings_pick_the_gpu_and_a_shared_critic_runs(qwen_dir: Pa
     assert next(learner.critic.parameters()).device.type == "cuda"
     stats, _ = _one_update(learner)
     assert stats["update_tokens"] > 0 and torch.isfinite(torch.tensor(stats["value_loss"]))
+
+
+def test_the_paper_shapes_build_as_the_papers_models_on_the_meta_device() -> None:
+    """The benchmark's configs are the paper's models: 4.02B + a 33M-parameter LoRA adapter (r 16 on the seven
+    projections) in bf16/fp32, and a 1.72B fp32 critic (no weights are allocated on the meta device)."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.bench_learner import QWEN3_4B, WORKLOADS, build_models
+
+    actor, critic = build_models(WORKLOADS["paper"], torch.device("meta"), gradient_checkpointing=False)
+    trainable = sum(p.numel() for p in actor.parameters() if p.requires_grad)
+    assert trainable == QWEN3_4B.lora_params(16, LoraSettings().target_modules) == 33_030_144
+    assert sum(p.numel() for p in actor.parameters()) - trainable == 4_022_468_096
+    assert sum(p.numel() for p in critic.parameters()) == 1_720_577_025
+    assert {p.dtype for p in actor.parameters() if not p.requires_grad} == {torch.bfloat16}
+    assert {p.dtype for p in critic.parameters()} == {torch.float32}
