@@ -295,9 +295,10 @@ def test_on_cuda_the_learner_loads_bf16_with_sdpa_and_its_log_probs_match_fp32(q
     assert learner.actor.config._attn_implementation == "sdpa"
     reference = _learner(qwen_dir, ComputeSettings(device="cpu"), bf16=False)
     segments = [s for sample in _samples() for s in sample.segments]
-    with torch.autocast("cuda", dtype=torch.bfloat16):
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
         on_gpu = torch.cat(token_logprobs(learner.actor, segments, 0)).float().cpu()
-    on_cpu = torch.cat(token_logprobs(reference.actor, segments, 0))
+    with torch.no_grad():
+        on_cpu = torch.cat(token_logprobs(reference.actor, segments, 0))
     assert on_gpu.shape == on_cpu.shape
     assert float((on_gpu - on_cpu).abs().max()) < 0.05  # bf16 weights and compute against fp32
 
