@@ -5,6 +5,7 @@ worker. Ray is started by the fixture and shut down after the module."""
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -189,3 +190,39 @@ def test_rollouts_spread_over_two_workers_make_the_same_batch(
             assert rows_spread[table][0].keys() == rows[0].keys(), table
     recorded = load_recorded_turns(TableStore(tmp_path), [r.episode_id for r in spread], "writer")
     assert set(recorded) == {r.episode_id for r in spread}  # both runs' calls reached the proxy's table
+
+
+def test_train_ppo_runs_data_parallel_with_spread_rollouts(
+    ray_cluster: object, vllm_engine: object, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """One PPO iteration with two learner ranks and two rollout workers through train_ppo itself: rank 0
+    saves and serves the adapter as without Ray, and the process group is closed afterwards."""
+    import torch.distributed as dist
+
+    from models.serving.proxy import ProxyConfig, ProxyServer
+    from models.storage import TableStore
+    from models.training.config import Services
+    from models.training.ppo import train_ppo
+
+    config = PPOConfig(
+        env_id="keyword-v0",
+        iterations=1,
+        episodes_per_iteration=4,
+        max_new_tokens=4,
+        concurrency=4,
+        run_name="dp-train",
+        hyper=PPOHyper(actor_lr=1e-3, critic_lr=1e-3, minibatch_episodes=4),
+        lora=LoraSettings(r=4, alpha=8, target_modules=("q_proj", "v_proj")),
+        data_parallel=SETTINGS,
+    )
+    tables = tmp_path / "tables"
+    proxy_config = ProxyConfig(upstreams=(vllm_engine.base_url,), base_models=("tiny",), table_root=tables, port=0)
+    with ProxyServer(proxy_config) as proxy:
+        services = Services(vllm_engine.client, proxy.base_url, TableStore(tables))
+        result = train_ppo(config, tiny_model_dir, services, tmp_path / "run")
+        vllm_engine.client.unload_adapter(result.served_name)
+    (metrics,) = result.history
+    assert metrics["episodes"] == 4 and metrics["update_tokens"] > 0
+    assert all(math.isfinite(metrics[k]) for k in ("policy_loss", "value_loss", "actor_grad_norm"))
+    assert (result.adapter_dir / "adapter_config.json").is_file()
+    assert not dist.is_initialized()  # the learner group was closed
