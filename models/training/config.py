@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents.socialrl.code_agents import CODE_AGENTS
 from environments import sample_scenarios, seats
-from models.serving.engine import EngineClient
-from models.storage import TableStore
+
+if TYPE_CHECKING:  # the learner imports this module on GPU boxes that have torch, transformers and peft only
+    from models.serving.engine import EngineClient
+    from models.storage import TableStore
 
 DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -49,6 +51,71 @@ class LoraSettings:
         )
 
 
+DEVICES = ("auto", "cpu", "cuda")
+ATTENTION_KERNELS = ("sdpa", "eager", "flash_attention_2")
+
+
+@dataclass(frozen=True)
+class ComputeSettings:
+    """Where and how a training stage runs its models (models/training/device.py)."""
+
+    device: str = "auto"
+    """'auto' (CUDA when present, else the CPU), 'cpu', 'cuda' or 'cuda:N'."""
+    attn_implementation: str = "sdpa"
+    """transformers' attention kernel: 'sdpa' (torch's scaled_dot_product_attention: flash or memory-efficient
+    kernels on GPU), 'eager', or 'flash_attention_2' (needs the flash-attn package)."""
+    gradient_checkpointing: bool = False
+    """Recompute each layer's activations in the backward pass: activation memory of one layer instead of
+    all of them, for about a third more compute. For long packed episodes on GPUs that do not fit."""
+
+    def __post_init__(self) -> None:
+        base, _, index = self.device.partition(":")
+        if base not in DEVICES or (index and (base != "cuda" or not index.isdigit())):
+            raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {self.device!r}")
+        if self.attn_implementation not in ATTENTION_KERNELS:
+            raise ValueError(
+                f"attn_implementation must be one of {ATTENTION_KERNELS}, got {self.attn_implementation!r}"
+            )
+
+
+@dataclass(frozen=True)
+class DataParallelSettings:
+    """Data-parallel training on Ray (models/training/distributed.py). One worker (the default) is the
+    embedded path: no Ray, no process group."""
+
+    workers: int = 1
+    """Learner ranks: the caller's process is rank 0, the others are Ray actors. Each prepares a share of
+    the episodes and, in every minibatch, a share of the micro-batches; gradients are summed across ranks."""
+    rollout_workers: int = 1
+    """Ray tasks the rollout episodes are spread over (1 = in-process)."""
+    ray_address: str | None = None
+    """Cluster to join ("auto", "ray://host:10001", ...); None = $RAY_ADDRESS when set, else a local cluster."""
+    backend: str = "auto"
+    """torch.distributed backend: 'auto' (nccl with CUDA, else gloo), 'gloo' or 'nccl'."""
+    cpus_per_worker: float = 1.0
+    """CPUs reserved for each Ray worker."""
+    gpus_per_worker: float = 0.0
+    """GPUs reserved for each learner actor (1 on a GPU cluster)."""
+    local_cpus: int = 2
+    """CPUs of a local cluster started for the run (ignored when joining one)."""
+    object_store_mib: int = 256
+    """Object store of a local cluster in MiB (ignored when joining one)."""
+
+    def __post_init__(self) -> None:
+        if self.workers < 1 or self.rollout_workers < 1:
+            raise ValueError("workers and rollout_workers must be >= 1")
+        if self.backend not in ("auto", "gloo", "nccl"):
+            raise ValueError(f"backend must be 'auto', 'gloo' or 'nccl', got {self.backend!r}")
+        if self.cpus_per_worker < 0 or self.gpus_per_worker < 0 or self.local_cpus < 1:
+            raise ValueError("cpus_per_worker and gpus_per_worker must be >= 0, local_cpus >= 1")
+        if self.object_store_mib < 80:
+            raise ValueError(f"object_store_mib must be >= 80 (Ray's minimum), got {self.object_store_mib}")
+
+    @property
+    def enabled(self) -> bool:
+        return self.workers > 1 or self.rollout_workers > 1
+
+
 @dataclass(frozen=True)
 class SFTSettings:
     """One supervised warm-start (models/training/sft.py)."""
@@ -77,6 +144,8 @@ class SFTSettings:
     """Seeds data order and adapter initialisation."""
     lora: LoraSettings = field(default_factory=LoraSettings)
     """Adapter shape."""
+    compute: ComputeSettings = field(default_factory=ComputeSettings)
+    """Device, attention kernel and gradient checkpointing."""
 
     def __post_init__(self) -> None:
         if self.learning_rate <= 0:
@@ -227,6 +296,10 @@ class PPOConfig:
     """Update hyper-parameters."""
     lora: LoraSettings = field(default_factory=LoraSettings)
     """Adapter shape (ignored when starting from an SFT adapter, whose shape is kept)."""
+    compute: ComputeSettings = field(default_factory=ComputeSettings)
+    """Device, attention kernel and gradient checkpointing of the learner's models."""
+    data_parallel: DataParallelSettings = field(default_factory=DataParallelSettings)
+    """Learner ranks and rollout workers on Ray (one of each by default: no Ray)."""
 
     def __post_init__(self) -> None:
         if self.iterations < 1 or self.episodes_per_iteration < 1:
@@ -251,6 +324,8 @@ class PPOConfig:
         if "target_modules" in lora:
             lora["target_modules"] = tuple(lora["target_modules"])
         data["lora"] = LoraSettings(**lora)
+        data["compute"] = ComputeSettings(**data.get("compute", {}))
+        data["data_parallel"] = DataParallelSettings(**data.get("data_parallel", {}))
         data["counterparts"] = tuple(data.get("counterparts", cls.counterparts))
         return cls(**data)
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import logging
 import math
@@ -46,6 +47,7 @@ from models.records import rows_for
 from models.serving.engine import EngineClient
 from models.storage import TableStore
 from models.training.config import PPOConfig, PPOResult, Services, adapter_name, learning_seat
+from models.training.distributed import DataParallelLearner, distributed_rollouts
 from models.training.ppo_learner import EpisodeSample, PPOLearner, RecordedTurn, ValueModel, episode_samples
 from models.training.sft import load_lora_model
 
@@ -190,8 +192,10 @@ def _build_learner(
     the critic (a separate model or a head on the actor), and the KL reference (the warm-start adapter,
     else the base model)."""
     torch.manual_seed(config.seed)
-    actor, tokenizer = load_lora_model(base_model_dir, config.lora, policy_adapter, bf16=config.bf16)
-    critic = ValueModel.from_pretrained(critic_model_dir) if config.hyper.critic == "separate" else None
+    actor, tokenizer = load_lora_model(
+        base_model_dir, config.lora, policy_adapter, bf16=config.bf16, compute=config.compute
+    )
+    critic = ValueModel.from_pretrained(critic_model_dir, config.compute) if config.hyper.critic == "separate" else None
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     learner = PPOLearner(
         actor,
@@ -233,13 +237,17 @@ def train_ppo(
     is both where the policy starts and the KL reference."""
     output.mkdir(parents=True, exist_ok=True)
     checkpoint = latest_checkpoint(output)
-    learner, tokenizer = _build_learner(
+    build = functools.partial(
+        _build_learner,
         config,
         base_model_dir,
         critic_model_dir or base_model_dir,
         checkpoint / "adapter" if checkpoint else init_adapter,
         init_adapter,
     )
+    learner, tokenizer = build()
+    if config.data_parallel.workers > 1:  # rank 0 stays here; the other ranks are Ray actors built alike
+        learner = DataParallelLearner(learner, config.data_parallel, build)
     generator = torch.Generator().manual_seed(config.seed)
     state = PPOState()
     resumed_from = None
@@ -253,10 +261,15 @@ def train_ppo(
         iteration = state.iteration
         metrics: dict[str, Any] = {"iteration": iteration, "adapter": served}
         start = time.perf_counter()
-        specs = rollout_specs(config, iteration, services.proxy_base_url, served, services.proxy_api_key)
-        results: list[EpisodeResult] = asyncio.run(
-            run_episodes(specs, concurrency=config.concurrency, turn_timeout=config.turn_timeout_s)
-        )
+        if config.data_parallel.rollout_workers > 1:  # episodes spread over Ray tasks, recorded by the same proxy
+            results: list[EpisodeResult] = distributed_rollouts(
+                config, iteration, services.proxy_base_url, served, config.data_parallel, services.proxy_api_key
+            )
+        else:
+            specs = rollout_specs(config, iteration, services.proxy_base_url, served, services.proxy_api_key)
+            results = asyncio.run(
+                run_episodes(specs, concurrency=config.concurrency, turn_timeout=config.turn_timeout_s)
+            )
         flush_proxy(services.proxy_base_url, services.proxy_api_key)
         services.store.append_all(rows_for(results, run_id=f"{config.run_name}:it{iteration}"))
         metrics["time_rollout_s"] = time.perf_counter() - start
@@ -315,6 +328,8 @@ def train_ppo(
     final = output / "adapter"
     learner.actor.save_pretrained(final, selected_adapters=["default"])
     tokenizer.save_pretrained(final)
+    if isinstance(learner, DataParallelLearner):
+        learner.close()
     return PPOResult(final, served, state.history, resumed_from)
 
 

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from models.training.config import PPOHyper
+from models.training.config import ComputeSettings, PPOHyper
 
 
 @dataclass(frozen=True)
@@ -138,11 +138,20 @@ class ValueModel(nn.Module):
         nn.init.zeros_(self.head.bias)
 
     @classmethod
-    def from_pretrained(cls, model_dir: Path) -> ValueModel:
+    def from_pretrained(cls, model_dir: Path, compute: ComputeSettings | None = None) -> ValueModel:
+        """The critic on `compute`'s device. Its weights are all trained, so they stay fp32 (master weights;
+        bf16 compute comes from the learner's autocast)."""
         from transformers import AutoModel
 
-        backbone = AutoModel.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
-        return cls(backbone, backbone.config.hidden_size)
+        from models.training.device import enable_gradient_checkpointing, select_device
+
+        compute = compute or ComputeSettings()
+        backbone = AutoModel.from_pretrained(
+            model_dir, dtype=torch.float32, attn_implementation=compute.attn_implementation
+        )
+        if compute.gradient_checkpointing:
+            enable_gradient_checkpointing(backbone)
+        return cls(backbone, backbone.config.hidden_size).to(select_device(compute.device))
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
@@ -281,6 +290,14 @@ class PreparedEpisode:
     """Log-probs of the agent tokens under the reference policy (empty without a KL penalty)."""
 
 
+def whiten_advantages(prepared: Sequence[PreparedEpisode]) -> None:
+    """Normalise the advantages of the whole batch to mean 0, standard deviation 1 (in place)."""
+    flat = torch.cat([a for p in prepared for a in p.advantages])
+    mean, std = flat.mean(), flat.std(unbiased=False)
+    for p in prepared:
+        p.advantages = [(a - mean) / (std + 1e-8) for a in p.advantages]
+
+
 REFERENCE_ADAPTER = "reference"
 """Name of the frozen warm-start adapter loaded next to the trained one (the KL reference)."""
 
@@ -321,6 +338,9 @@ class PPOLearner:
             self.critic = critic
         self.shared = hyper.critic == "shared"
         self.has_reference_adapter = False
+        self.data_parallel: Any = None
+        """A models.training.distributed.Collective when this learner is one rank of a data-parallel group:
+        it then runs its share of each minibatch's micro-batches and sums gradients and statistics over ranks."""
         self.actor_optimizer = torch.optim.AdamW([p for p in actor.parameters() if p.requires_grad], lr=hyper.actor_lr)
         self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=hyper.critic_lr)
 
@@ -351,9 +371,12 @@ class PPOLearner:
         )
 
     @torch.no_grad()
-    def prepare(self, samples: Sequence[EpisodeSample]) -> tuple[list[PreparedEpisode], dict[str, float]]:
+    def prepare(
+        self, samples: Sequence[EpisodeSample], whiten: bool = True
+    ) -> tuple[list[PreparedEpisode], dict[str, float]]:
         """Old log-probs, values, reference log-probs, advantages and returns (by `hyper.credit`); plus the
-        engine/trainer log-prob mismatch and the policy entropy."""
+        engine/trainer log-prob mismatch and the policy entropy. `whiten=False` leaves the whitening of
+        `hyper.whiten_advantages` to the caller (a data-parallel rank holds only part of the batch)."""
         h = self.hyper
         prepared, diffs, entropies = [], [], []
         self.actor.eval()
@@ -396,11 +419,8 @@ class PPOLearner:
                     [r.cpu() for r in ref_logprobs],
                 )
             )
-        if h.whiten_advantages:
-            flat = torch.cat([a for p in prepared for a in p.advantages])
-            mean, std = flat.mean(), flat.std(unbiased=False)
-            for p in prepared:
-                p.advantages = [(a - mean) / (std + 1e-8) for a in p.advantages]
+        if h.whiten_advantages and whiten:
+            whiten_advantages(prepared)
         mismatch = torch.cat(diffs)
         return prepared, {
             "logprob_mismatch_mean_abs": float(mismatch.mean()),
@@ -445,6 +465,8 @@ class PPOLearner:
                 chunks = [
                     (offsets[a], offsets[b], segments[a:b]) for a, b in micro_batches(segments, h.micro_batch_tokens)
                 ]
+                if self.data_parallel is not None:
+                    chunks = self.data_parallel.share(chunks)
                 stats["tokens"].append(float(sum(len(s.input_ids) for s in segments)))
                 self.critic_optimizer.zero_grad()
                 self.actor_optimizer.zero_grad()
@@ -486,6 +508,12 @@ class PPOLearner:
                         clipped_count += float(((ratio.detach() - 1).abs() > h.clip_range).sum())
                         ratio_total += float(ratio.detach().sum())
                     loss.backward()
+                if self.data_parallel is not None:  # every rank then holds the whole minibatch's gradients
+                    modules = [self.critic, self.actor] if train_actor else [self.critic]
+                    sums = [value_loss, policy_loss, kl_total, clipped_count, ratio_total]
+                    value_loss, policy_loss, kl_total, clipped_count, ratio_total = self.data_parallel.reduce(
+                        modules, sums
+                    )
                 nn.utils.clip_grad_norm_(self.critic.parameters(), h.max_grad_norm)
                 self.critic_optimizer.step()
                 stats["value_loss"].append(value_loss)

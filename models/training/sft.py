@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from models.training.config import LoraSettings, SFTResult, SFTSettings
+from models.training.config import ComputeSettings, LoraSettings, SFTResult, SFTSettings
 
 log = logging.getLogger("socialrl.sft")
 
@@ -160,22 +160,32 @@ def prompt_completion_examples(conversations: Sequence[Sequence[Message]]) -> li
 
 
 def load_lora_model(
-    base_model_dir: Path, lora: LoraSettings, init_adapter_dir: Path | None = None, bf16: bool = False
+    base_model_dir: Path,
+    lora: LoraSettings,
+    init_adapter_dir: Path | None = None,
+    bf16: bool = False,
+    compute: ComputeSettings | None = None,
 ) -> tuple[Any, Any]:
     """The base model (bf16 weights when `bf16`, else fp32) with a trainable LoRA adapter
-    (`init_adapter_dir`'s, else a new one shaped by `lora`; adapter weights stay fp32), and its tokenizer.
-    Seed torch first for a reproducible new adapter."""
-    import torch
+    (`init_adapter_dir`'s, else a new one shaped by `lora`; adapter weights stay fp32), and its tokenizer,
+    on `compute`'s device (CUDA when present by default) with its attention kernel and, when configured,
+    gradient checkpointing. Seed torch first for a reproducible new adapter."""
     from peft import PeftModel, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from models.training.device import enable_gradient_checkpointing, load_kwargs, select_device
+
+    compute = compute or ComputeSettings()
+    device = select_device(compute.device)
     tokenizer = AutoTokenizer.from_pretrained(base_model_dir)
-    model = AutoModelForCausalLM.from_pretrained(
-        base_model_dir, dtype=torch.bfloat16 if bf16 else torch.float32, attn_implementation="sdpa"
-    )
+    model = AutoModelForCausalLM.from_pretrained(base_model_dir, **load_kwargs(compute, bf16))
     if init_adapter_dir is not None:
-        return PeftModel.from_pretrained(model, init_adapter_dir, is_trainable=True), tokenizer
-    return get_peft_model(model, lora.peft_config()), tokenizer
+        model = PeftModel.from_pretrained(model, init_adapter_dir, is_trainable=True)
+    else:
+        model = get_peft_model(model, lora.peft_config())
+    if compute.gradient_checkpointing:
+        enable_gradient_checkpointing(model)
+    return model.to(device), tokenizer
 
 
 StepCallback = Callable[[dict[str, float]], None]
@@ -230,7 +240,9 @@ def run_sft(
     settings = settings or SFTSettings()
     start = time.perf_counter()
     torch.manual_seed(settings.seed)
-    model, tokenizer = load_lora_model(base_model_dir, settings.lora, init_adapter_dir, bf16=settings.bf16)
+    model, tokenizer = load_lora_model(
+        base_model_dir, settings.lora, init_adapter_dir, bf16=settings.bf16, compute=settings.compute
+    )
     train = tokenise_conversations(train_conversations, tokenizer, settings.max_length)
     if not train.examples:
         raise ValueError("no assistant turns in the training conversations")
@@ -260,7 +272,7 @@ def run_sft(
         packing_strategy="bfd",
         completion_only_loss=True,
         bf16=settings.bf16,
-        use_cpu=not torch.cuda.is_available(),
+        use_cpu=next(model.parameters()).device.type == "cpu",
         seed=settings.seed,
         data_seed=settings.seed,
         logging_steps=1,

@@ -1,0 +1,52 @@
+"""Which device and dtype the training stages use, and the model-loading options that follow from them.
+
+| setting | CPU (the embedded default) | CUDA |
+| --- | --- | --- |
+| device | `auto` picks the CPU when torch sees no GPU | `auto` picks `cuda` (the current device) |
+| base weights | bf16 when the stage says bf16, else fp32 (unchanged) | the same rule; the paper profile says bf16 |
+| trained weights | LoRA adapters and a separate critic keep fp32 master weights (AdamW steps of lr 1e-5 vanish in bf16) | the same |
+| compute | bf16 autocast when the stage says bf16 | the same, on the GPU's tensor cores |
+| attention | `sdpa` | `sdpa` (flash / memory-efficient kernels) |
+
+Imports torch only: a GPU box with torch, transformers and peft runs it (no TRL).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from models.training.config import ComputeSettings
+
+
+def select_device(preference: str = "auto") -> torch.device:
+    """The device a stage trains on: `preference` ('auto', 'cpu', 'cuda', 'cuda:N'); 'auto' is CUDA when
+    torch sees a GPU, else the CPU. Asking for CUDA on a machine without one is an error, not a silent CPU run."""
+    if preference == "auto":
+        return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+    device = torch.device(preference)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError(f"device {preference!r} asked for, but torch sees no CUDA GPU")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise RuntimeError(f"device {preference!r} asked for, but torch sees {torch.cuda.device_count()} GPU(s)")
+    elif device.type != "cpu":
+        raise ValueError(f"unsupported training device {preference!r}")
+    return device
+
+
+def weights_dtype(bf16: bool) -> torch.dtype:
+    """dtype of frozen base weights: bf16 when the stage trains in bf16 (on CPU and GPU alike), else fp32."""
+    return torch.bfloat16 if bf16 else torch.float32
+
+
+def load_kwargs(compute: ComputeSettings, bf16: bool) -> dict[str, Any]:
+    """Keyword arguments of `from_pretrained` for a frozen base model."""
+    return {"dtype": weights_dtype(bf16), "attn_implementation": compute.attn_implementation}
+
+
+def enable_gradient_checkpointing(model: Any) -> None:
+    """Recompute activations in the backward pass (non-reentrant: works with frozen inputs and PEFT adapters,
+    no `enable_input_require_grads` needed). The KV cache is off in training anyway (use_cache=False)."""
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
