@@ -62,6 +62,7 @@ class EngineResource(ConfigurableResource):
             kv_cache_gib=profile.engine.kv_cache_gib,
             enforce_eager=profile.engine.enforce_eager,
             max_lora_rank=profile.engine.max_lora_rank,
+            max_logprobs=profile.engine.max_logprobs,
         )
         with VLLMEngine(config, log_path=_log_path(paths, "vllm", context)) as engine:
             self._client = engine.client
