@@ -328,13 +328,13 @@ def train_mopd(
     checkpoint = latest_mopd_checkpoint(output)
     torch.manual_seed(config.seed)
     student, tokenizer = load_lora_model(
-        base_model_dir, config.lora, checkpoint / "adapter" if checkpoint else init_adapter
+        base_model_dir, config.lora, checkpoint / "adapter" if checkpoint else init_adapter, bf16=config.bf16
     )
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     learner = MOPDLearner(student, config, pad_id)
     state, resumed_from = MOPDState(), None
     if checkpoint is not None:
-        saved = torch.load(checkpoint / "trainer_state.pt", weights_only=False)
+        saved = torch.load(checkpoint / "trainer_state.pt", weights_only=True)
         learner.optimizer.load_state_dict(saved["optimizer"])
         torch.set_rng_state(saved["torch_rng"])
         state = MOPDState(**json.loads((checkpoint / "state.json").read_text()))
