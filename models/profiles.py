@@ -60,6 +60,8 @@ class Stage2Settings:
     """Weight of the mutual-benefit term of the cascade-order score (models/socialrl/stage2.py)."""
     cascade_ppo_iterations: int = 2
     """PPO iterations of each cascade stage (every one is a checkpoint candidate)."""
+    cascade_episodes_per_iteration: int = 0
+    """Rollout episodes per PPO iteration of a cascade stage (0: the profile's PPO setting)."""
     cascade_checkpoint_every: int = 1
     """A cascade stage's PPO checkpoints (the candidates of the best-checkpoint rule) every this many iterations."""
     cascade_sft_steps: int = 0
@@ -80,6 +82,8 @@ class Stage2Settings:
             raise ValueError("heldout_scenarios must be >= 0 and probe_scenarios >= 1")
         if not self.probe_counterparts:
             raise ValueError("probe_counterparts must not be empty")
+        if self.cascade_episodes_per_iteration < 0:
+            raise ValueError(f"cascade_episodes_per_iteration must be >= 0, got {self.cascade_episodes_per_iteration}")
         if self.cascade_ppo_iterations < 1 or self.cascade_sft_steps < 0 or self.cascade_checkpoint_every < 1:
             raise ValueError("cascade_ppo_iterations and cascade_checkpoint_every must be >= 1, cascade_sft_steps >= 0")
         if self.parallel_evaluations < 1:
@@ -165,7 +169,9 @@ SMOKE = Profile(
         probe_scenarios=1,
         probe_counterparts=("boulware",),
         cascade_ppo_iterations=1,
+        cascade_episodes_per_iteration=2,
         cascade_sft_steps=1,
+        parallel_evaluations=6,
         mopd=MOPDConfig(
             steps=2,
             episodes_per_step=6,
@@ -174,7 +180,7 @@ SMOKE = Profile(
             max_new_tokens=16,
             concurrency=6,
             counterparts=("boulware",),
-            curriculum_every=1,
+            curriculum_every=2,
             lora=LoraSettings(r=8, alpha=16),
         ),
     ),

@@ -823,6 +823,7 @@ def train_cascade(
             base_config,
             run_name=f"cascade-{attempt}-s{index}",
             iterations=s2.cascade_ppo_iterations,
+            episodes_per_iteration=s2.cascade_episodes_per_iteration or base_config.episodes_per_iteration,
             keep_checkpoints=max(1, s2.cascade_ppo_iterations // s2.cascade_checkpoint_every),
             checkpoint_every=s2.cascade_checkpoint_every,
             critic_warmup_iterations=min(base_config.critic_warmup_iterations, s2.cascade_ppo_iterations - 1),

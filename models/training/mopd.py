@@ -172,12 +172,15 @@ def student_log_distributions(
     model: nn.Module, segments: Sequence[Segment], positions: Sequence[Sequence[int]], pad_id: int
 ) -> list[torch.Tensor]:
     """The student's full log-softmax (temperature 1) predicting each listed position: (len(positions[i]), V)
-    per segment (the logits at position j - 1 predict token j)."""
+    per segment (the logits at position j - 1 predict token j). Only the needed positions go through the LM
+    head (transformers' `logits_to_keep`): a sequence's full logits are seq x vocab, most of it prompt."""
     ids, mask = _padded(segments, pad_id)
-    logits = model(input_ids=ids, attention_mask=mask).logits
+    keep = sorted({p - 1 for wanted in positions for p in wanted})
+    column = {p: i for i, p in enumerate(keep)}
+    logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=torch.tensor(keep, dtype=torch.long)).logits
     out = []
     for row, wanted in enumerate(positions):
-        index = torch.tensor(wanted, dtype=torch.long) - 1
+        index = torch.tensor([column[p - 1] for p in wanted], dtype=torch.long)
         out.append(torch.log_softmax(logits[row, index].float(), dim=-1))
     return out
 
