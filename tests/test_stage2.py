@@ -268,3 +268,32 @@ def test_policy_scores_refuse_unpaired_comparisons() -> None:
     with pytest.raises(ValueError, match="not paired"):
         a.minus(b)
     assert PolicyScores.from_dict(a.as_dict()) == a
+
+
+def test_the_nightly_evaluation_covers_stage2_champions_on_each_domain(tmp_path: Path) -> None:
+    from assets.monitoring import _domains_of, _summary
+    from models.evaluation.policy import EvaluationResult, PolicyEpisode, summarise
+    from resources import SettingsResource
+
+    settings = SettingsResource(profile="cpu", data_dir=str(tmp_path))
+    assert _domains_of("socialrl-dnd-specialist", {}, settings) == [DNND]
+    tagged = {stage2.DOMAINS_TAG: f"{CRAIG},{MARKET}"}
+    assert _domains_of(stage2.CASCADE_MODEL, tagged, settings) == [CRAIG, MARKET]
+    assert _domains_of(stage2.MOPD_MODEL, {}, settings) == list(settings.get_profile().stage2.domains)
+    with pytest.raises(ValueError, match="neither a SocialRL specialist nor a stage-2 policy"):
+        _domains_of("yoao-seed", {}, settings)
+
+    def result(env_id: str, rewards: list[float]) -> EvaluationResult:
+        episodes = [
+            PolicyEpisode(f"{env_id}:{i}", "boulware", "buyer", f"s{i}", i, r, r, True, None, 0, 1, (), 0, 2, i)
+            for i, r in enumerate(rewards)
+        ]
+        summary = summarise(episodes)
+        return EvaluationResult(env_id, "p", "buyer", ("boulware",), "given", 0, [], episodes, summary, None)
+
+    one = result(CRAIG, [0.2, 0.4])
+    assert _summary([one]) is one.summary
+    both = _summary([one, result(MARKET, [0.6, 0.8, 1.0, 0.0])])
+    # Pooled over both domains' episodes, each scenario its own cluster (scenario indexes repeat across domains).
+    assert both.n == 6 and both.mean_reward == pytest.approx(3.0 / 6)
+    assert both.ci_low < both.mean_reward < both.ci_high

@@ -829,6 +829,8 @@ def train_cascade(
             critic_warmup_iterations=min(base_config.critic_warmup_iterations, s2.cascade_ppo_iterations - 1),
         )
         result: PPOResult = train_ppo(config, base_model_dir, services, stage_dir / "ppo", critic_model_dir, init)
+        if result.served_name in services.engine.models():  # its checkpoints are served below under their names
+            services.engine.unload_adapter(result.served_name)
         seen = list(order[: index + 1])
         checkpoints = ppo_checkpoints(stage_dir / "ppo")
         served = {
