@@ -4,6 +4,7 @@ log-probs, distillation on a toy task, the smoke lineage) are in tests/test_stag
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from pathlib import Path
@@ -297,3 +298,28 @@ def test_the_nightly_evaluation_covers_stage2_champions_on_each_domain(tmp_path:
     # Pooled over both domains' episodes, each scenario its own cluster (scenario indexes repeat across domains).
     assert both.n == 6 and both.mean_reward == pytest.approx(3.0 / 6)
     assert both.ci_low < both.mean_reward < both.ci_high
+
+
+def test_a_reexecuted_cascade_keeps_the_stages_an_earlier_attempt_finished(tmp_path: Path) -> None:
+    """A stage with its stage.json is not trained again: with every stage finished, re-executing the cascade
+    only assembles the result (no engine, no training), from the kept adapters and held-out scores."""
+    from models.profiles import get_profile
+
+    order = (DNND, CRAIG)
+    output = tmp_path / "cascade"
+    for index, domain in enumerate(order):
+        stage_dir = output / f"stage{index}-{stage2.short(domain)}"
+        (stage_dir / "chosen").mkdir(parents=True)
+        (stage_dir / "chosen" / "adapter_config.json").write_text(f'{{"stage": {index}}}')
+        candidates = (stage2.CandidateScore("it00001", stage_dir / "ppo", {domain: 0.1}, 0.1),)
+        heldout = tuple(scores(f"cascade@stage{index}", d, shifted(0.05 * index)) for d in order)
+        stage = stage2.CascadeStage(
+            index, domain, None, None, (0.1,), candidates, "it00001", stage_dir / "chosen", heldout, 1.0
+        )
+        (stage_dir / "stage.json").write_text(json.dumps(stage.to_json()))
+    result = stage2.train_cascade(order, get_profile("smoke"), tmp_path, tmp_path, None, output, None)  # type: ignore[arg-type]
+    assert result.resumed_stages == 2 and [s.domain for s in result.stages] == list(order)
+    assert (result.adapter_dir / "adapter_config.json").read_text() == '{"stage": 1}'  # the last stage's adapter
+    assert [s.policy for s in result.scores] == ["cascade", "cascade"]
+    assert result.curve()[CRAIG] == pytest.approx([sum(BASE_REWARDS) / 4, sum(BASE_REWARDS) / 4 + 0.05])
+    assert result.curve_png.startswith(b"\x89PNG") and result.model_version is None
