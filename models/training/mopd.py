@@ -403,8 +403,8 @@ def train_mopd(
             rewards[domain] = [r.outcome.roles[seat].reward for r in mine]
             recorded = load_recorded_turns(services.store, [r.episode_id for r in mine], seat)
             for result in mine:
-                turns = recorded.get(result.episode_id)
-                if turns:
+                turns = [t for t in recorded.get(result.episode_id, []) if t.completion_ids]
+                if turns:  # an episode whose every reply came back empty has no student token to score
                     sample = episode_samples(result.episode_id, turns, 0.0, pack=True)
                     jobs += [(domain, segment) for segment in sample.segments]
         if not jobs:
