@@ -323,3 +323,26 @@ def test_a_reexecuted_cascade_keeps_the_stages_an_earlier_attempt_finished(tmp_p
     assert [s.policy for s in result.scores] == ["cascade", "cascade"]
     assert result.curve()[CRAIG] == pytest.approx([sum(BASE_REWARDS) / 4, sum(BASE_REWARDS) / 4 + 0.05])
     assert result.curve_png.startswith(b"\x89PNG") and result.model_version is None
+
+
+def test_student_log_distributions_equal_the_full_log_softmax_at_the_agent_positions(tiny_model_dir: Path) -> None:
+    """Only the agent positions go through the LM head (logits_to_keep); the result is the full forward's."""
+    from models.training.config import LoraSettings
+    from models.training.mopd import student_log_distributions
+    from models.training.ppo_learner import Segment
+    from models.training.sft import load_lora_model
+
+    torch.manual_seed(0)
+    model, tokenizer = load_lora_model(tiny_model_dir, LoraSettings(r=8, alpha=16))
+    model.eval()
+    long = Segment(list(range(100, 140)), [30, 31, 32, 38, 39], [0.0] * 5)
+    short = Segment(list(range(200, 220)), [5, 6, 19], [0.0] * 3)  # padded in the batch
+    with torch.no_grad():
+        got = student_log_distributions(
+            model, [long, short], [long.agent_positions, short.agent_positions], tokenizer.pad_token_id
+        )
+        for segment, result in zip((long, short), got, strict=True):
+            full = torch.log_softmax(model(input_ids=torch.tensor([segment.input_ids])).logits[0].float(), -1)
+            expected = full[torch.tensor(segment.agent_positions) - 1]
+            assert result.shape == expected.shape
+            assert torch.allclose(result, expected, atol=1e-4)
