@@ -3,17 +3,20 @@ registered model version (requested by a sensor). Both append to the `evaluation
 evaluation, rows per counterpart and pooled) and record the result on the model version with its history
 (`Tracker.record_evaluation_history`: the latest values as version tags `eval.<suite>.<metric>`, every
 evaluation as a point of metric `<suite>/<metric>` on the version's training run). Suites: "nightly"
-(fresh held-out scenarios seeded by the date) and "heldout" (the profile's held-out scenarios, seed 0)."""
+(fresh held-out scenarios seeded by the date) and "heldout" (the profile's held-out scenarios, seed 0).
+A specialist is evaluated on its domain; a stage-2 policy (`socialrl-cascade`, `socialrl-mopd`) on each domain
+of its `socialrl.domains` tag, summarised over all of them (equal episode counts: the mean of the domains)."""
 
+import dataclasses
 from datetime import UTC, datetime
 
 from dagster import AssetExecutionContext, Config, MetadataValue, OpExecutionContext, Output, asset, op
 
 from environments import SOCIALRL_ENV_IDS
 from models.display import display_metadata, format_number
-from models.evaluation.policy import EvaluationResult, store_evaluation
+from models.evaluation.policy import EvaluationResult, EvaluationSummary, store_evaluation, summarise
 from models.evaluation.transcripts import representative_transcripts, transcripts_markdown
-from models.socialrl import stage1
+from models.socialrl import stage1, stage2
 from resources import EngineResource, MlflowResource, SettingsResource, StoreResource
 
 GROUP = "monitoring"
@@ -26,6 +29,17 @@ def _env_of(model_name: str) -> str | None:
     return None
 
 
+def _domains_of(model_name: str, tags: dict[str, str], settings: SettingsResource) -> list[str]:
+    """A specialist's own domain; a stage-2 policy's domains (its version tag, else the profile's stage 2)."""
+    env_id = _env_of(model_name)
+    if env_id is not None:
+        return [env_id]
+    if model_name in (stage2.CASCADE_MODEL, stage2.MOPD_MODEL):
+        tagged = [d for d in tags.get(stage2.DOMAINS_TAG, "").split(",") if d]
+        return tagged or list(settings.get_profile().stage2.domains)
+    raise ValueError(f"{model_name} is neither a SocialRL specialist nor a stage-2 policy")
+
+
 def _evaluate_version(
     settings: SettingsResource,
     store: StoreResource,
@@ -35,18 +49,33 @@ def _evaluate_version(
     version: int,
     run_id: str,
     seed: int,
-) -> EvaluationResult:
-    env_id = _env_of(model_name)
-    if env_id is None:
-        raise ValueError(f"{model_name} is not a SocialRL specialist name")
+) -> list[EvaluationResult]:
+    """The version on each of its domains (one for a specialist)."""
     profile = settings.get_profile()
     local = mlflow.tracker().lookup(model_name, alias=None, version=version)
-    served = stage1.serve_adapter(engine.client, f"{env_id}-v{version}", local.path)
-    result = stage1.evaluate_model(
-        env_id, profile, engine.proxy_base_url, served.name, seed=seed, api_key=engine.proxy_api_key
-    )
-    store_evaluation(store.store(), result, f"{model_name}@v{version}", run_id)
-    return result
+    domains = _domains_of(model_name, local.tags, settings)
+    served = stage1.serve_adapter(engine.client, f"{model_name.removeprefix('socialrl-')}-v{version}", local.path)
+    results = []
+    for env_id in domains:
+        result = stage1.evaluate_model(
+            env_id, profile, engine.proxy_base_url, served.name, seed=seed, api_key=engine.proxy_api_key
+        )
+        suffix = "" if len(domains) == 1 else f"@{env_id}"
+        store_evaluation(store.store(), result, f"{model_name}@v{version}{suffix}", run_id)
+        results.append(result)
+    return results
+
+
+def _summary(results: list[EvaluationResult]) -> EvaluationSummary:
+    """One domain's summary, or every domain's episodes summarised together (scenarios kept apart as clusters)."""
+    if len(results) == 1:
+        return results[0].summary
+    episodes = [
+        dataclasses.replace(e, scenario_index=k * 1_000_000 + e.scenario_index)
+        for k, r in enumerate(results)
+        for e in r.policy_episodes
+    ]
+    return summarise(episodes, results[0].summary.confidence, results[0].summary.ci_method, results[0].seed)
 
 
 @asset(group_name=GROUP, kinds={"vllm", "mlflow", "duckdb"})
@@ -58,7 +87,8 @@ def champion_evaluations(
     mlflow: MlflowResource,
 ) -> Output[dict]:
     """Every registered champion re-evaluated on fresh held-out scenarios (seeded by the date), appended to
-    the `evaluations` history. Materialised nightly by a schedule."""
+    the `evaluations` history: each specialist on its domain, the stage-2 cascade and MOPD policies on each of
+    their domains (summarised over them). Materialised nightly by a schedule."""
     now = datetime.now(UTC)
     today = now.strftime("%Y%m%d")
     tracker = mlflow.tracker()
@@ -67,8 +97,8 @@ def champion_evaluations(
     for version in tracker.champion_versions(prefix="socialrl-"):
         label = f"{version.name}@v{version.version}"
         run_id = f"nightly-{today}"
-        result = _evaluate_version(settings, store, engine, mlflow, version.name, version.version, run_id, int(today))
-        summary = result.summary
+        results = _evaluate_version(settings, store, engine, mlflow, version.name, version.version, run_id, int(today))
+        summary = _summary(results)
         tracker.record_evaluation_history(version.name, version.version, summary, "nightly", when=now, source=run_id)
         rows[label] = summary.mean_reward
         lines.append(
@@ -76,7 +106,9 @@ def champion_evaluations(
             f"[{format_number(summary.ci_low)}, {format_number(summary.ci_high)}] | {summary.n} | "
             f"{format_number(summary.agreement_rate)} | {version.run_id or ''} |"
         )
-        transcripts.append(transcripts_markdown(representative_transcripts(result, label), title=label))
+        for result in results:
+            title = label if len(results) == 1 else f"{label} on {result.env_id}"
+            transcripts.append(transcripts_markdown(representative_transcripts(result, title), title=title))
         context.log.info(f"{label}: nightly mean reward {summary.mean_reward:.3f} (n={summary.n})")
     table = "\n".join(lines) or "| (no champions yet) | | | | | |"
     return Output(
@@ -111,8 +143,7 @@ def evaluate_model_version(
     """Evaluates one registered version on the held-out scenarios and stores the result on the version: the
     promotion value `eval.mean_reward`, and the whole summary with its history (suite "heldout")."""
     run_id = f"version-{config.model_name}-v{config.version}-{context.run_id[:8]}"
-    result = _evaluate_version(settings, store, engine, mlflow, config.model_name, config.version, run_id, 0)
-    summary = result.summary
+    summary = _summary(_evaluate_version(settings, store, engine, mlflow, config.model_name, config.version, run_id, 0))
     tracker = mlflow.tracker()
     tracker.record_evaluation(config.model_name, config.version, {"mean_reward": summary.mean_reward})
     tracker.record_evaluation_history(config.model_name, config.version, summary, "heldout", source=run_id)

@@ -3,7 +3,7 @@
 | profile | model | where | what it is for |
 | --- | --- | --- | --- |
 | `smoke` | tiny random Llama (SmolLM2 tokenizer) | CPU, minutes | tests and CI: the whole lineage end to end, numbers meaningless |
-| `cpu` | SmolLM2-135M-Instruct (shipped GGUF) | CPU, about half an hour | a real but small run on a laptop: the Craigslist specialist (SFT warm-start, 2 PPO iterations); other domains on request |
+| `cpu` | SmolLM2-135M-Instruct (shipped GGUF) | CPU, about half an hour | a real but small run on a laptop: the Craigslist specialist (SFT warm-start, 2 PPO iterations); other domains on request; stage 2 on Craigslist, Marketplace and DnD (`python -m pipelines.run_stage2`) |
 | `paper` | Qwen3-4B-Instruct-2507, critic Qwen3-1.7B | GPUs with vLLM | the SocialRL paper's hyper-parameters (actor lr 2e-6, critic lr 1e-5, batch 144 / minibatch 36, grad-norm 5, <= 200 steps, critic warmed 30 steps) |
 
 Selected by $SOCIALRL_PROFILE (default `cpu`) or by the Dagster settings resource.
@@ -23,6 +23,7 @@ from models.training.config import (
     PPOHyper,
     SFTSettings,
 )
+from models.training.mopd_config import MOPDConfig
 
 PROFILE_NAMES = ("smoke", "cpu", "paper")
 
@@ -44,9 +45,69 @@ class EngineSettings:
     data_parallel_size: int = 1
     """Replicas one vLLM server runs and balances requests over (vLLM --data-parallel-size)."""
 
+    max_logprobs: int = 20
+    """Most log-probs per position a request may ask for (vLLM's --max-logprobs; MOPD's teacher top-k)."""
+
     def __post_init__(self) -> None:
         if self.tensor_parallel_size < 1 or self.data_parallel_size < 1:
             raise ValueError("tensor_parallel_size and data_parallel_size must be >= 1")
+        if self.max_logprobs < 1:
+            raise ValueError(f"max_logprobs must be >= 1, got {self.max_logprobs}")
+
+
+@dataclass(frozen=True)
+class Stage2Settings:
+    """SocialRL stage 2 (models/socialrl/stage2.py): transfer matrix, cascade, MOPD, unified evaluation."""
+
+    domains: tuple[str, ...] = SOCIALRL_ENV_IDS
+    """Domains of the unified policy; each needs a registered specialist (stage 1)."""
+    heldout_scenarios: int = 0
+    """Held-out scenarios per domain of every stage-2 evaluation (0: the profile's `heldout_scenarios`)."""
+    eval_counterparts: tuple[str, ...] = ()
+    """Counterparts of every stage-2 evaluation (empty: the profile's `eval_counterparts`)."""
+    eval_seed: int = 0
+    """Seed of the held-out evaluation plan (one plan for every policy, so all comparisons are paired)."""
+    probe_scenarios: int = 2
+    """Validation scenarios per domain (from the training split, never held out) that choose cascade
+    checkpoints and estimate the MOPD curriculum."""
+    probe_counterparts: tuple[str, ...] = ("boulware", "conceder")
+    """Counterparts of the validation probe."""
+    probe_seed: int = 7
+    """Seed of the validation probe's scenario stream."""
+    adjacency_weight: float = 1.0
+    """Weight of the mutual-benefit term of the cascade-order score (models/socialrl/stage2.py)."""
+    cascade_ppo_iterations: int = 2
+    """PPO iterations of each cascade stage (every one is a checkpoint candidate)."""
+    cascade_episodes_per_iteration: int = 0
+    """Rollout episodes per PPO iteration of a cascade stage (0: the profile's PPO setting)."""
+    cascade_checkpoint_every: int = 1
+    """A cascade stage's PPO checkpoints (the candidates of the best-checkpoint rule) every this many iterations."""
+    cascade_sft_steps: int = 0
+    """SFT steps on a warm-started domain's teacher traces before its cascade PPO stage (0: none)."""
+    parallel_evaluations: int = 4
+    """Evaluations (policy x domain) run at once, so their episodes batch in the engine."""
+    min_advantage: float = 1e-6
+    """A specialist must beat the base by more than this on a domain for its gap and recovered share to
+    be defined there."""
+    mopd: MOPDConfig = field(default_factory=MOPDConfig)
+    """Multi-teacher on-policy distillation."""
+
+    def __post_init__(self) -> None:
+        unknown = set(self.domains) - set(SOCIALRL_ENV_IDS)
+        if unknown or not self.domains or len(set(self.domains)) != len(self.domains):
+            raise ValueError(f"stage-2 domains must be distinct SocialRL domains, got {list(self.domains)}")
+        if self.heldout_scenarios < 0 or self.probe_scenarios < 1:
+            raise ValueError("heldout_scenarios must be >= 0 and probe_scenarios >= 1")
+        if not self.probe_counterparts:
+            raise ValueError("probe_counterparts must not be empty")
+        if self.cascade_episodes_per_iteration < 0:
+            raise ValueError(f"cascade_episodes_per_iteration must be >= 0, got {self.cascade_episodes_per_iteration}")
+        if self.cascade_ppo_iterations < 1 or self.cascade_sft_steps < 0 or self.cascade_checkpoint_every < 1:
+            raise ValueError("cascade_ppo_iterations and cascade_checkpoint_every must be >= 1, cascade_sft_steps >= 0")
+        if self.parallel_evaluations < 1:
+            raise ValueError(f"parallel_evaluations must be >= 1, got {self.parallel_evaluations}")
+        if self.adjacency_weight < 0 or self.min_advantage < 0:
+            raise ValueError("adjacency_weight and min_advantage must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -88,13 +149,15 @@ class Profile:
     """Evaluation episodes in flight at once (their calls batch in the engine)."""
     engine: EngineSettings = field(default_factory=EngineSettings)
     """Engine start-up settings."""
+    stage2: Stage2Settings = field(default_factory=Stage2Settings)
+    """Stage 2: transfer matrix, cascade, MOPD, unified evaluation."""
 
     def __post_init__(self) -> None:
         if self.name not in PROFILE_NAMES:
             raise ValueError(f"profile name must be one of {PROFILE_NAMES}, got {self.name!r}")
-        unknown = set(self.domains) - set(SOCIALRL_ENV_IDS) or set(self.sft_domains) - set(self.domains)
+        unknown = (set(self.domains) | set(self.sft_domains)) - set(SOCIALRL_ENV_IDS)
         if unknown:
-            raise ValueError(f"unknown or untrained domains: {sorted(unknown)}")
+            raise ValueError(f"unknown domains: {sorted(unknown)}")
         if self.scenario_source not in ("generated", "dataset"):
             raise ValueError(f"scenario_source must be 'generated' or 'dataset', got {self.scenario_source!r}")
         if self.train_scenarios < 1 or self.heldout_scenarios < 1 or self.teacher_episodes < 1:
@@ -133,6 +196,29 @@ SMOKE = Profile(
     max_new_tokens=16,
     eval_concurrency=16,
     engine=EngineSettings(max_model_len=2048, kv_cache_gib=1.0),
+    # All six domains through every stage-2 asset in a few minutes: two held-out episodes per policy and
+    # domain, one PPO iteration per cascade stage, two MOPD steps.
+    stage2=Stage2Settings(
+        heldout_scenarios=2,
+        eval_counterparts=("boulware",),
+        probe_scenarios=1,
+        probe_counterparts=("boulware",),
+        cascade_ppo_iterations=1,
+        cascade_episodes_per_iteration=2,
+        cascade_sft_steps=1,
+        parallel_evaluations=6,
+        mopd=MOPDConfig(
+            steps=2,
+            episodes_per_step=6,
+            top_k=5,
+            learning_rate=1e-3,
+            max_new_tokens=16,
+            concurrency=6,
+            counterparts=("boulware",),
+            curriculum_every=2,
+            lora=LoraSettings(r=8, alpha=16),
+        ),
+    ),
 )
 
 CPU = Profile(
@@ -144,7 +230,8 @@ CPU = Profile(
     # warm-start, two PPO iterations of 4 episodes (the first warms the critic), 12 evaluation episodes
     # per policy. Other domains: `make run DOMAINS=...` or their partitions in the UI.
     domains=("craigslist-v0",),
-    sft_domains=("craigslist-v0",),
+    # The base model follows no action format: every domain it is trained on gets a warm-start first.
+    sft_domains=SOCIALRL_ENV_IDS,
     train_scenarios=64,
     heldout_scenarios=4,
     teacher_episodes=32,
@@ -164,6 +251,30 @@ CPU = Profile(
     max_new_tokens=64,
     # Prompts longer than the context are shortened by the LLM agent (oldest exchange first).
     engine=EngineSettings(max_model_len=2048, kv_cache_gib=2.0),
+    # Three domains (python -m pipelines.run_stage2): 8 held-out episodes per policy and domain (4 scenarios
+    # x 2 counterparts), a 2-episode validation probe, cascade stages of an 8-step SFT mix-in and 2 PPO
+    # iterations, 4 MOPD steps of 6 episodes.
+    stage2=Stage2Settings(
+        domains=("craigslist-v0", "marketplace-v0", "dnd-v0"),
+        heldout_scenarios=4,
+        eval_counterparts=("boulware", "conceder"),
+        probe_scenarios=2,
+        probe_counterparts=("boulware",),
+        cascade_ppo_iterations=2,
+        cascade_sft_steps=8,
+        mopd=MOPDConfig(
+            steps=4,
+            episodes_per_step=6,
+            top_k=20,
+            learning_rate=2e-4,
+            max_new_tokens=64,
+            concurrency=6,
+            counterparts=("boulware", "conceder", "reciprocal"),
+            curriculum_every=2,
+            micro_batch_tokens=4096,
+            bf16=True,
+        ),
+    ),
 )
 
 PAPER = Profile(
@@ -197,7 +308,34 @@ PAPER = Profile(
     # A 4B model in bf16 (8 GB) fits one GPU: no tensor parallelism; two replicas per server (an 8-GPU node
     # runs the engine on two GPUs and leaves the others to the learner ranks, docs/scale_out.md).
     engine=EngineSettings(
-        max_model_len=16384, enforce_eager=False, max_lora_rank=64, tensor_parallel_size=1, data_parallel_size=2
+        max_model_len=16384,
+        enforce_eager=False,
+        max_lora_rank=64,
+        tensor_parallel_size=1,
+        data_parallel_size=2,
+        max_logprobs=32,
+    ),
+    # The paper's stage 2: all six domains, 200 held-out scenarios per domain, cascade stages at the
+    # specialists' PPO budget with a checkpoint candidate every 20 iterations, MOPD for 60 steps of 144
+    # episodes with top-32 teacher log-probs.
+    stage2=Stage2Settings(
+        probe_scenarios=32,
+        probe_counterparts=("boulware", "conceder", "reciprocal"),
+        cascade_ppo_iterations=200,
+        cascade_checkpoint_every=20,
+        cascade_sft_steps=100,
+        mopd=MOPDConfig(
+            steps=60,
+            episodes_per_step=144,
+            top_k=32,
+            learning_rate=1e-5,
+            max_new_tokens=512,
+            concurrency=144,
+            curriculum_every=5,
+            max_sequence_tokens=16383,
+            bf16=True,
+            lora=LoraSettings(r=64, alpha=128),
+        ),
     ),
 )
 

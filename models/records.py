@@ -14,6 +14,8 @@ that agents/llm_agent.py sets (HEADER_*).
 | evaluations | evaluation run x counterpart (plus a pooled row) | (run_id, counterpart) |
 | scenarios | generated scenario of a domain and split | (run_id, env_id, scenario_id) |
 | traces | teacher episode of one seat, as chat messages | (run_id, episode_id) |
+| transfer_matrix | stage-2 transfer cell: donor policy minus base on a recipient's held-out plan | (run_id, donor, donor_kind, recipient) |
+| unified_evaluation | stage-2 policy on a domain (or "mean"), with its paired difference to the base | (run_id, policy, env_id) |
 
 Views (`VIEWS`, created by `models.storage.TableStore.connect` when their tables are in its schemas):
 
@@ -149,6 +151,38 @@ TRACES_COLUMNS: dict[str, str] = {
     "assistant_turns": "INTEGER",
 }
 
+TRANSFER_MATRIX_COLUMNS: dict[str, str] = {
+    "run_id": "VARCHAR",
+    "donor": "VARCHAR",  # the donor domain
+    "donor_kind": "VARCHAR",  # "specialist" or "sft" (the donor's SFT warm-start)
+    "recipient": "VARCHAR",  # the domain evaluated
+    "mean": "DOUBLE",  # mean per-episode reward difference donor - base (paired)
+    "ci_low": "DOUBLE",  # 95% bootstrap interval, resampling scenarios
+    "ci_high": "DOUBLE",
+    "n": "INTEGER",  # paired episodes
+    "clusters": "INTEGER",  # scenarios resampled
+    "donor_mean": "DOUBLE",  # the donor's own mean reward there
+    "base_mean": "DOUBLE",  # the base model's mean reward there
+    "created_at": "TIMESTAMP",
+}
+"""Stage 2 (models/socialrl/stage2.py): one row per (donor, kind, recipient) cell of a transfer matrix."""
+
+UNIFIED_EVALUATION_COLUMNS: dict[str, str] = {
+    "run_id": "VARCHAR",
+    "policy": "VARCHAR",  # base | sft | specialist | cascade | mopd
+    "env_id": "VARCHAR",  # a domain, or "mean" (the policy's domains pooled)
+    "models": "VARCHAR",  # served adapter name(s)
+    "mean": "DOUBLE",  # mean reward
+    "ci_low": "DOUBLE",  # 95% bootstrap interval, resampling scenarios, clipped to [0, 1]
+    "ci_high": "DOUBLE",
+    "n": "INTEGER",  # episodes
+    "diff_mean": "DOUBLE",  # paired difference to the base model on the same episodes
+    "diff_ci_low": "DOUBLE",
+    "diff_ci_high": "DOUBLE",
+    "created_at": "TIMESTAMP",
+}
+"""Stage 2: one row per (policy, domain) of the unified evaluation."""
+
 
 TABLES: dict[str, dict[str, str]] = {
     "episodes": EPISODES_COLUMNS,
@@ -158,6 +192,8 @@ TABLES: dict[str, dict[str, str]] = {
     "evaluations": EVALUATIONS_COLUMNS,
     "scenarios": SCENARIOS_COLUMNS,
     "traces": TRACES_COLUMNS,
+    "transfer_matrix": TRANSFER_MATRIX_COLUMNS,
+    "unified_evaluation": UNIFIED_EVALUATION_COLUMNS,
 }
 
 

@@ -731,6 +731,27 @@ class Tracker:
     def run_status(self, run_id: str) -> str:
         return self.client.get_run(run_id).info.status
 
+    def latest_run_artifact(
+        self, run_name: str, artifact_path: str, params: Mapping[str, str] | None = None
+    ) -> Path | None:
+        """A local directory of `artifact_path` of the newest FINISHED run of this experiment named `run_name`
+        whose params have the given values (e.g. the `sft-<domain>` warm-start of a profile); None if none."""
+        clauses = [f"attributes.run_name = '{run_name}'", "attributes.status = 'FINISHED'"]
+        clauses += [f"params.`{k}` = '{v}'" for k, v in (params or {}).items()]
+        runs = self.client.search_runs(
+            [self.experiment_id], " AND ".join(clauses), order_by=["attributes.start_time DESC"], max_results=1
+        )
+        if not runs:
+            return None
+        run = runs[0]
+        uri = f"{run.info.artifact_uri.rstrip('/')}/{artifact_path.strip('/')}"
+        if _scheme(uri) == "file":
+            path = Path(_file_uri_to_path(uri))
+            return path if path.is_dir() else None
+        target = Path(self.config.download_dir or tempfile.gettempdir()) / "runs" / run.info.run_id
+        target.mkdir(parents=True, exist_ok=True)
+        return Path(self.client.download_artifacts(run.info.run_id, artifact_path.strip("/"), str(target)))
+
     # ------------------------------------------------------------------------------------ registry
     def _version(self, name: str, version: int | str) -> ModelVersion:
         from mlflow.exceptions import MlflowException

@@ -5,7 +5,7 @@ What runs on its own once the daemon is up (`make ui`):
 | automation | default | what it starts |
 | --- | --- | --- |
 | schedule `nightly_champion_evaluation` | RUNNING | every day at 02:00 UTC: `champion_evaluations` (one vLLM engine, every champion on fresh held-out scenarios); this is the point of the nightly re-evaluation |
-| sensor `new_model_version_sensor` | STOPPED, unless $SOCIALRL_EVALUATE_NEW_VERSIONS is 1/true (`make ui EVALUATE_NEW_VERSIONS=1`) | one evaluation run (its own vLLM engine) per specialist version registered after the sensor's first tick |
+| sensor `new_model_version_sensor` | STOPPED, unless $SOCIALRL_EVALUATE_NEW_VERSIONS is 1/true (`make ui EVALUATE_NEW_VERSIONS=1`) | one evaluation run (its own vLLM engine) per model version (specialists, `socialrl-cascade`, `socialrl-mopd`) registered after the sensor's first tick |
 
 On its first tick the sensor only notes the versions already registered (a registry filled by `make run`
 does not turn into a burst of evaluation runs when the sensor is switched on); later ticks request every
@@ -28,6 +28,7 @@ from dagster import (
     SensorEvaluationContext,
     SkipReason,
     define_asset_job,
+    in_process_executor,
     job,
     load_asset_checks_from_modules,
     load_assets_from_modules,
@@ -36,7 +37,7 @@ from dagster import (
 )
 from dagster._loggers import colored_console_logger
 
-from assets import monitoring, socialrl
+from assets import monitoring, socialrl, stage2
 from models.profiles import get_profile
 from resources import EngineResource, MlflowResource, SettingsResource, StoreResource
 
@@ -63,8 +64,8 @@ def new_version_sensor_status(value: str | None) -> DefaultSensorStatus:
     return DefaultSensorStatus.RUNNING if yes else DefaultSensorStatus.STOPPED
 
 
-all_assets = load_assets_from_modules([socialrl, monitoring])
-all_checks = load_asset_checks_from_modules([socialrl])
+all_assets = load_assets_from_modules([socialrl, stage2, monitoring])
+all_checks = load_asset_checks_from_modules([socialrl, stage2])
 
 tournament_job = define_asset_job("tournament_job", AssetSelection.assets(socialrl.code_agent_tournament))
 traces_job = define_asset_job("traces_job", AssetSelection.assets(socialrl.scenarios, socialrl.teacher_traces))
@@ -77,6 +78,8 @@ stage1_job = define_asset_job(
     "stage1_job",
     AssetSelection.groups(socialrl.GROUP) - AssetSelection.assets(socialrl.code_agent_tournament),
 )
+# In one process, so the five assets share one vLLM engine and proxy (a process per step would start one each).
+stage2_job = define_asset_job("stage2_job", AssetSelection.groups(stage2.GROUP), executor_def=in_process_executor)
 champion_evaluation_job = define_asset_job(
     "champion_evaluation_job", AssetSelection.assets(monitoring.champion_evaluations)
 )
@@ -152,6 +155,7 @@ JOBS = [
     sft_job,
     specialist_job,
     stage1_job,
+    stage2_job,
     champion_evaluation_job,
     model_version_evaluation_job,
 ]

@@ -73,6 +73,7 @@ class EngineResource(ConfigurableResource):
             api_key=new_token(),  # per run: held by the engine client and the proxy only
             tensor_parallel_size=profile.engine.tensor_parallel_size,
             data_parallel_size=profile.engine.data_parallel_size,
+            max_logprobs=profile.engine.max_logprobs,
         )
         with VLLMEngine(config, log_path=_log_path(paths, "vllm", context)) as engine:
             self._client = engine.client

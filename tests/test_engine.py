@@ -145,6 +145,7 @@ def test_command_line_carries_the_measured_workarounds(tmp_path: Path) -> None:
     assert cmd[:3] == ["/x/python", "-m", "vllm.entrypoints.openai.api_server"]
     assert "--enable-lora" in cmd and "--enforce-eager" in cmd and "--no-enable-chunked-prefill" in cmd
     assert cmd[cmd.index("--logprobs-mode") + 1] == "processed_logprobs"
+    assert cmd[cmd.index("--max-logprobs") + 1] == "20"  # vLLM's default; MOPD's teacher top-k may not exceed it
     assert cmd[cmd.index("--host") + 1] == "127.0.0.1"
     env = engine.environment()
     assert env["HF_HUB_OFFLINE"] == "1" and env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True"

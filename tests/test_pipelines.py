@@ -26,6 +26,11 @@ EXPECTED_ASSETS = {
     "specialist_eval",
     "specialist_champion",
     "champion_evaluations",
+    "transfer_matrix",
+    "cascade_order",
+    "cascade_policy",
+    "mopd_student",
+    "unified_evaluation",
 }
 EXPECTED_JOBS = {
     "tournament_job",
@@ -33,6 +38,7 @@ EXPECTED_JOBS = {
     "sft_job",
     "specialist_job",
     "stage1_job",
+    "stage2_job",
     "champion_evaluation_job",
     "model_version_evaluation_job",
 }
@@ -48,7 +54,16 @@ def test_definitions_load_and_every_job_resolves() -> None:
     assert defs.resolve_schedule_def("nightly_champion_evaluation").cron_schedule == "0 2 * * *"
     assert defs.resolve_sensor_def("new_model_version_sensor").name == "new_model_version_sensor"
     checks = {key.name for key in defs.resolve_asset_graph().asset_check_keys}
-    assert checks == {"traces_are_usable", "completions_have_token_ids", "beats_champion"}
+    assert checks == {
+        "traces_are_usable",
+        "completions_have_token_ids",
+        "beats_champion",
+        "transfer_matrix_complete",
+        "cascade_order_is_best",
+        "cascade_kept_best_checkpoints",
+        "mopd_teachers_scored_every_token",
+        "unified_covers_every_policy",
+    }
 
 
 def test_the_version_sensor_requests_each_new_version_once(tmp_path: Path) -> None:

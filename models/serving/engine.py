@@ -25,6 +25,7 @@ import secrets
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,8 @@ class EngineConfig:
     """Largest adapter rank the engine accepts."""
     max_loras: int = 4
     """Adapters resident at once."""
+    max_logprobs: int = 20
+    """Most log-probs per position a request may ask for (vLLM's default 20; MOPD's teacher top-k)."""
     kv_cache_gib: float = 1.0
     """CPU KV-cache size in GiB (VLLM_CPU_KVCACHE_SPACE); ignored on GPU."""
     seed: int = 0
@@ -200,6 +203,35 @@ class EngineClient:
             raise EngineError(f"chat completion failed ({response.status_code}): {response.text}")
         return response.json()
 
+    def prompt_logprobs(self, model: str, token_ids: Sequence[int], top_k: int) -> list[dict[int, float] | None]:
+        """Log-probs of a token sequence under `model` (the base or a loaded adapter), scored in one forward
+        pass: a completions request over the token ids with vLLM's `prompt_logprobs` and `max_tokens: 1`.
+        Entry i (i >= 1) maps token id -> log p(token | ids[:i]) for the top `top_k` tokens at position i and
+        for ids[i] itself; entry 0 is None. Temperature 1 (the model's own distribution); `top_k` may not
+        exceed the engine's --max-logprobs (vLLM's default: 20)."""
+        if not token_ids:
+            raise ValueError("prompt_logprobs needs at least one token id")
+        body = {
+            "model": model,
+            "prompt": [int(t) for t in token_ids],
+            "max_tokens": 1,
+            "temperature": 1.0,
+            "prompt_logprobs": int(top_k),
+        }
+        response = self.http.post("/completions", json=body)
+        if response.status_code != 200:
+            raise EngineError(f"prompt log-probs from {model!r} failed ({response.status_code}): {response.text}")
+        scored = response.json()["choices"][0].get("prompt_logprobs")
+        if scored is None or len(scored) != len(token_ids):
+            raise EngineError(
+                f"{model!r} returned {None if scored is None else len(scored)} prompt log-prob entries "
+                f"for {len(token_ids)} tokens"
+            )
+        return [
+            None if entry is None else {int(token): float(item["logprob"]) for token, item in entry.items()}
+            for entry in scored
+        ]
+
     def close(self) -> None:
         self.http.close()
 
@@ -231,6 +263,7 @@ class VLLMEngine:
             "--dtype", c.dtype,
             "--seed", str(c.seed),
             "--logprobs-mode", c.logprobs_mode,
+            "--max-logprobs", str(c.max_logprobs),
         ]  # fmt: skip
         if c.enforce_eager:
             cmd.append("--enforce-eager")

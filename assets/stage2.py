@@ -1,0 +1,361 @@
+"""SocialRL stage 2 as Dagster assets: transfer_matrix -> cascade_order -> cascade_policy; transfer_matrix ->
+mopd_student; all three -> unified_evaluation. Thin: each asset reads its settings, calls one function of
+models/socialrl/stage2.py, stores tables and returns that function's frozen dataclass with metadata.
+
+The stage-1 specialists enter through the MLflow registry (`socialrl-<domain>-specialist`, alias champion,
+else candidate); `transfer_matrix` depends on `specialist_champion` for the lineage only, so stage 2 runs on
+whatever stage 1 registered, and fails naming any domain that has no specialist.
+"""
+
+import uuid
+
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetExecutionContext,
+    Config,
+    MetadataValue,
+    Output,
+    asset,
+    asset_check,
+)
+from pydantic import Field
+
+from assets.socialrl import specialist_champion
+from environments import SOCIALRL_ENV_IDS
+from models.plots import markdown_image
+from models.serving.model_store import resolve_model
+from models.socialrl import stage2
+from models.training.config import Services
+from resources import EngineResource, MlflowResource, SettingsResource, StoreResource
+from resources.engine import BASE_MODEL_NAME
+
+GROUP = "socialrl_stage2"
+
+
+class Stage2Config(Config):
+    """Run configuration of `transfer_matrix` (the later assets take their domains from it)."""
+
+    domains: list[str] = Field(default_factory=list, description="Domains; empty = the profile's stage-2 domains.")
+
+
+def _run_id(context: AssetExecutionContext) -> str:
+    return f"{context.run.run_id[:8]}-{uuid.uuid4().hex[:4]}"
+
+
+def _root_run(context: AssetExecutionContext) -> str:
+    """Work directories keyed by the root run: "re-execute from failure" resumes from the checkpoints."""
+    return (context.run.root_run_id or context.run.run_id)[:8]
+
+
+def _services(engine: EngineResource, store: StoreResource) -> Services:
+    return Services(engine.client, engine.proxy_base_url, store.store())
+
+
+@asset(group_name=GROUP, deps=[specialist_champion], kinds={"vllm", "mlflow", "duckdb"})
+def transfer_matrix(
+    context: AssetExecutionContext,
+    config: Stage2Config,
+    settings: SettingsResource,
+    store: StoreResource,
+    engine: EngineResource,
+    mlflow: MlflowResource,
+) -> Output[stage2.TransferMatrixResult]:
+    """Every registered specialist and SFT warm-start, and the base model, on every domain's held-out
+    scenarios (one plan per domain, so every cell is paired): cell (donor, recipient) = mean per-episode
+    reward difference donor - base with a scenario-clustered bootstrap 95% CI. Table `transfer_matrix`,
+    heatmap in MLflow and here."""
+    profile = settings.get_profile()
+    domains = tuple(config.domains) or profile.stage2.domains
+    unknown = sorted(set(domains) - set(SOCIALRL_ENV_IDS))
+    if unknown:
+        raise ValueError(f"unknown domains {unknown}; choose from {', '.join(SOCIALRL_ENV_IDS)}")
+    result = stage2.compute_transfer_matrix(
+        profile, domains, _services(engine, store), mlflow.tracker(), BASE_MODEL_NAME, _run_id(context)
+    )
+    matrix = result.matrix
+    table = "| donor | " + " | ".join(stage2.short(d) for d in matrix.domains) + " |\n"
+    table += "|---|" + "---|" * len(matrix.domains) + "\n"
+    for kind in matrix.kinds():
+        for donor in matrix.donors(kind):
+            cells = []
+            for recipient in matrix.domains:
+                try:
+                    e = matrix.cell(donor, recipient, kind).difference
+                    cells.append(f"{e.mean:+.3f} [{e.ci_low:+.3f}, {e.ci_high:+.3f}]")
+                except KeyError:
+                    cells.append("-")
+            label = stage2.short(donor) + ("" if kind == "specialist" else " (SFT)")
+            table += f"| {label} | " + " | ".join(cells) + " |\n"
+    n = matrix.cells[0].difference.n if matrix.cells else 0
+    return Output(
+        result,
+        metadata={
+            "heatmap": MetadataValue.md(markdown_image(result.heatmap_png, "transfer matrix")),
+            "donors": MetadataValue.md(matrix.describe_donors()),
+            "cells": MetadataValue.md(table + f"\nn = {n} paired held-out episodes per cell."),
+            "specialists": MetadataValue.json(result.specialists),
+            "domains": MetadataValue.json(list(matrix.domains)),
+            "wall_s": round(result.wall_s, 1),
+            "mlflow_run_id": result.mlflow_run_id or "",
+        },
+    )
+
+
+@asset_check(asset=transfer_matrix)
+def transfer_matrix_complete(transfer_matrix: stage2.TransferMatrixResult) -> AssetCheckResult:
+    """Every specialist donor has a cell on every domain, all cells over the same number of paired episodes,
+    and every interval holds its mean."""
+    matrix = transfer_matrix.matrix
+    expected = {(d, r) for d in matrix.domains for r in matrix.domains}
+    have = {(c.donor, c.recipient) for c in matrix.cells if c.kind == "specialist"}
+    sizes = {c.difference.n for c in matrix.cells}
+    outside = [
+        (c.donor, c.recipient, c.kind)
+        for c in matrix.cells
+        if not c.difference.ci_low - 1e-9 <= c.difference.mean <= c.difference.ci_high + 1e-9
+    ]
+    return AssetCheckResult(
+        passed=have == expected and len(sizes) == 1 and min(sizes) > 0 and not outside,
+        metadata={
+            "missing_cells": len(expected - have),
+            "episodes_per_cell": MetadataValue.json(sorted(sizes)),
+            "mean_outside_ci": len(outside),
+        },
+    )
+
+
+@asset(group_name=GROUP, kinds={"python"})
+def cascade_order(
+    transfer_matrix: stage2.TransferMatrixResult, settings: SettingsResource
+) -> Output[stage2.CascadeOrder]:
+    """The cascade's domain order: every order of the domains scored exhaustively from the transfer matrix
+    (destructive donors early, mutually beneficial pairs adjacent; the rule is in the metadata), compared
+    with the paper's order (Calendar -> CaSiNo -> DnD -> Craigslist -> Marketplace -> Job Interview) and its
+    reverse."""
+    matrix = transfer_matrix.matrix
+    order = stage2.choose_cascade_order(matrix.means(), matrix.domains, settings.get_profile().stage2.adjacency_weight)
+
+    def line(s: stage2.OrderScore) -> str:
+        return (
+            f"| {' -> '.join(stage2.short(d) for d in s.order)} | {s.score:+.4f} | {s.backward:+.4f} | "
+            f"{s.adjacency:+.4f} |"
+        )
+
+    table = "| order | score | backward transfer | mutual benefit of neighbours |\n|---|---|---|---|\n"
+    table += "\n".join(
+        [f"{line(order.chosen)} chosen", f"{line(order.paper)} paper", f"{line(order.reverse)} paper reversed"]
+    )
+    return Output(
+        order,
+        metadata={
+            "order": " -> ".join(order.order),
+            "score": order.chosen.score,
+            "paper_order_score": order.paper.score,
+            "reverse_order_score": order.reverse.score,
+            "orders_scored": order.orders_scored,
+            "scores": MetadataValue.md(table),
+            "rule": MetadataValue.md(order.rule),
+        },
+    )
+
+
+@asset_check(asset=cascade_order)
+def cascade_order_is_best(cascade_order: stage2.CascadeOrder) -> AssetCheckResult:
+    """The chosen order is a permutation of the domains, every order was scored, and it scores at least as
+    well as the paper's order and its reverse."""
+    n = len(cascade_order.order)
+    factorial = 1
+    for k in range(2, n + 1):
+        factorial *= k
+    passed = (
+        sorted(cascade_order.order) == sorted(cascade_order.paper.order)
+        and cascade_order.orders_scored == factorial
+        and cascade_order.chosen.score >= max(cascade_order.paper.score, cascade_order.reverse.score) - 1e-12
+    )
+    return AssetCheckResult(passed=passed, metadata={"orders_scored": cascade_order.orders_scored})
+
+
+@asset(group_name=GROUP, kinds={"pytorch", "vllm", "mlflow"})
+def cascade_policy(
+    context: AssetExecutionContext,
+    cascade_order: stage2.CascadeOrder,
+    settings: SettingsResource,
+    store: StoreResource,
+    engine: EngineResource,
+    mlflow: MlflowResource,
+) -> Output[stage2.CascadeResult]:
+    """One policy trained by PPO through the domains in the cascade order, each stage from the previous
+    stage's adapter (SFT on the domain's teacher traces first where the profile warm-starts it), keeping
+    after each stage the checkpoint with the best mean validation reward over the domains seen so far;
+    evaluated on every domain's held-out plan after every stage. Registered as `socialrl-cascade`
+    (alias candidate). Re-executing a failed run resumes from the failed stage's last checkpoint."""
+    profile = settings.get_profile()
+    paths = settings.paths()
+    result = stage2.train_cascade(
+        cascade_order.order,
+        profile,
+        engine.model_dir,
+        resolve_model(profile.critic_model, paths.models),
+        _services(engine, store),
+        paths.run_dir("cascade", _root_run(context)),
+        mlflow.tracker(),
+        run_id=_run_id(context),
+    )
+    rows = "| after stage | " + " | ".join(stage2.short(d) for d in result.order) + " | kept checkpoint |\n"
+    rows += "|---|" + "---|" * (len(result.order) + 1) + "\n"
+    for stage in result.stages:
+        means = {s.env_id: s.mean for s in stage.heldout}
+        rows += (
+            f"| {stage.index + 1} ({stage.domain}) | "
+            + " | ".join(f"{means[d]:.3f}" for d in result.order)
+            + f" | {stage.chosen} |\n"
+        )
+    return Output(
+        result,
+        metadata={
+            "curve": MetadataValue.md(markdown_image(result.curve_png, "cascade forgetting/transfer curve")),
+            "stages": MetadataValue.md(rows),
+            "final_mean_reward": stage2.pooled(result.scores).mean,
+            "model": f"{result.model_name} v{result.model_version}",
+            "resumed_stages": result.resumed_stages,
+            "wall_s": round(result.wall_s, 1),
+            "mlflow_run_id": result.mlflow_run_id or "",
+        },
+    )
+
+
+@asset_check(asset=cascade_policy)
+def cascade_kept_best_checkpoints(cascade_policy: stage2.CascadeResult) -> AssetCheckResult:
+    """Every stage kept its best checkpoint by mean validation reward over the domains seen so far, and the
+    kept adapter was evaluated on every domain after every stage."""
+    wrong = [s.index for s in cascade_policy.stages if s.chosen != stage2.best_checkpoint(s.candidates).checkpoint]
+    incomplete = [
+        s.index for s in cascade_policy.stages if sorted(x.env_id for x in s.heldout) != sorted(cascade_policy.order)
+    ]
+    return AssetCheckResult(
+        passed=not wrong and not incomplete and len(cascade_policy.stages) == len(cascade_policy.order),
+        metadata={"stages_not_best": MetadataValue.json(wrong), "stages_incomplete": MetadataValue.json(incomplete)},
+    )
+
+
+@asset(group_name=GROUP, kinds={"pytorch", "vllm", "mlflow"})
+def mopd_student(
+    context: AssetExecutionContext,
+    transfer_matrix: stage2.TransferMatrixResult,
+    settings: SettingsResource,
+    store: StoreResource,
+    engine: EngineResource,
+    mlflow: MlflowResource,
+) -> Output[stage2.MOPDStudentResult]:
+    """Multi-teacher on-policy distillation: the student samples episodes of every domain through the engine
+    and proxy, the domain's specialist (a LoRA adapter on the same engine) scores the student's own tokens
+    (top-k prompt log-probs), and the loss is the per-token reverse KL from student to teacher; domains are
+    drawn by the gap-closed curriculum. Reports the share of the specialists' held-out advantage recovered.
+    Registered as `socialrl-mopd` (alias candidate). A teacher the engine cannot load fails before training."""
+    profile = settings.get_profile()
+    result = stage2.train_mopd_student(
+        transfer_matrix.matrix,
+        profile,
+        engine.model_dir,
+        _services(engine, store),
+        settings.paths().run_dir("mopd", _root_run(context)),
+        mlflow.tracker(),
+        BASE_MODEL_NAME,
+        run_id=_run_id(context),
+    )
+    shares = "| domain | recovered share | student | base | specialist |\n|---|---|---|---|---|\n"
+    matrix = transfer_matrix.matrix
+    for s in result.scores:
+        share = result.recovered[s.env_id]
+        shares += (
+            f"| {s.env_id} | {'undefined' if share is None else f'{share:.1%}'} | {s.mean:.3f} | "
+            f"{matrix.scores_of(stage2.BASE, s.env_id).mean:.3f} | "
+            f"{matrix.scores_of(stage2.specialist_policy(s.env_id), s.env_id).mean:.3f} |\n"
+        )
+    last = result.history[-1] if result.history else {}
+    return Output(
+        result,
+        metadata={
+            "gap_curve": MetadataValue.md(markdown_image(result.gap_png, "MOPD gap per domain")),
+            "recovered": MetadataValue.md(
+                shares + "\nShare of the specialists' held-out advantage over the base recovered by the student "
+                "(the paper: 92.6% in 60 steps); undefined where the specialist does not beat the base."
+            ),
+            "recovered_mean": -1.0 if result.recovered_mean is None else float(result.recovered_mean),
+            "steps": result.steps,
+            "final_reverse_kl": float(last.get("reverse_kl", float("nan"))),
+            "model": f"{result.model_name} v{result.model_version}",
+            "wall_s": round(result.wall_s, 1),
+            "mlflow_run_id": result.mlflow_run_id or "",
+        },
+    )
+
+
+@asset_check(asset=mopd_student)
+def mopd_teachers_scored_every_token(mopd_student: stage2.MOPDStudentResult) -> AssetCheckResult:
+    """Every student token of every step got its teacher's log-probs (none fell outside the teacher's
+    context) and the loss stayed finite."""
+    unscored = sum(int(m.get("unscored_tokens", 0)) for m in mopd_student.history)
+    scored = sum(int(m.get("scored_tokens", 0)) for m in mopd_student.history)
+    finite = all(float(m["reverse_kl"]) == float(m["reverse_kl"]) for m in mopd_student.history)
+    return AssetCheckResult(
+        passed=unscored == 0 and scored > 0 and finite,
+        severity=AssetCheckSeverity.WARN,
+        metadata={"scored_tokens": scored, "unscored_tokens": unscored},
+    )
+
+
+@asset(group_name=GROUP, kinds={"duckdb", "mlflow"})
+def unified_evaluation(
+    context: AssetExecutionContext,
+    transfer_matrix: stage2.TransferMatrixResult,
+    cascade_policy: stage2.CascadeResult,
+    mopd_student: stage2.MOPDStudentResult,
+    store: StoreResource,
+    mlflow: MlflowResource,
+) -> Output[stage2.UnifiedEvaluation]:
+    """Base, SFT, each specialist on its own domain, the cascade and the MOPD student on the same held-out
+    episodes: mean reward per domain and on average with CIs and paired differences to the base (table
+    `unified_evaluation`, grouped bar chart). The cascade and the MOPD student become `champion` when their
+    mean beats their champion's; the nightly schedule re-evaluates the champions."""
+    result = stage2.unified_evaluation(
+        transfer_matrix.matrix,
+        cascade_policy.scores,
+        mopd_student.scores,
+        {stage2.CASCADE_MODEL: cascade_policy.model_version, stage2.MOPD_MODEL: mopd_student.model_version},
+        store.store(),
+        mlflow.tracker(),
+        _run_id(context),
+    )
+    means = {r.policy: r.estimate.mean for r in result.rows if r.env_id == stage2.MEAN}
+    return Output(
+        result,
+        metadata={
+            "bars": MetadataValue.md(markdown_image(result.bars_png, "unified evaluation")),
+            "table": MetadataValue.md(result.markdown()),
+            **{f"mean_{policy}": value for policy, value in means.items()},
+            "promoted": MetadataValue.json(result.promoted),
+            "mlflow_run_id": result.mlflow_run_id or "",
+        },
+    )
+
+
+@asset_check(asset=unified_evaluation)
+def unified_covers_every_policy(unified_evaluation: stage2.UnifiedEvaluation) -> AssetCheckResult:
+    """Base, specialists, cascade and MOPD each have a row on every domain and a mean, over equal episode counts."""
+    required = ("base", "specialist", stage2.CASCADE, stage2.MOPD)
+    missing = [
+        (p, d)
+        for p in required
+        for d in (*unified_evaluation.domains, stage2.MEAN)
+        if not any((r.policy, r.env_id) == (p, d) for r in unified_evaluation.rows)
+    ]
+    sizes = {r.estimate.n for r in unified_evaluation.rows if r.env_id != stage2.MEAN}
+    return AssetCheckResult(
+        passed=not missing and len(sizes) == 1,
+        metadata={
+            "missing": MetadataValue.json([list(m) for m in missing]),
+            "episode_counts": MetadataValue.json(sorted(sizes)),
+        },
+    )

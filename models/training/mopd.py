@@ -1,0 +1,464 @@
+"""Multi-teacher on-policy distillation (MOPD): one student learns every domain from that domain's specialist.
+
+One step:
+1. curriculum: every `curriculum_every` steps the caller's probe measures the student's reward per domain;
+   domain d is then sampled with probability proportional to max(eps, gap_d), where
+   gap_d = (teacher_d - student_d) / (teacher_d - base_d) is the share of the teacher's advantage over the
+   base not yet absorbed (a domain whose teacher is no better than the base gets eps);
+2. rollout: the student (served by vLLM as `<run>-v<step>`) plays `episodes_per_step` episodes, their domains
+   drawn from the curriculum, in each domain's learning seat through the rollout proxy, exactly as a PPO
+   rollout (models.training.ppo.rollout_specs); the proxy records the engine's token ids;
+3. teacher scoring: each episode's recorded turns are packed into prefix-stable segments
+   (models.training.ppo_learner.episode_samples) and each segment is scored by the specialist of the
+   episode's domain in ONE completions request to the same engine (`EngineClient.prompt_logprobs`: the
+   segment's token ids as the prompt, `prompt_logprobs: top_k`, `max_tokens: 1`, under the teacher's
+   adapter name), so the teacher scores the student's own tokens without re-tokenising anything;
+4. update: one AdamW step on the mean over the student's tokens of the reverse KL from student to teacher,
+   KL(p_s || p_t) = sum_v p_s(v) (log p_s(v) - log p_t(v)), both at temperature 1;
+5. sync: the new adapter is saved and hot-loaded as `<run>-v<step+1>` (the previous one unloaded).
+
+Top-k approximation (`topk_reverse_kl`): the engine returns the teacher's log-probs of its top-k tokens and of
+the sampled token only. With S that set and R everything else, the loss is the exact reverse KL between the
+two distributions coarsened to the outcomes {each v in S} and {R}:
+    sum_{v in S} p_s(v) (log p_s(v) - log p_t(v)) + p_s(R) (log p_s(R) - log p_t(R)),
+with p(R) = 1 - sum_{v in S} p(v). It is >= 0, is 0 exactly when the coarsened distributions agree, never
+exceeds the full KL (data-processing inequality), and equals it when S covers the vocabulary. The tail term
+keeps the student from moving mass outside the teacher's top-k; p_t(R) is floored at `tail_floor` (bf16
+engine log-probs can sum to slightly more than 1).
+
+TRL 1.16's DistillationTrainer distils one teacher on single-turn prompts it generates itself; here the
+episodes are multi-turn, recorded by the proxy, and routed to six teachers served as LoRA adapters of the
+student's own base model by one engine, so the loop is ours (the rollout half is PPO's).
+
+Every step writes a checkpoint (adapter, optimiser, RNG and metric history) atomically; `train_mopd` resumes
+from the newest one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import os
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from environments.core.runtime import EpisodeResult, run_episodes
+from models.records import rows_for
+from models.serving.engine import EngineClient, EngineError
+from models.training.config import PPOConfig, Services
+from models.training.mopd_config import MOPDConfig, MOPDResult
+from models.training.ppo import flush_proxy, load_recorded_turns, rollout_specs
+from models.training.ppo_learner import Segment, episode_samples, micro_batches
+from models.training.sft import load_lora_model
+
+log = logging.getLogger("socialrl.mopd")
+
+
+# ------------------------------------------------------------------------------------------- curriculum
+def curriculum_gaps(
+    teacher: Mapping[str, float], base: Mapping[str, float], student: Mapping[str, float], min_advantage: float = 0.0
+) -> dict[str, float | None]:
+    """gap_d = (teacher_d - student_d) / (teacher_d - base_d): 1 where the student is still at the base, 0
+    where it matches the teacher; None where the teacher beats the base by no more than `min_advantage`."""
+    gaps: dict[str, float | None] = {}
+    for domain, t in teacher.items():
+        advantage = t - base[domain]
+        gaps[domain] = (t - student[domain]) / advantage if advantage > min_advantage else None
+    return gaps
+
+
+def curriculum_probabilities(gaps: Mapping[str, float | None], eps: float) -> dict[str, float]:
+    """Sampling probability of each domain, proportional to max(eps, gap) (eps where the gap is undefined)."""
+    if not gaps:
+        raise ValueError("no domains to sample")
+    weights = {d: eps if g is None or not math.isfinite(g) else max(eps, g) for d, g in gaps.items()}
+    total = sum(weights.values())
+    return {d: w / total for d, w in weights.items()}
+
+
+def sample_domains(probabilities: Mapping[str, float], n: int, rng: random.Random) -> list[str]:
+    """`n` domains drawn independently with the given probabilities."""
+    domains = list(probabilities)
+    return rng.choices(domains, weights=[probabilities[d] for d in domains], k=n)
+
+
+# ------------------------------------------------------------------------------------------------- loss
+def topk_reverse_kl(
+    student_logprobs: torch.Tensor,
+    teacher_ids: torch.Tensor,
+    teacher_logprobs: torch.Tensor,
+    valid: torch.Tensor,
+    tail_floor: float = 1e-6,
+) -> torch.Tensor:
+    """Per-position reverse KL(student || teacher) on the teacher's top-k support plus one tail outcome (see
+    the module docstring). student_logprobs: (T, V) log-softmax of the student; teacher_ids, teacher_logprobs,
+    valid: (T, K), the teacher's scored tokens per position (rows padded, `valid` marks real entries).
+    Returns (T,)."""
+    s = student_logprobs.gather(-1, teacher_ids)
+    p_s = torch.where(valid, s.exp(), torch.zeros_like(s))
+    head = (p_s * torch.where(valid, s - teacher_logprobs, torch.zeros_like(s))).sum(-1)
+    tail_s = (1.0 - p_s.sum(-1)).clamp_min(1e-12)
+    tail_t = (1.0 - torch.where(valid, teacher_logprobs.exp(), torch.zeros_like(s)).sum(-1)).clamp_min(tail_floor)
+    return head + tail_s * (tail_s.log() - tail_t.log())
+
+
+# ------------------------------------------------------------------------------------- teacher scoring
+@dataclass
+class ScoredSegment:
+    """A student segment with its teacher's top-k log-probs at every agent position it could score."""
+
+    domain: str
+    segment: Segment
+    teacher_ids: torch.Tensor
+    """(T, K) token ids the teacher scored at each scored agent position (padded with 0)."""
+    teacher_logprobs: torch.Tensor
+    """(T, K) their teacher log-probs (padded with 0)."""
+    valid: torch.Tensor
+    """(T, K) which entries are real."""
+    positions: list[int]
+    """The agent positions scored (those inside the teacher's context), T of them."""
+    sampled_teacher_logprob: torch.Tensor
+    """(T,) teacher log-prob of the token the student actually sampled."""
+
+
+def score_segment(
+    engine: EngineClient, teacher: str, domain: str, segment: Segment, top_k: int, max_tokens: int
+) -> ScoredSegment:
+    """The teacher's top-k log-probs at the segment's agent positions, from one prompt_logprobs request."""
+    ids = segment.input_ids[:max_tokens]
+    scored = engine.prompt_logprobs(teacher, ids, top_k)
+    positions = [p for p in segment.agent_positions if p < len(ids)]
+    rows = [scored[p] for p in positions]
+    width = max((len(r) for r in rows if r), default=1)
+    teacher_ids = torch.zeros((len(rows), width), dtype=torch.long)
+    teacher_logprobs = torch.zeros((len(rows), width), dtype=torch.float32)
+    valid = torch.zeros((len(rows), width), dtype=torch.bool)
+    sampled = torch.zeros(len(rows), dtype=torch.float32)
+    for i, (position, row) in enumerate(zip(positions, rows, strict=True)):
+        if not row or ids[position] not in row:
+            raise EngineError(f"teacher {teacher!r} returned no log-prob for the sampled token at position {position}")
+        tokens = list(row)
+        teacher_ids[i, : len(tokens)] = torch.tensor(tokens)
+        teacher_logprobs[i, : len(tokens)] = torch.tensor([max(row[t], -1e4) for t in tokens])
+        valid[i, : len(tokens)] = True
+        sampled[i] = row[ids[position]]
+    return ScoredSegment(domain, segment, teacher_ids, teacher_logprobs, valid, positions, sampled)
+
+
+# ------------------------------------------------------------------------------------------------ learner
+def _padded(segments: Sequence[Segment], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(s.input_ids) for s in segments)
+    ids = torch.full((len(segments), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(segments), width), dtype=torch.long)
+    for row, segment in enumerate(segments):
+        ids[row, : len(segment.input_ids)] = torch.tensor(segment.input_ids)
+        mask[row, : len(segment.input_ids)] = 1
+    return ids, mask
+
+
+def student_log_distributions(
+    model: nn.Module, segments: Sequence[Segment], positions: Sequence[Sequence[int]], pad_id: int
+) -> list[torch.Tensor]:
+    """The student's full log-softmax (temperature 1) predicting each listed position: (len(positions[i]), V)
+    per segment (the logits at position j - 1 predict token j). Only the needed positions go through the LM
+    head (transformers' `logits_to_keep`): a sequence's full logits are seq x vocab, most of it prompt."""
+    ids, mask = _padded(segments, pad_id)
+    keep = sorted({p - 1 for wanted in positions for p in wanted})
+    column = {p: i for i, p in enumerate(keep)}
+    logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=torch.tensor(keep, dtype=torch.long)).logits
+    out = []
+    for row, wanted in enumerate(positions):
+        index = torch.tensor([column[p - 1] for p in wanted], dtype=torch.long)
+        out.append(torch.log_softmax(logits[row, index].float(), dim=-1))
+    return out
+
+
+class MOPDLearner:
+    """The student (a PEFT model) and its optimiser; one `update` per step."""
+
+    def __init__(self, student: nn.Module, config: MOPDConfig, pad_id: int) -> None:
+        self.student, self.config, self.pad_id = student, config, pad_id
+        self.optimizer = torch.optim.AdamW(
+            [p for p in student.parameters() if p.requires_grad], lr=config.learning_rate
+        )
+
+    def _autocast(self) -> Any:
+        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.config.bf16)
+
+    def update(self, batch: Sequence[ScoredSegment]) -> dict[str, float]:
+        """One optimiser step on the mean top-k reverse KL over every scored student token (micro-batched,
+        gradients accumulated, so the step is that of one pass over the whole batch)."""
+        batch = [b for b in batch if b.positions]
+        n_tokens = sum(len(b.positions) for b in batch)
+        if n_tokens == 0:
+            raise ValueError("no scored student tokens in the batch")
+        self.student.train()
+        self.optimizer.zero_grad()
+        total = sampled_gap = 0.0
+        segments = [b.segment for b in batch]
+        for a, z in micro_batches(segments, self.config.micro_batch_tokens):
+            part = batch[a:z]
+            with self._autocast():
+                logps = student_log_distributions(
+                    self.student, [b.segment for b in part], [b.positions for b in part], self.pad_id
+                )
+            losses = []
+            for scored, logp in zip(part, logps, strict=True):
+                kl = topk_reverse_kl(
+                    logp, scored.teacher_ids, scored.teacher_logprobs, scored.valid, self.config.tail_floor
+                )
+                losses.append(kl.sum())
+                ids = torch.tensor([scored.segment.input_ids[p] for p in scored.positions])
+                student_sampled = logp.detach().gather(-1, ids.unsqueeze(-1)).squeeze(-1)
+                sampled_gap += float((student_sampled - scored.sampled_teacher_logprob).sum())
+            loss = torch.stack(losses).sum() / n_tokens
+            loss.backward()
+            total += float(loss.detach())
+        grad_norm = nn.utils.clip_grad_norm_(
+            [p for p in self.student.parameters() if p.requires_grad], self.config.max_grad_norm
+        )
+        self.optimizer.step()
+        return {
+            "reverse_kl": total,
+            "sampled_logratio": sampled_gap / n_tokens,
+            "grad_norm": float(grad_norm),
+            "scored_tokens": float(n_tokens),
+        }
+
+
+# ------------------------------------------------------------------------------------------------- loop
+@dataclass
+class MOPDState:
+    """What a checkpoint holds besides the tensors."""
+
+    step: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)
+    probabilities: dict[str, float] = field(default_factory=dict)
+    """The curriculum's current sampling probabilities."""
+    gaps: dict[str, float | None] = field(default_factory=dict)
+    """The gaps they came from."""
+    student_rewards: dict[str, float] = field(default_factory=dict)
+    """The student's latest probe rewards per domain."""
+
+
+def _checkpoint(output: Path, state: MOPDState, learner: MOPDLearner) -> Path:
+    checkpoints = output / "checkpoints"
+    checkpoints.mkdir(parents=True, exist_ok=True)
+    final = checkpoints / f"step{state.step:05d}"
+    build = Path(tempfile.mkdtemp(prefix=".tmp-", dir=checkpoints))
+    learner.student.save_pretrained(build / "adapter")
+    torch.save(
+        {"optimizer": learner.optimizer.state_dict(), "torch_rng": torch.get_rng_state()}, build / "trainer_state.pt"
+    )
+    (build / "state.json").write_text(json.dumps(asdict(state), indent=1))
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(build, final)
+    for old in sorted(checkpoints.glob("step*"))[:-2]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def latest_mopd_checkpoint(output: Path) -> Path | None:
+    found = sorted(p for p in (output / "checkpoints").glob("step*") if (p / "state.json").is_file())
+    return found[-1] if found else None
+
+
+def _serve(engine: EngineClient, learner: MOPDLearner, output: Path, name: str, previous: str | None) -> str:
+    directory = output / "adapters" / name
+    if directory.exists():
+        shutil.rmtree(directory)
+    learner.student.save_pretrained(directory)
+    if name in engine.models():
+        engine.unload_adapter(name)
+    engine.load_adapter(name, directory)
+    if previous is not None and previous != name:
+        engine.unload_adapter(previous)
+        shutil.rmtree(output / "adapters" / previous, ignore_errors=True)
+    return name
+
+
+def check_teachers(engine: EngineClient, teachers: Mapping[str, str], top_k: int) -> None:
+    """Every teacher adapter is served and answers a top-k scoring request; fails naming the domain."""
+    served = set(engine.models())
+    for domain, name in teachers.items():
+        if name not in served:
+            raise EngineError(f"{domain}: teacher adapter {name!r} is not loaded in the engine")
+        try:
+            engine.prompt_logprobs(name, [1, 2], top_k)
+        except EngineError as exc:
+            raise EngineError(f"{domain}: teacher adapter {name!r} cannot score tokens: {exc}") from exc
+
+
+def train_mopd(
+    config: MOPDConfig,
+    base_model_dir: Path,
+    services: Services,
+    output: Path,
+    teachers: Mapping[str, str],
+    seats: Mapping[str, str],
+    targets: Mapping[str, tuple[float, float]] | None = None,
+    probe: Callable[[str], Mapping[str, float]] | None = None,
+    init_adapter: Path | None = None,
+    min_advantage: float = 0.0,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+) -> MOPDResult:
+    """Distil the `teachers` (domain -> served adapter name, already loaded in `services.engine`) into one
+    student, from `init_adapter` or a fresh LoRA on the base model; see the module docstring.
+
+    seats: domain -> the student's seat. targets: domain -> (teacher, base) probe reward, and probe: served
+    student name -> domain -> probe reward; both are needed for the gap-closed curriculum (without them the
+    domains are sampled uniformly). Resumes from the newest checkpoint under `output`."""
+    domains = list(teachers)
+    if set(seats) != set(domains):
+        raise ValueError(f"seats given for {sorted(seats)}, teachers for {sorted(domains)}")
+    if (targets is None) != (probe is None) or (targets is not None and set(targets) != set(domains)):
+        raise ValueError("give targets (teacher, base) for every domain together with a probe, or neither")
+    check_teachers(services.engine, teachers, config.top_k)  # before any training step
+    output.mkdir(parents=True, exist_ok=True)
+    checkpoint = latest_mopd_checkpoint(output)
+    torch.manual_seed(config.seed)
+    student, tokenizer = load_lora_model(
+        base_model_dir, config.lora, checkpoint / "adapter" if checkpoint else init_adapter, bf16=config.bf16
+    )
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    learner = MOPDLearner(student, config, pad_id)
+    state, resumed_from = MOPDState(), None
+    if checkpoint is not None:
+        saved = torch.load(checkpoint / "trainer_state.pt", weights_only=True)
+        learner.optimizer.load_state_dict(saved["optimizer"])
+        torch.set_rng_state(saved["torch_rng"])
+        state = MOPDState(**json.loads((checkpoint / "state.json").read_text()))
+        resumed_from = state.step
+    served = _serve(services.engine, learner, output, f"{config.run_name}-v{state.step}", None)
+    rollout = PPOConfig(
+        env_id=domains[0],
+        counterparts=config.counterparts,
+        temperature=config.temperature,
+        max_new_tokens=config.max_new_tokens,
+        seed=config.seed,
+    )
+    while state.step < config.steps:
+        step = state.step
+        metrics: dict[str, Any] = {"step": step, "adapter": served}
+        start = time.perf_counter()
+        if targets is not None and probe is not None and (step % config.curriculum_every == 0 or not state.gaps):
+            if step == 0 and init_adapter is None and checkpoint is None:
+                # A fresh LoRA adapter starts as the base model (its B matrices are zero): no probe needed.
+                state.student_rewards = {d: targets[d][1] for d in domains}
+            else:
+                state.student_rewards = {d: float(r) for d, r in probe(served).items()}
+            teacher = {d: targets[d][0] for d in domains}
+            base = {d: targets[d][1] for d in domains}
+            state.gaps = curriculum_gaps(teacher, base, state.student_rewards, min_advantage)
+            state.probabilities = curriculum_probabilities(state.gaps, config.curriculum_eps)
+        elif not state.probabilities:
+            state.probabilities = {d: 1.0 / len(domains) for d in domains}
+        metrics["time_probe_s"] = time.perf_counter() - start
+
+        start = time.perf_counter()
+        drawn = sample_domains(state.probabilities, config.episodes_per_step, random.Random(f"{config.seed}:{step}"))
+        specs, episode_domain = [], {}
+        for domain in domains:
+            count = drawn.count(domain)
+            if count == 0:
+                continue
+            domain_config = replace(
+                rollout,
+                env_id=domain,
+                seat=seats[domain],
+                episodes_per_iteration=count,
+                run_name=f"{config.run_name}-{domain.removesuffix('-v0')}",
+            )
+            for spec in rollout_specs(domain_config, step, services.proxy_base_url, served):
+                specs.append(spec)
+                episode_domain[spec.episode_id] = domain
+        results: list[EpisodeResult] = asyncio.run(
+            run_episodes(specs, concurrency=config.concurrency, turn_timeout=config.turn_timeout_s)
+        )
+        flush_proxy(services.proxy_base_url)
+        services.store.append_all(rows_for(results, run_id=f"{config.run_name}:step{step}"))
+        metrics["time_rollout_s"] = time.perf_counter() - start
+
+        start = time.perf_counter()
+        jobs = []
+        rewards: dict[str, list[float]] = {}
+        for domain in domains:
+            mine = [r for r in results if episode_domain[r.episode_id] == domain]
+            if not mine:
+                continue
+            seat = seats[domain]
+            rewards[domain] = [r.outcome.roles[seat].reward for r in mine]
+            recorded = load_recorded_turns(services.store, [r.episode_id for r in mine], seat)
+            for result in mine:
+                turns = [t for t in recorded.get(result.episode_id, []) if t.completion_ids]
+                if turns:  # an episode whose every reply came back empty has no student token to score
+                    sample = episode_samples(result.episode_id, turns, 0.0, pack=True)
+                    jobs += [(domain, segment) for segment in sample.segments]
+        if not jobs:
+            raise RuntimeError(f"step {step}: the proxy recorded no student calls")
+        with ThreadPoolExecutor(max_workers=config.teacher_requests) as pool:
+            scored = list(
+                pool.map(
+                    lambda job: score_segment(
+                        services.engine, teachers[job[0]], job[0], job[1], config.top_k, config.max_sequence_tokens
+                    ),
+                    jobs,
+                )
+            )
+        metrics["time_teacher_s"] = time.perf_counter() - start
+
+        start = time.perf_counter()
+        update = learner.update(scored)
+        metrics["time_train_s"] = time.perf_counter() - start
+        start = time.perf_counter()
+        served = _serve(services.engine, learner, output, f"{config.run_name}-v{step + 1}", served)
+        metrics["time_sync_s"] = time.perf_counter() - start
+
+        agent_tokens = sum(len(s.agent_positions) for _, s in jobs)
+        metrics.update(
+            {
+                **update,
+                "unscored_tokens": agent_tokens - int(update["scored_tokens"]),
+                "episodes": len(results),
+                "reward_mean": sum(sum(v) for v in rewards.values()) / len(results),
+                **{f"reward/{d}": sum(v) / len(v) for d, v in rewards.items()},
+                **{f"episodes/{d}": len(v) for d, v in rewards.items()},
+                **{f"probability/{d}": p for d, p in state.probabilities.items()},
+                **{f"gap/{d}": g for d, g in state.gaps.items() if g is not None},
+                **{f"student_probe/{d}": r for d, r in state.student_rewards.items()},
+            }
+        )
+        log.info(
+            "mopd step %d: reverse KL %.4f over %d tokens, reward %.3f, domains %s (%.0f s rollout, %.0f s teacher, "
+            "%.0f s train)",
+            step,
+            update["reverse_kl"],
+            int(update["scored_tokens"]),
+            metrics["reward_mean"],
+            {d.removesuffix("-v0"): len(v) for d, v in rewards.items()},
+            metrics["time_rollout_s"],
+            metrics["time_teacher_s"],
+            metrics["time_train_s"],
+        )
+        state.history.append(metrics)
+        state.step = step + 1
+        _checkpoint(output, state, learner)
+        if on_step is not None:
+            on_step(metrics)
+    final = output / "adapter"
+    learner.student.save_pretrained(final)
+    tokenizer.save_pretrained(final)
+    return MOPDResult(final, served, state.history, resumed_from)

@@ -1,0 +1,348 @@
+"""Stage 2 of SocialRL: the transfer matrix and cascade order from hand-made evaluations, the ordering rule, the
+cascade's checkpoint rule, the MOPD loss and curriculum, and the unified table. Engine-backed tests (teacher
+log-probs, distillation on a toy task, the smoke lineage) are in tests/test_stage2_engine.py."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from models.socialrl import stage2
+from models.socialrl.stage2 import (
+    BASE,
+    PolicyScores,
+    best_checkpoint,
+    build_transfer_matrix,
+    choose_cascade_order,
+    order_score,
+    score_candidates,
+    sft_policy,
+    specialist_policy,
+)
+from models.training.mopd import curriculum_gaps, curriculum_probabilities, sample_domains, topk_reverse_kl
+
+DNND, CRAIG, MARKET = "dnd-v0", "craigslist-v0", "marketplace-v0"
+
+
+def scores(policy: str, env_id: str, rewards: list[float]) -> PolicyScores:
+    """Hand-made evaluation rows: one episode per scenario, against one counterpart."""
+    keys = tuple(f"{i}|s{i}|boulware|seat|{i}" for i in range(len(rewards)))
+    return PolicyScores(
+        policy, env_id, policy, keys, tuple(f"{env_id}|{i}" for i in range(len(rewards))), tuple(rewards)
+    )
+
+
+BASE_REWARDS = [0.30, 0.50, 0.40, 0.60]
+NOISE = [0.05, -0.05, 0.05, -0.05]  # mean 0: a donor's cell mean is exactly its offset
+
+
+def shifted(offset: float) -> list[float]:
+    return [b + offset + n for b, n in zip(BASE_REWARDS, NOISE, strict=True)]
+
+
+# DnD's specialist hurts the other two domains; Craigslist and Marketplace help each other, Marketplace -> Craigslist
+# more than the reverse.
+OFFSETS = {
+    (DNND, DNND): 0.20,
+    (DNND, CRAIG): -0.20,
+    (DNND, MARKET): -0.20,
+    (CRAIG, DNND): 0.0,
+    (CRAIG, CRAIG): 0.25,
+    (CRAIG, MARKET): 0.10,
+    (MARKET, DNND): 0.0,
+    (MARKET, CRAIG): 0.15,
+    (MARKET, MARKET): 0.30,
+}
+
+
+def hand_made() -> list[PolicyScores]:
+    rows = [scores(BASE, d, BASE_REWARDS) for d in (DNND, CRAIG, MARKET)]
+    rows += [scores(specialist_policy(d), r, shifted(o)) for (d, r), o in OFFSETS.items()]
+    rows += [scores(sft_policy(CRAIG), r, shifted(0.05)) for r in (DNND, CRAIG, MARKET)]
+    return rows
+
+
+def test_the_matrix_from_hand_made_evaluations_gives_the_expected_cells_and_order() -> None:
+    matrix = build_transfer_matrix(hand_made(), (DNND, CRAIG, MARKET))
+    for (donor, recipient), offset in OFFSETS.items():
+        cell = matrix.cell(donor, recipient)
+        assert cell.difference.mean == pytest.approx(offset)
+        assert cell.difference.n == 4 and cell.difference.clusters == 4
+        # Paired: the base's spread across scenarios cancels; only the +-0.05 noise is left in the interval.
+        assert cell.difference.ci_low >= offset - 0.05 - 1e-9 and cell.difference.ci_high <= offset + 0.05 + 1e-9
+        assert cell.base_mean == pytest.approx(sum(BASE_REWARDS) / 4)
+    assert matrix.kinds() == ("specialist", "sft") and matrix.donors("sft") == (CRAIG,)
+    assert matrix.cell(CRAIG, DNND, "sft").difference.mean == pytest.approx(0.05)
+    effects = matrix.donor_effects()
+    assert effects[DNND] == pytest.approx(-0.20) and effects[MARKET] == pytest.approx(0.075)
+    text = matrix.describe_donors()
+    assert "Negative donors (< 0): dnd (-0.200)" in text and "marketplace (+0.075)" in text
+    assert {r["donor_kind"] for r in matrix.rows("r")} == {"specialist", "sft"} and len(matrix.rows("r")) == 12
+    json_cells = matrix.as_json()
+    assert set(json_cells) == {DNND, CRAIG, MARKET} and set(json_cells[DNND][CRAIG]) == {
+        "mean",
+        "ci_low",
+        "ci_high",
+        "n",
+    }
+
+    order = choose_cascade_order(matrix.means(), matrix.domains)
+    # The destructive donor first; then Craigslist before Marketplace, so that the larger transfer
+    # (Marketplace -> Craigslist) lands on the domain trained earlier.
+    assert order.order == (DNND, CRAIG, MARKET)
+    assert order.orders_scored == 6
+    assert order.chosen.backward == pytest.approx(0.15) and order.chosen.adjacency == pytest.approx(0.10)
+    assert order.paper.order == (DNND, CRAIG, MARKET) and order.reverse.order == (MARKET, CRAIG, DNND)
+    assert order.reverse.score == pytest.approx(0.10 - 0.20 - 0.20 + 0.10)
+
+
+def test_a_missing_specialist_evaluation_or_base_is_an_error_naming_it() -> None:
+    rows = [r for r in hand_made() if not (r.policy == specialist_policy(MARKET) and r.env_id == DNND)]
+    with pytest.raises(ValueError, match="specialist of marketplace-v0 not evaluated on \\['dnd-v0'\\]"):
+        build_transfer_matrix(rows, (DNND, CRAIG, MARKET))
+    with pytest.raises(ValueError, match="no base-model evaluation on \\['craigslist-v0'\\]"):
+        build_transfer_matrix([r for r in hand_made() if r.policy != BASE or r.env_id != CRAIG], (DNND, CRAIG, MARKET))
+
+
+def test_a_domain_without_a_registered_specialist_fails_naming_it(tmp_path: Path) -> None:
+    from models.tracking import Tracker, TrackingConfig
+
+    tracker = Tracker(TrackingConfig(tracking_uri=f"sqlite:///{tmp_path}/m.db", artifact_root=str(tmp_path / "a")))
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text("{}")
+    with tracker.start_run("ppo-dnd-v0") as run:
+        run.log_artifact_dir(adapter, "adapter")
+    tracker.register_adapter(run.run_id, "adapter", "socialrl-dnd-specialist")
+    with pytest.raises(stage2.MissingSpecialistError, match="craigslist-v0 \\(socialrl-craigslist-specialist\\)"):
+        stage2.registered_adapters(tracker, (DNND, CRAIG), "smoke")
+    found = stage2.registered_adapters(tracker, (DNND,), "smoke")
+    assert found[DNND].specialist.startswith("socialrl-dnd-specialist v1") and found[DNND].sft_path is None
+    # An SFT warm-start run of the same profile is found; one of another profile is not.
+    for profile in ("cpu", "smoke"):
+        with tracker.start_run(f"sft-{DNND}", params={"profile": profile, "env_id": DNND}) as run:
+            run.log_artifact_dir(adapter, "adapter")
+        if profile == "cpu":
+            assert stage2.registered_adapters(tracker, (DNND,), "smoke")[DNND].sft_path is None
+    assert (stage2.registered_adapters(tracker, (DNND,), "smoke")[DNND].sft_path / "adapter_config.json").is_file()
+
+
+def test_the_ordering_rule_finds_a_known_best_order_of_six_domains() -> None:
+    hidden = ("job-interview-v0", "dnd-v0", "calendar-v0", "marketplace-v0", "casino-v0", "craigslist-v0")
+    position = {d: i for i, d in enumerate(hidden)}
+    # Training a later domain helps every earlier one, training an earlier one hurts every later one: only the
+    # hidden order collects every positive backward term.
+    transfer = {a: {b: (0.1 if position[a] > position[b] else -0.1) for b in hidden} for a in hidden}
+    order = choose_cascade_order(transfer, stage2.PAPER_ORDER)
+    assert order.order == hidden and order.orders_scored == 720
+    assert order.chosen.score == pytest.approx(1.5)  # 15 pairs x 0.1, no mutual benefit
+    assert order.paper.order == stage2.PAPER_ORDER
+    assert order.paper.score < order.chosen.score and order.reverse.order == stage2.PAPER_ORDER[::-1]
+    assert order.top[0].order == hidden and len(order.top) == 5
+
+    # A destructive donor goes first and a mutually beneficial pair ends up adjacent.
+    domains = stage2.PAPER_ORDER[:4]
+    flat = {a: {b: 0.0 for b in domains} for a in domains}
+    flat["casino-v0"] = {b: -0.3 for b in domains}  # destructive
+    flat["calendar-v0"]["craigslist-v0"] = flat["craigslist-v0"]["calendar-v0"] = 0.2  # mutual
+    chosen = choose_cascade_order(flat, domains).order
+    assert chosen[0] == "casino-v0"
+    assert abs(chosen.index("calendar-v0") - chosen.index("craigslist-v0")) == 1
+    apart = ("casino-v0", "calendar-v0", "dnd-v0", "craigslist-v0")
+    assert order_score(apart, flat, 1.0).score < order_score(chosen, flat, 1.0).score
+
+
+def test_the_cascade_keeps_the_checkpoint_best_over_the_domains_seen_so_far() -> None:
+    checkpoints = [("it00001", Path("a")), ("it00002", Path("b")), ("it00003", Path("c"))]
+    probes = {
+        # it00003 is best on the newest domain but forgot the first one.
+        "it00001": {DNND: 0.50, CRAIG: 0.20, MARKET: 0.9},
+        "it00002": {DNND: 0.45, CRAIG: 0.40, MARKET: 0.0},
+        "it00003": {DNND: 0.05, CRAIG: 0.60, MARKET: 0.0},
+    }
+    candidates = score_candidates(checkpoints, probes, [DNND, CRAIG])
+    assert [round(c.mean_seen, 3) for c in candidates] == [0.35, 0.425, 0.325]
+    assert set(candidates[0].probe) == {DNND, CRAIG}  # an unseen domain does not count
+    assert best_checkpoint(candidates).checkpoint == "it00002"
+    # With only the newest domain seen, the last checkpoint wins; on a tie the later one.
+    assert best_checkpoint(score_candidates(checkpoints, probes, [CRAIG])).checkpoint == "it00003"
+    tie = score_candidates(checkpoints[:2], {"it00001": {DNND: 0.3}, "it00002": {DNND: 0.3}}, [DNND])
+    assert best_checkpoint(tie).checkpoint == "it00002"
+
+
+def test_the_topk_reverse_kl_matches_a_hand_computed_example() -> None:
+    student = torch.log(torch.tensor([[0.5, 0.25, 0.125, 0.125]]))
+    teacher = torch.tensor([0.4, 0.3, 0.2, 0.1])
+    # The teacher's full distribution: the exact reverse KL sum_v p_s log(p_s / p_t).
+    full = 0.5 * math.log(0.5 / 0.4) + 0.25 * math.log(0.25 / 0.3) + 0.125 * math.log(0.125 / 0.2)
+    full += 0.125 * math.log(0.125 / 0.1)
+    ids = torch.tensor([[0, 1, 2, 3]])
+    kl = topk_reverse_kl(student, ids, torch.log(teacher)[ids], torch.ones_like(ids, dtype=torch.bool))
+    assert float(kl[0]) == pytest.approx(full, abs=1e-6)
+    assert full == pytest.approx(0.03513, abs=1e-5)
+    # Top-2 of the teacher (tokens 0, 1) plus the tail {2, 3}: p_s(tail) = 0.25, p_t(tail) = 0.3.
+    top2 = 0.5 * math.log(0.5 / 0.4) + 0.25 * math.log(0.25 / 0.3) + 0.25 * math.log(0.25 / 0.3)
+    ids2 = torch.tensor([[0, 1, 0]])  # padded: the third entry is not real
+    valid = torch.tensor([[True, True, False]])
+    kl2 = topk_reverse_kl(student, ids2, torch.log(teacher)[ids2], valid)
+    assert float(kl2[0]) == pytest.approx(top2, abs=1e-6)
+    assert 0 < float(kl2[0]) < full  # the coarsened KL never exceeds the full one
+    # Equal distributions: zero; and the gradient moves the student towards the teacher.
+    everything = torch.ones(1, 4, dtype=torch.bool)
+    same = topk_reverse_kl(torch.log(teacher)[None], ids, torch.log(teacher)[ids], everything)
+    assert float(same[0]) == pytest.approx(0.0, abs=1e-7)
+    logits = torch.zeros(1, 4, requires_grad=True)
+    optimizer = torch.optim.SGD([logits], lr=1.0)
+    first = None
+    for _ in range(50):
+        optimizer.zero_grad()
+        loss = topk_reverse_kl(torch.log_softmax(logits, -1), ids, torch.log(teacher)[ids], everything)
+        first = first if first is not None else float(loss.detach())
+        loss.sum().backward()
+        optimizer.step()
+    assert float(loss) < first / 20
+    assert torch.softmax(logits, -1)[0].tolist() == pytest.approx(teacher.tolist(), abs=0.02)
+
+
+def test_the_curriculum_samples_a_closed_domain_less() -> None:
+    teacher = {DNND: 0.6, CRAIG: 0.6, MARKET: 0.3}
+    base = {DNND: 0.2, CRAIG: 0.2, MARKET: 0.3}
+    student = {DNND: 0.6, CRAIG: 0.3, MARKET: 0.1}  # DnD closed, Craigslist open, Marketplace: no advantage
+    gaps = curriculum_gaps(teacher, base, student, min_advantage=0.0)
+    assert gaps[DNND] == pytest.approx(0.0) and gaps[CRAIG] == pytest.approx(0.75) and gaps[MARKET] is None
+    probabilities = curriculum_probabilities(gaps, eps=0.05)
+    assert probabilities[DNND] == pytest.approx(0.05 / 0.85) and probabilities[CRAIG] == pytest.approx(0.75 / 0.85)
+    draws = sample_domains(probabilities, 2000, random.Random(0))
+    assert draws.count(DNND) < draws.count(CRAIG) / 5
+    assert draws.count(DNND) > 0 and draws.count(MARKET) > 0  # closed domains are still sampled now and then
+    # A student that falls below the base re-opens more than the whole gap.
+    assert curriculum_gaps(teacher, base, {**student, DNND: 0.1})[DNND] == pytest.approx(1.25)
+
+
+def test_recovered_share_and_the_unified_table_from_hand_made_scores() -> None:
+    matrix = build_transfer_matrix(hand_made(), (DNND, CRAIG, MARKET))
+    # MOPD recovers half of each specialist's own-domain advantage; the cascade equals the base.
+    mopd = [scores(stage2.MOPD, d, shifted(OFFSETS[(d, d)] / 2)) for d in (DNND, CRAIG, MARKET)]
+    cascade = [scores(stage2.CASCADE, d, BASE_REWARDS) for d in (DNND, CRAIG, MARKET)]
+    shares = {
+        d: stage2.recovered_share(
+            next(s for s in mopd if s.env_id == d),
+            matrix.scores_of(BASE, d),
+            matrix.scores_of(specialist_policy(d), d),
+            0.0,
+        )
+        for d in (DNND, CRAIG, MARKET)
+    }
+    assert shares == pytest.approx({DNND: 0.5, CRAIG: 0.5, MARKET: 0.5})
+    assert stage2.recovered_share(mopd[0], matrix.scores_of(BASE, DNND), matrix.scores_of(BASE, DNND), 0.0) is None
+    assert stage2.mean_share({DNND: 0.5, CRAIG: None, MARKET: 0.8}) == pytest.approx(0.65)
+
+    unified = stage2.unified_evaluation(matrix, cascade, mopd, {}, None, None, "r")
+    assert unified.row("specialist", CRAIG).estimate.mean == pytest.approx(0.45 + 0.25)
+    assert unified.row("specialist", stage2.MEAN).vs_base.mean == pytest.approx((0.20 + 0.25 + 0.30) / 3)
+    assert unified.row(stage2.CASCADE, stage2.MEAN).vs_base.mean == pytest.approx(0.0)
+    assert unified.row("sft", CRAIG).vs_base.mean == pytest.approx(0.05)
+    with pytest.raises(KeyError):
+        unified.row("sft", DNND)  # only Craigslist has a warm-start: the SFT row is on its own domain only
+    data = unified.as_json()
+    assert set(data) == {"base", "sft", "specialist", "cascade", "mopd"} and set(data["mopd"]) == {
+        DNND,
+        CRAIG,
+        MARKET,
+        "mean",
+    }
+    assert data["base"][DNND]["n"] == 4 and data["mopd"]["mean"]["n"] == 12
+    assert "| mopd |" in unified.markdown() and unified.bars_png.startswith(b"\x89PNG")
+    assert {r["policy"] for r in unified.table_rows("r")} == set(data)
+    with pytest.raises(ValueError, match="cascade: evaluated on"):
+        stage2.unified_evaluation(matrix, cascade[:2], mopd, {}, None, None, "r")
+
+
+def test_policy_scores_refuse_unpaired_comparisons() -> None:
+    a = scores(BASE, DNND, BASE_REWARDS)
+    b = PolicyScores(BASE, DNND, "m", ("x", "y"), ("c", "c"), (0.1, 0.2))
+    with pytest.raises(ValueError, match="not paired"):
+        a.minus(b)
+    assert PolicyScores.from_dict(a.as_dict()) == a
+
+
+def test_the_nightly_evaluation_covers_stage2_champions_on_each_domain(tmp_path: Path) -> None:
+    from assets.monitoring import _domains_of, _summary
+    from models.evaluation.policy import EvaluationResult, PolicyEpisode, summarise
+    from resources import SettingsResource
+
+    settings = SettingsResource(profile="cpu", data_dir=str(tmp_path))
+    assert _domains_of("socialrl-dnd-specialist", {}, settings) == [DNND]
+    tagged = {stage2.DOMAINS_TAG: f"{CRAIG},{MARKET}"}
+    assert _domains_of(stage2.CASCADE_MODEL, tagged, settings) == [CRAIG, MARKET]
+    assert _domains_of(stage2.MOPD_MODEL, {}, settings) == list(settings.get_profile().stage2.domains)
+    with pytest.raises(ValueError, match="neither a SocialRL specialist nor a stage-2 policy"):
+        _domains_of("yoao-seed", {}, settings)
+
+    def result(env_id: str, rewards: list[float]) -> EvaluationResult:
+        episodes = [
+            PolicyEpisode(f"{env_id}:{i}", "boulware", "buyer", f"s{i}", i, r, r, True, None, 0, 1, (), 0, 2, i)
+            for i, r in enumerate(rewards)
+        ]
+        summary = summarise(episodes)
+        return EvaluationResult(env_id, "p", "buyer", ("boulware",), "given", 0, [], episodes, summary, None)
+
+    one = result(CRAIG, [0.2, 0.4])
+    assert _summary([one]) is one.summary
+    both = _summary([one, result(MARKET, [0.6, 0.8, 1.0, 0.0])])
+    # Pooled over both domains' episodes, each scenario its own cluster (scenario indexes repeat across domains).
+    assert both.n == 6 and both.mean_reward == pytest.approx(3.0 / 6)
+    assert both.ci_low < both.mean_reward < both.ci_high
+
+
+def test_a_reexecuted_cascade_keeps_the_stages_an_earlier_attempt_finished(tmp_path: Path) -> None:
+    """A stage with its stage.json is not trained again: with every stage finished, re-executing the cascade
+    only assembles the result (no engine, no training), from the kept adapters and held-out scores."""
+    from models.profiles import get_profile
+
+    order = (DNND, CRAIG)
+    output = tmp_path / "cascade"
+    for index, domain in enumerate(order):
+        stage_dir = output / f"stage{index}-{stage2.short(domain)}"
+        (stage_dir / "chosen").mkdir(parents=True)
+        (stage_dir / "chosen" / "adapter_config.json").write_text(f'{{"stage": {index}}}')
+        candidates = (stage2.CandidateScore("it00001", stage_dir / "ppo", {domain: 0.1}, 0.1),)
+        heldout = tuple(scores(f"cascade@stage{index}", d, shifted(0.05 * index)) for d in order)
+        stage = stage2.CascadeStage(
+            index, domain, None, None, (0.1,), candidates, "it00001", stage_dir / "chosen", heldout, 1.0
+        )
+        (stage_dir / "stage.json").write_text(json.dumps(stage.to_json()))
+    result = stage2.train_cascade(order, get_profile("smoke"), tmp_path, tmp_path, None, output, None)  # type: ignore[arg-type]
+    assert result.resumed_stages == 2 and [s.domain for s in result.stages] == list(order)
+    assert (result.adapter_dir / "adapter_config.json").read_text() == '{"stage": 1}'  # the last stage's adapter
+    assert [s.policy for s in result.scores] == ["cascade", "cascade"]
+    assert result.curve()[CRAIG] == pytest.approx([sum(BASE_REWARDS) / 4, sum(BASE_REWARDS) / 4 + 0.05])
+    assert result.curve_png.startswith(b"\x89PNG") and result.model_version is None
+
+
+def test_student_log_distributions_equal_the_full_log_softmax_at_the_agent_positions(tiny_model_dir: Path) -> None:
+    """Only the agent positions go through the LM head (logits_to_keep); the result is the full forward's."""
+    from models.training.config import LoraSettings
+    from models.training.mopd import student_log_distributions
+    from models.training.ppo_learner import Segment
+    from models.training.sft import load_lora_model
+
+    torch.manual_seed(0)
+    model, tokenizer = load_lora_model(tiny_model_dir, LoraSettings(r=8, alpha=16))
+    model.eval()
+    long = Segment(list(range(100, 140)), [30, 31, 32, 38, 39], [0.0] * 5)
+    short = Segment(list(range(200, 220)), [5, 6, 19], [0.0] * 3)  # padded in the batch
+    with torch.no_grad():
+        got = student_log_distributions(
+            model, [long, short], [long.agent_positions, short.agent_positions], tokenizer.pad_token_id
+        )
+        for segment, result in zip((long, short), got, strict=True):
+            full = torch.log_softmax(model(input_ids=torch.tensor([segment.input_ids])).logits[0].float(), -1)
+            expected = full[torch.tensor(segment.agent_positions) - 1]
+            assert result.shape == expected.shape
+            assert torch.allclose(result, expected, atol=1e-4)
