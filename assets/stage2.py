@@ -49,7 +49,7 @@ def _root_run(context: AssetExecutionContext) -> str:
 
 
 def _services(engine: EngineResource, store: StoreResource) -> Services:
-    return Services(engine.client, engine.proxy_base_url, store.store())
+    return Services(engine.client, engine.proxy_base_url, store.store(), engine.proxy_api_key)
 
 
 @asset(group_name=GROUP, deps=[specialist_champion], kinds={"vllm", "mlflow", "duckdb"})

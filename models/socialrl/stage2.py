@@ -206,9 +206,11 @@ def evaluate_policies(
     store: TableStore | None = None,
     run_id: str = "stage2",
     pairs: Iterable[tuple[str, str]] | None = None,
+    api_key: str | None = None,
 ) -> list[PolicyScores]:
     """Every policy (label -> served model name) on every domain's held-out plan (or only the given
-    (label, domain) pairs); the evaluations go to the `evaluations` and episode tables when `store` is given."""
+    (label, domain) pairs); the evaluations go to the `evaluations` and episode tables when `store` is given.
+    `api_key` is the proxy's token."""
     plan_profile = evaluation_profile(profile)
     wanted = list(pairs) if pairs is not None else [(p, d) for p in policies for d in domains]
 
@@ -216,7 +218,9 @@ def evaluate_policies(
         def run() -> PolicyScores:
             start = time.perf_counter()
             model = policies[label]
-            result = stage1.evaluate_model(domain, plan_profile, base_url, model, seed=profile.stage2.eval_seed)
+            result = stage1.evaluate_model(
+                domain, plan_profile, base_url, model, seed=profile.stage2.eval_seed, api_key=api_key
+            )
             if store is not None:
                 store_evaluation(store, result, f"stage2:{label}@{domain}", f"{run_id}:{label}@{domain}")
             scores = PolicyScores.from_result(label, model, result)
@@ -241,9 +245,10 @@ def probe_rewards(
     models: Mapping[str, str],
     domains: Sequence[str],
     pairs: Iterable[tuple[str, str]] | None = None,
+    api_key: str | None = None,
 ) -> dict[str, dict[str, float]]:
     """Mean validation-probe reward of every model (label -> served name) on every domain (or only the given
-    (label, domain) pairs): label -> domain -> mean."""
+    (label, domain) pairs): label -> domain -> mean. `api_key` is the proxy's token."""
     probe = replace(profile, eval_counterparts=profile.stage2.probe_counterparts)
     wanted = list(pairs) if pairs is not None else [(label, d) for label in models for d in domains]
 
@@ -256,6 +261,7 @@ def probe_rewards(
                 models[label],
                 seed=profile.stage2.probe_seed,
                 scenarios=probe_scenarios(domain, profile),
+                api_key=api_key,
             )
             return label, domain, float(result.summary.mean_reward)
 
@@ -508,7 +514,9 @@ def compute_transfer_matrix(
                 services.engine, f"s2-{short(env_id)}-sft", a.sft_path, f"{env_id} SFT warm-start"
             )
     log.info("transfer matrix: %d policies x %d domains", len(policies), len(domains))
-    scores = evaluate_policies(profile, services.proxy_base_url, policies, domains, services.store, run_id)
+    scores = evaluate_policies(
+        profile, services.proxy_base_url, policies, domains, services.store, run_id, api_key=services.proxy_api_key
+    )
     matrix = build_transfer_matrix(scores, domains)
     png = transfer_heatmap(matrix)
     services.store.append("transfer_matrix", matrix.rows(run_id))
@@ -837,7 +845,7 @@ def train_cascade(
             name: serve(services.engine, f"cascade-{attempt}-s{index}-{name}", path, f"cascade stage {index}")
             for name, path in checkpoints
         }
-        probes = probe_rewards(profile, services.proxy_base_url, served, seen)
+        probes = probe_rewards(profile, services.proxy_base_url, served, seen, api_key=services.proxy_api_key)
         candidates = score_candidates(checkpoints, probes, seen)
         chosen = best_checkpoint(candidates)
         keep = stage_dir / "chosen"
@@ -854,6 +862,7 @@ def train_cascade(
             order,
             services.store,
             f"{run_id}:stage{index}",
+            api_key=services.proxy_api_key,
         )
         services.engine.unload_adapter(served[chosen.checkpoint])
         stage = CascadeStage(
@@ -1004,7 +1013,7 @@ def train_mopd_student(
     seats = {d: stage1.specialist_seat(d, profile) for d in domains}
     labels = {BASE: base_model, **{f"teacher:{d}": teachers[d] for d in domains}}
     pairs = [(BASE, d) for d in domains] + [(f"teacher:{d}", d) for d in domains]
-    probes = probe_rewards(profile, services.proxy_base_url, labels, domains, pairs)
+    probes = probe_rewards(profile, services.proxy_base_url, labels, domains, pairs, services.proxy_api_key)
     targets = {d: (probes[f"teacher:{d}"][d], probes[BASE][d]) for d in domains}
     log.info(
         "MOPD probe targets (teacher, base): %s", {short(d): tuple(round(v, 3) for v in t) for d, t in targets.items()}
@@ -1016,7 +1025,9 @@ def train_mopd_student(
     )
 
     def probe(served: str) -> dict[str, float]:
-        return probe_rewards(profile, services.proxy_base_url, {"student": served}, domains)["student"]
+        return probe_rewards(
+            profile, services.proxy_base_url, {"student": served}, domains, api_key=services.proxy_api_key
+        )["student"]
 
     params = {"profile": profile.name, "domains": ",".join(domains), "mopd": config}
     with tracker.start_run("mopd", params=params) as run:
@@ -1058,7 +1069,13 @@ def train_mopd_student(
         scores = tuple(
             replace(s, policy=MOPD)
             for s in evaluate_policies(
-                profile, services.proxy_base_url, {MOPD: served_final}, domains, services.store, run_id
+                profile,
+                services.proxy_base_url,
+                {MOPD: served_final},
+                domains,
+                services.store,
+                run_id,
+                api_key=services.proxy_api_key,
             )
         )
         recovered = {

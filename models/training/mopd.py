@@ -382,13 +382,13 @@ def train_mopd(
                 episodes_per_iteration=count,
                 run_name=f"{config.run_name}-{domain.removesuffix('-v0')}",
             )
-            for spec in rollout_specs(domain_config, step, services.proxy_base_url, served):
+            for spec in rollout_specs(domain_config, step, services.proxy_base_url, served, services.proxy_api_key):
                 specs.append(spec)
                 episode_domain[spec.episode_id] = domain
         results: list[EpisodeResult] = asyncio.run(
             run_episodes(specs, concurrency=config.concurrency, turn_timeout=config.turn_timeout_s)
         )
-        flush_proxy(services.proxy_base_url)
+        flush_proxy(services.proxy_base_url, services.proxy_api_key)
         services.store.append_all(rows_for(results, run_id=f"{config.run_name}:step{step}"))
         metrics["time_rollout_s"] = time.perf_counter() - start
 
