@@ -95,6 +95,9 @@ class LLMAgentConfig:
     """Model name to request (a base model or a LoRA adapter name)."""
     api_key_env: str | None = "OPENAI_API_KEY"
     """Name of the environment variable holding the bearer token (never the token); unset/None = no token."""
+    api_key: str | None = field(default=None, repr=False, compare=False)
+    """The bearer token itself, when the caller resolved it (e.g. from a Dagster EnvVar); it takes precedence
+    over `api_key_env` and is left out of the repr, so logging a config never shows it."""
     temperature: float = 0.7
     """Sampling temperature."""
     top_p: float = 1.0
@@ -373,7 +376,7 @@ class LLMAgent:
             HEADER_TURN: str(self.turn_index),
             HEADER_ATTEMPT: str(self.attempt),
         }
-        key = os.environ.get(self.config.api_key_env) if self.config.api_key_env else None
+        key = self.config.api_key or (os.environ.get(self.config.api_key_env) if self.config.api_key_env else None)
         if key:
             headers["Authorization"] = f"Bearer {key}"
         return headers

@@ -20,11 +20,12 @@ from dagster import (
 )
 
 from agents.socialrl.tournament import TournamentConfig, run_tournament
+from assets.configs import TeacherSourceConfig
 from environments import SOCIALRL_ENV_IDS
 from models.evaluation.reports import environment_summary
 from models.records import rows_for
 from models.serving.model_store import resolve_model
-from models.socialrl import stage1
+from models.socialrl import stage1, teachers
 from models.training.config import Services
 from resources import EngineResource, MlflowResource, SettingsResource, StoreResource
 
@@ -88,22 +89,32 @@ def scenarios(context: AssetExecutionContext, settings: SettingsResource, store:
 
 @asset(partitions_def=DOMAINS, group_name=GROUP, kinds={"python", "duckdb"})
 def teacher_traces(
-    context: AssetExecutionContext, scenarios: dict, settings: SettingsResource, store: StoreResource
+    context: AssetExecutionContext,
+    config: TeacherSourceConfig,
+    scenarios: dict,
+    settings: SettingsResource,
+    store: StoreResource,
 ) -> Output[dict]:
-    """The strategic code teacher (Bayesian opponent model, anchoring, selective concessions, no leaks) in
-    every seat against the fixed counterparts; each episode rendered as the chat an LLM agent in that seat
-    would see, with the INFER -> ACT -> ANTICIPATE reasoning, to the `traces` table."""
+    """The configured teacher in every seat against the fixed counterparts: by default the strategic code
+    teacher (Bayesian opponent model, anchoring, selective concessions, no leaks); or a local model or any
+    OpenAI-compatible endpoint (models/socialrl/teachers.py; failed episodes are counted and left out).
+    Each episode rendered as the chat the seat saw, with the INFER -> ACT -> ANTICIPATE reasoning, to `traces`."""
     env_id = context.partition_key
     profile = settings.get_profile()
     run_id = _run_id(context)
-    traces = stage1.teacher_traces(env_id, profile, run_tag=f"traces-{run_id}")
+    collection = teachers.teacher_traces(
+        env_id, profile, config.teacher(), settings.paths(), run_tag=f"traces-{run_id}"
+    )
+    traces = list(collection.traces)
     store.store().append("traces", [t.row(run_id) for t in traces])
     summary = stage1.trace_summary(traces)
     best = max(traces, key=lambda t: t.reward)
     return Output(
-        {"run_id": run_id, "episodes": len(traces), **summary},
+        {"run_id": run_id, "episodes": len(traces), **summary, "collection": collection.summary()},
         metadata={
             **{k: float(v) for k, v in summary.items()},
+            "teacher": collection.teacher,
+            "failed_episodes": collection.failed,
             "run_id": run_id,
             "sample_negotiation": MetadataValue.md(_markdown_chat(best.messages)),
         },
@@ -146,6 +157,7 @@ def sft_warmstart(
               json.loads(r.reasoning), float(r.reward), bool(r.agreement), tuple(json.loads(r.leaked)))
         for r in frame.itertuples(index=False)
     ]  # fmt: skip
+    traces = teachers.sft_traces(traces, "act")  # the lineage prompts without the scaffold: train on ACT only
     base_dir = resolve_model(profile.base_model, settings.paths().models)
     output = _work_dir(settings, "sft", env_id, _run_id(context))
     result, run_id = stage1.warmstart(env_id, traces, profile, base_dir, output, mlflow.tracker())

@@ -31,7 +31,7 @@ from dagster import (
     sensor,
 )
 
-from assets import monitoring, socialrl
+from assets import behaviour, leaderboard, monitoring, socialrl, tom
 from models.profiles import get_profile
 from resources import EngineResource, MlflowResource, SettingsResource, StoreResource
 
@@ -58,7 +58,7 @@ def new_version_sensor_status(value: str | None) -> DefaultSensorStatus:
     return DefaultSensorStatus.RUNNING if yes else DefaultSensorStatus.STOPPED
 
 
-all_assets = load_assets_from_modules([socialrl, monitoring])
+all_assets = load_assets_from_modules([socialrl, monitoring, tom, behaviour, leaderboard])
 all_checks = load_asset_checks_from_modules([socialrl])
 
 tournament_job = define_asset_job("tournament_job", AssetSelection.assets(socialrl.code_agent_tournament))
@@ -75,6 +75,9 @@ stage1_job = define_asset_job(
 champion_evaluation_job = define_asset_job(
     "champion_evaluation_job", AssetSelection.assets(monitoring.champion_evaluations)
 )
+tom_job = define_asset_job("tom_job", AssetSelection.groups(tom.GROUP))
+behaviour_job = define_asset_job("behaviour_job", AssetSelection.groups(behaviour.GROUP))
+leaderboard_job = define_asset_job("leaderboard_job", AssetSelection.assets(leaderboard.endpoint_leaderboard))
 
 
 @job
@@ -134,6 +137,9 @@ defs = Definitions(
         stage1_job,
         champion_evaluation_job,
         model_version_evaluation_job,
+        tom_job,
+        behaviour_job,
+        leaderboard_job,
     ],
     schedules=[nightly_champion_evaluation],
     sensors=[new_model_version_sensor],

@@ -26,6 +26,12 @@ EXPECTED_ASSETS = {
     "specialist_eval",
     "specialist_champion",
     "champion_evaluations",
+    "tom_traces",
+    "tom_student",
+    "tom_analysis",
+    "behaviour_report",
+    "privacy_red_team",
+    "endpoint_leaderboard",
 }
 EXPECTED_JOBS = {
     "tournament_job",
@@ -35,6 +41,9 @@ EXPECTED_JOBS = {
     "stage1_job",
     "champion_evaluation_job",
     "model_version_evaluation_job",
+    "tom_job",
+    "behaviour_job",
+    "leaderboard_job",
 }
 
 
