@@ -9,6 +9,7 @@ from dagster import AssetExecutionContext, AssetKey, AssetRecordsFilter, Metadat
 
 from agents.llm_agent import LLMAgent, LLMAgentConfig
 from assets.configs import RedTeamConfig
+from assets.leaderboard import endpoint_leaderboard
 from environments.core.runtime import Agent
 from models.evaluation.policy import store_evaluation
 from models.plots import markdown_image
@@ -18,34 +19,6 @@ from models.tracking import RegistryError, Tracker
 from resources import EngineResource, MlflowResource, SettingsResource, StoreResource
 
 GROUP = "behaviour"
-
-
-@asset(group_name=GROUP, kinds={"duckdb", "mlflow"})
-def behaviour_report(
-    context: AssetExecutionContext, settings: SettingsResource, store: StoreResource, mlflow: MlflowResource
-) -> Output[behaviour.BehaviourReport]:
-    """Per policy and domain, over each policy's latest evaluation in the tables (base, SFT, PPO, ToM arms,
-    leaderboard endpoints, red team): anchoring of the opening offer, the concession curve, rejection and
-    counter-offer rates, commitment language, leaks and over-conceding; plots per domain."""
-    report = behaviour.behaviour_report(store.store())
-    plots = behaviour.behaviour_plots(report)
-    path = settings.paths().reports / f"behaviour-{context.run.run_id[:8]}.json"
-    path.write_text(json.dumps(report.as_dict(), indent=1))
-    with mlflow.tracker().start_run("behaviour-report", params={"profile": settings.get_profile().name}) as run:
-        for name, png in plots.items():
-            run.log_file(name, png, "plots")
-        run.log_file("behaviour.json", json.dumps(report.as_dict(), indent=1), "results")
-    return Output(
-        report,
-        metadata={
-            "episodes": report.episodes,
-            "policies": len({s.policy for s in report.summaries}),
-            "behaviour": MetadataValue.md(report.markdown()),
-            **{name.removesuffix(".png"): MetadataValue.md(markdown_image(png, name)) for name, png in plots.items()},
-            "report": str(path),
-            "mlflow_run_id": run.run_id,
-        },
-    )
 
 
 def _sft_adapter(context: AssetExecutionContext, tracker: Tracker, domain: str) -> Path | None:
@@ -141,6 +114,35 @@ def privacy_red_team(
             "leak_rates": MetadataValue.md(report.markdown()),
             "skipped": MetadataValue.json(skipped),
             "extractor": name,
+            "mlflow_run_id": run.run_id,
+        },
+    )
+
+
+@asset(group_name=GROUP, kinds={"duckdb", "mlflow"}, deps=[privacy_red_team, endpoint_leaderboard])
+def behaviour_report(
+    context: AssetExecutionContext, settings: SettingsResource, store: StoreResource, mlflow: MlflowResource
+) -> Output[behaviour.BehaviourReport]:
+    """Per policy and domain, over each policy's latest evaluation in the tables (base, SFT, PPO, ToM arms,
+    leaderboard endpoints, red team): anchoring of the opening offer, the concession curve, rejection and
+    counter-offer rates, commitment language, leaks and over-conceding; plots per domain. It reads the tables,
+    so it covers whatever was evaluated; the red team and the leaderboard come first when run together."""
+    report = behaviour.behaviour_report(store.store())
+    plots = behaviour.behaviour_plots(report)
+    path = settings.paths().reports / f"behaviour-{context.run.run_id[:8]}.json"
+    path.write_text(json.dumps(report.as_dict(), indent=1))
+    with mlflow.tracker().start_run("behaviour-report", params={"profile": settings.get_profile().name}) as run:
+        for name, png in plots.items():
+            run.log_file(name, png, "plots")
+        run.log_file("behaviour.json", json.dumps(report.as_dict(), indent=1), "results")
+    return Output(
+        report,
+        metadata={
+            "episodes": report.episodes,
+            "policies": len({s.policy for s in report.summaries}),
+            "behaviour": MetadataValue.md(report.markdown()),
+            **{name.removesuffix(".png"): MetadataValue.md(markdown_image(png, name)) for name, png in plots.items()},
+            "report": str(path),
             "mlflow_run_id": run.run_id,
         },
     )

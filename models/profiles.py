@@ -184,9 +184,9 @@ SMOKE = Profile(
         teacher_episodes=4,
         heldout_scenarios=2,
         sft=SFTSettings(
-            learning_rate=1e-3, max_steps=2, batch_size=4, max_length=1024, lora=LoraSettings(r=8, alpha=16)
+            learning_rate=1e-3, max_steps=2, batch_size=2, max_length=512, lora=LoraSettings(r=8, alpha=16)
         ),
-        sft_eval_conversations=1,
+        sft_eval_conversations=0,
         max_new_tokens=24,
     ),
     red_team=RedTeamSettings(scenarios=2, max_new_tokens=16),

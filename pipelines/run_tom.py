@@ -34,24 +34,33 @@ def run_tom(profile: str, domains: tuple[str, ...], data: Path | None = None) ->
     instance = DagsterInstance.from_config(str(paths.dagster_home))
     resources = build_resources(profile=profile, data_dir=str(paths.root))
     out: dict[str, ToMDomainResult | str] = {}
+    # Two runs per domain: the students train before the engine starts (in one in-process run every resource
+    # starts with the run, so vLLM would sit beside the SFT trainer, idle and holding memory).
+    stages = (
+        ("students", AssetSelection.assets("tom_traces", "tom_student")),
+        ("analysis", AssetSelection.assets("tom_analysis")),
+    )
     for domain in domains:
         start = time.perf_counter()
-        result = materialize(
-            all_assets,
-            selection=AssetSelection.groups("tom"),
-            resources=resources,
-            instance=instance,
-            partition_key=domain,
-            raise_on_error=False,
-            tags={"socialrl/launched_by": "run_tom", PROFILE_TAG: profile},
-        )
-        if result.success:
-            out[domain] = result.output_for_node("tom_analysis")
+        for stage, selection in stages:
+            result = materialize(
+                all_assets,
+                selection=selection,
+                resources=resources,
+                instance=instance,
+                partition_key=domain,
+                raise_on_error=False,
+                tags={"socialrl/launched_by": "run_tom", PROFILE_TAG: profile},
+            )
+            seconds = time.perf_counter() - start
+            if not result.success:
+                errors = "; ".join(e.message or "" for e in result.all_events if e.is_failure)
+                out[domain] = f"{stage}: {errors[:1000] or 'failed'}"
+                print(f"[tom] {domain} {stage}: FAILED ({seconds:.0f} s)", flush=True)
+                break
+            print(f"[tom] {domain} {stage}: ok ({seconds:.0f} s)", flush=True)
         else:
-            out[domain] = "; ".join(e.message or "" for e in result.all_events if e.is_failure)[:1000] or "failed"
-        print(
-            f"[tom] {domain}: {'ok' if result.success else 'FAILED'} ({time.perf_counter() - start:.0f} s)", flush=True
-        )
+            out[domain] = result.output_for_node("tom_analysis")
     return out
 
 

@@ -271,6 +271,7 @@ def summarise_behaviour(episodes: Sequence[RecordedEpisode], seed: int = 0) -> B
     """The behaviour of one policy in one domain over its episodes (intervals resample scenarios)."""
     if not episodes:
         raise ValueError("no episodes to summarise")
+    episodes = sorted(episodes, key=lambda e: e.episode_id)  # the same intervals whichever order they come in
     first = episodes[0]
     rows = [episode_behaviour(ep) for ep in episodes]
     clusters = [ep.scenario.scenario_id for ep in episodes]

@@ -55,6 +55,7 @@ resampling scenarios (`models.evaluation.stats.correlation_estimate`).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import logging
@@ -73,7 +74,7 @@ from environments.core.base import ActionSpec, Scenario, TranscriptEntry
 from environments.core.events import Action, Event, Notification, NotificationKind
 from environments.core.runtime import Agent, EpisodeResult
 from environments.socialrl.calendar_scheduling import CalendarScenario, parse_time
-from models.evaluation.policy import EvaluationPlan, EvaluationResult, evaluate_policy, paired_difference
+from models.evaluation.policy import EvaluationPlan, EvaluationResult, evaluate_policy_async, paired_difference
 from models.evaluation.scenarios import held_out_scenarios
 from models.evaluation.stats import Estimate, correlation_estimate, mean_estimate
 from models.profiles import Profile
@@ -448,15 +449,14 @@ class ArmRun:
     """Aligned with `result.policy_episodes`."""
 
 
-def evaluate_arm(
-    env_id: str, profile: Profile, base_url: str, arm: str, model: str, seed: int = 0, api_key: str | None = None
-) -> ArmRun:
-    """Play one arm on the study plan through `base_url` (the proxy) and score its skills."""
+def llm_arm_agent(
+    profile: Profile, base_url: str, arm: str, model: str, api_key: str | None = None
+) -> Callable[[int], Agent]:
+    """The LLM agent of an arm: the served `model`, plain or scaffolded as the arm says."""
     tom = ARMS[arm][1]
-    probes: list[TurnProbe] = []
 
-    def make_policy(policy_seed: int) -> Agent:
-        agent = LLMAgent(
+    def make_agent(policy_seed: int) -> Agent:
+        return LLMAgent(
             LLMAgentConfig(
                 base_url=base_url,
                 model=model,
@@ -470,12 +470,23 @@ def evaluate_arm(
                 name=f"{arm}({model})",
             )
         )
-        probe = TurnProbe(agent)
+
+    return make_agent
+
+
+async def play_arm_async(
+    env_id: str, profile: Profile, arm: str, model: str, tom: bool, make_agent: Callable[[int], Agent], seed: int = 0
+) -> ArmRun:
+    """`play_arm` inside a running event loop."""
+    probes: list[TurnProbe] = []
+
+    def make_policy(policy_seed: int) -> Agent:
+        probe = TurnProbe(make_agent(policy_seed))
         probes.append(probe)
         return probe
 
     plan = dataclasses.replace(study_plan(env_id, profile, seed), episode_prefix=f"tom:{arm}:{env_id}:{seed}")
-    result = evaluate_policy(plan, make_policy)
+    result = await evaluate_policy_async(plan, make_policy)
     by_episode = {p.episode_id: p for p in probes}
     skills = tuple(
         episode_skills(env_id, episode, view.seat, view.counterpart, by_episode[episode.episode_id]) if tom else None
@@ -483,6 +494,13 @@ def evaluate_arm(
     )
     log.info("%s %s: mean reward %.3f over %d episodes", env_id, arm, result.summary.mean_reward, result.summary.n)
     return ArmRun(arm, model, tom, result, skills)
+
+
+def play_arm(
+    env_id: str, profile: Profile, arm: str, model: str, tom: bool, make_agent: Callable[[int], Agent], seed: int = 0
+) -> ArmRun:
+    """Any policy (`make_agent(seed)`) as one arm on the study plan; skills scored when `tom`."""
+    return asyncio.run(play_arm_async(env_id, profile, arm, model, tom, make_agent, seed))
 
 
 @dataclass(frozen=True)
@@ -696,8 +714,20 @@ def train_students(
 def run_arms(
     env_id: str, profile: Profile, base_url: str, models: Mapping[str, str], seed: int = 0
 ) -> dict[str, ArmRun]:
-    """All four arms; `models` maps "base", "sft_act" and "sft_tom" to served model names."""
-    return {arm: evaluate_arm(env_id, profile, base_url, arm, models[which], seed) for arm, (which, _) in ARMS.items()}
+    """All four arms, played at once (their calls batch in the engine); `models` maps "base", "sft_act" and
+    "sft_tom" to served model names."""
+
+    async def play() -> list[ArmRun]:
+        return await asyncio.gather(
+            *(
+                play_arm_async(
+                    env_id, profile, arm, models[which], tom, llm_arm_agent(profile, base_url, arm, models[which]), seed
+                )
+                for arm, (which, tom) in ARMS.items()
+            )
+        )
+
+    return {run.arm: run for run in asyncio.run(play())}
 
 
 def result_file(results: Sequence[ToMDomainResult]) -> dict[str, Any]:
