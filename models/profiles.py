@@ -44,8 +44,9 @@ class ToMSettings:
     """Code-teacher episodes per domain whose traces train both students (ACT-only and full scaffold)."""
     heldout_scenarios: int = 8
     """Held-out scenarios per domain; every arm plays each against every counterpart in the same seat."""
-    sft: SFTSettings = field(default_factory=SFTSettings)
-    """Settings of both students' LoRA SFT (the same for both, so only the trace format differs)."""
+    sft: SFTSettings | None = None
+    """Settings of both students' LoRA SFT, the same for both so that only the trace format differs
+    (None: the profile's warm-start settings, `Profile.sft`)."""
     sft_eval_conversations: int = 2
     """Held-out teacher conversations the SFT loss is measured on before and after training (kept small:
     the trainer evaluates them in full twice)."""
@@ -183,9 +184,6 @@ SMOKE = Profile(
     tom=ToMSettings(
         teacher_episodes=4,
         heldout_scenarios=2,
-        sft=SFTSettings(
-            learning_rate=1e-3, max_steps=2, batch_size=2, max_length=512, lora=LoraSettings(r=8, alpha=16)
-        ),
         sft_eval_conversations=0,
         max_new_tokens=24,
     ),
@@ -228,13 +226,12 @@ CPU = Profile(
     max_new_tokens=64,
     # Prompts longer than the context are shortened by the LLM agent (oldest exchange first).
     engine=EngineSettings(max_model_len=2048, kv_cache_gib=2.0),
-    # One domain in about an hour on 2 cores (docs/tom.md): two students of 24 SFT steps each and four
-    # arms x 8 held-out scenarios x 3 counterparts = 96 evaluation episodes.
+    # One domain in about an hour on 2 cores (docs/tom.md): two students with the warm-start's SFT settings
+    # and four arms x 8 held-out scenarios x 3 counterparts = 96 evaluation episodes.
     tom=ToMSettings(
         domains=("craigslist-v0",),
         teacher_episodes=32,
         heldout_scenarios=8,
-        sft=SFTSettings(learning_rate=3e-4, max_steps=24, batch_size=4, max_length=1024, bf16=True),
         max_new_tokens=128,
     ),
     red_team=RedTeamSettings(scenarios=6, max_new_tokens=64),
@@ -267,7 +264,6 @@ PAPER = Profile(
     tom=ToMSettings(
         teacher_episodes=1000,
         heldout_scenarios=200,
-        sft=SFTSettings(learning_rate=1e-4, epochs=2.0, batch_size=8, max_length=4096, bf16=True),
         sft_eval_conversations=32,
         max_new_tokens=512,
     ),

@@ -674,7 +674,8 @@ def train_students(
     tracker: Tracker | None = None,
     sft: Callable[..., SFTResult] | None = None,
 ) -> dict[str, Student]:
-    """The two students: LoRA SFT on the same filtered traces, ACT-only and full scaffold (`Profile.tom.sft`).
+    """The two students: LoRA SFT on the same filtered traces, ACT-only and full scaffold (`Profile.tom.sft`,
+    default the warm-start's settings).
     The first `sft_eval_conversations` kept traces are held out to measure the SFT loss."""
     if sft is None:
         from models.training.sft import run_sft as sft  # loads torch: only when training runs
@@ -683,17 +684,18 @@ def train_students(
     if len(kept) - cut < 1:
         raise ValueError(f"{env_id}: no usable traces for the ToM students (min reward {profile.trace_min_reward})")
     held_out, train = kept[:cut], kept[cut:]
+    settings = profile.tom.sft or profile.sft
     students: dict[str, Student] = {}
     for arm, fmt in STUDENT_FORMATS.items():
         train_chats = [t.messages for t in sft_traces(train, fmt)]
         eval_chats = [t.messages for t in sft_traces(held_out, fmt)]
         out = output / arm
-        params = {"sft": asdict(profile.tom.sft), "profile": profile.name, "env_id": env_id, "trace_format": fmt}
+        params = {"sft": asdict(settings), "profile": profile.name, "env_id": env_id, "trace_format": fmt}
         if tracker is None:
-            result, run_id = sft(base_model_dir, train_chats, out, profile.tom.sft, eval_chats), None
+            result, run_id = sft(base_model_dir, train_chats, out, settings, eval_chats), None
         else:
             with tracker.start_run(f"tom-{arm}-{env_id}", params=params) as run:
-                result = sft(base_model_dir, train_chats, out, profile.tom.sft, eval_chats)
+                result = sft(base_model_dir, train_chats, out, settings, eval_chats)
                 run.log_metrics(
                     result.steps,
                     train_loss=result.train_loss,
