@@ -184,6 +184,16 @@ SMOKE = Profile(
     tom=ToMSettings(
         teacher_episodes=4,
         heldout_scenarios=2,
+        # Two students per domain: the smallest SFT that trains an adapter (numbers meaningless on this model).
+        sft=SFTSettings(
+            learning_rate=1e-3,
+            max_steps=2,
+            batch_size=1,
+            grad_accumulation=1,
+            max_length=512,
+            eval_windows=0,
+            lora=LoraSettings(r=8, alpha=16),
+        ),
         sft_eval_conversations=0,
         max_new_tokens=24,
     ),
