@@ -79,7 +79,7 @@ from models.evaluation.scenarios import held_out_scenarios
 from models.evaluation.stats import Estimate, correlation_estimate, mean_estimate
 from models.profiles import Profile
 from models.socialrl import stage1
-from models.socialrl.teachers import sft_traces
+from models.socialrl.teachers import TeacherConfig, sft_traces, teacher_traces
 from models.tracking import Tracker
 from models.training.config import SFTResult
 
@@ -779,8 +779,6 @@ class StudyStudents:
 
 def study_traces(env_id: str, profile: Profile, seed: int = 0, run_tag: str = "tom-traces") -> list[Trace]:
     """The code teacher's traces for the study: `Profile.tom.teacher_episodes` training scenarios, every seat."""
-    from models.socialrl.teachers import TeacherConfig, teacher_traces
-
     collection = teacher_traces(
         env_id, profile, TeacherConfig(), seed=seed, run_tag=run_tag, episodes=profile.tom.teacher_episodes
     )
