@@ -242,6 +242,11 @@ CPU = Profile(
         domains=("craigslist-v0",),
         teacher_episodes=32,
         heldout_scenarios=8,
+        # Packed SFT (models/training/sft.py): 24 steps of 4 x 2048 tokens, about 1.5 passes over the
+        # scaffolded traces (~2,000 tokens per episode) and 2.5 over the ACT-only ones.
+        sft=SFTSettings(
+            learning_rate=3e-4, max_steps=24, batch_size=1, grad_accumulation=4, max_length=2048, bf16=True
+        ),
         max_new_tokens=128,
     ),
     red_team=RedTeamSettings(scenarios=6, max_new_tokens=64),
