@@ -4,7 +4,6 @@ settings, calls one function of models/socialrl/stage1.py (or agents/), stores t
 function's frozen dataclass with display metadata (numbers rounded; full precision stays in the tables).
 """
 
-import json
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from dagster import (
 
 from agents.socialrl.tournament import TournamentConfig, run_tournament
 from agents.traces import Trace
+from assets.configs import TeacherSourceConfig
 from environments import SOCIALRL_ENV_IDS
 from models.display import display_metadata, format_number, json_safe
 from models.evaluation.policy import EvaluationResult, store_evaluation
@@ -29,7 +29,7 @@ from models.evaluation.reports import environment_summary
 from models.plots import markdown_image
 from models.records import rows_for
 from models.serving.model_store import resolve_model
-from models.socialrl import stage1
+from models.socialrl import stage1, teachers
 from models.storage import TableStore
 from models.tracking import Tracker, git_commit, run_tags
 from models.training.config import Services
@@ -122,14 +122,22 @@ class TeacherTraceSet:
 
 @asset(partitions_def=DOMAINS, group_name=GROUP, kinds={"python", "duckdb"})
 def teacher_traces(
-    context: AssetExecutionContext, scenarios: stage1.ScenarioSplit, settings: SettingsResource, store: StoreResource
+    context: AssetExecutionContext,
+    config: TeacherSourceConfig,
+    scenarios: stage1.ScenarioSplit,
+    settings: SettingsResource,
+    store: StoreResource,
 ) -> Output[TeacherTraceSet]:
-    """The strategic code teacher (Bayesian opponent model, anchoring, selective concessions, no leaks) in
-    every seat against the fixed counterparts; each episode rendered as the chat an LLM agent in that seat
-    would see, with the INFER -> ACT -> ANTICIPATE reasoning, to the `traces` table."""
+    """The configured teacher in every seat against the fixed counterparts: by default the strategic code
+    teacher (Bayesian opponent model, anchoring, selective concessions, no leaks); or a local model or any
+    OpenAI-compatible endpoint (models/socialrl/teachers.py; failed episodes are counted and left out).
+    Each episode rendered as the chat the seat saw, with the INFER -> ACT -> ANTICIPATE reasoning, to `traces`."""
     env_id = context.partition_key
     run_id = _run_id(context)
-    traces = stage1.teacher_traces(env_id, settings.get_profile(), run_tag=f"traces-{run_id}")
+    collection = teachers.teacher_traces(
+        env_id, settings.get_profile(), config.teacher(), settings.paths(), run_tag=f"traces-{run_id}"
+    )
+    traces = list(collection.traces)
     store.store().append("traces", [t.row(run_id) for t in traces])
     summary = stage1.trace_summary(traces)
     best = max(traces, key=lambda t: t.reward)
@@ -137,6 +145,8 @@ def teacher_traces(
         TeacherTraceSet(env_id, run_id, len(traces)),
         metadata={
             **display_metadata(summary),
+            "teacher": collection.teacher,
+            "failed_episodes": collection.failed,
             "run_id": run_id,
             "sample_negotiation": MetadataValue.md(_markdown_chat(best.messages)),
         },
@@ -162,11 +172,7 @@ def traces_are_usable(context, teacher_traces: TeacherTraceSet, store: StoreReso
 
 def _load_traces(store: StoreResource, env_id: str, run_id: str) -> list[Trace]:
     frame = store.store().query("SELECT * FROM traces WHERE env_id = ? AND run_id = ?", [env_id, run_id])
-    return [
-        Trace(r.episode_id, r.env_id, r.seat, r.agent, r.counterpart, r.scenario_id, json.loads(r.messages),
-              json.loads(r.reasoning), float(r.reward), bool(r.agreement), tuple(json.loads(r.leaked)))
-        for r in frame.itertuples(index=False)
-    ]  # fmt: skip
+    return teachers.traces_from_rows(list(frame.itertuples(index=False)))
 
 
 @asset(partitions_def=DOMAINS, group_name=GROUP, kinds={"pytorch", "mlflow"})
@@ -181,7 +187,8 @@ def sft_warmstart(
     on the domain's filtered teacher traces; skipped for domains the profile does not warm-start. Logged
     as an MLflow run with the loss per step."""
     env_id, profile = context.partition_key, settings.get_profile()
-    traces = _load_traces(store, env_id, teacher_traces.run_id)
+    # The lineage prompts without the INFER/ANTICIPATE scaffold: train on the ACT replies only.
+    traces = teachers.sft_traces(_load_traces(store, env_id, teacher_traces.run_id), "act")
     base_dir = resolve_model(profile.base_model, settings.paths().models)
     output = settings.paths().run_dir("sft", env_id, _run_id(context))
     warm = stage1.warmstart(

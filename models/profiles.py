@@ -111,6 +111,80 @@ class Stage2Settings:
 
 
 @dataclass(frozen=True)
+class ToMSettings:
+    """The Theory-of-Mind study (models/socialrl/tom.py): four arms per domain on the same held-out episodes."""
+
+    domains: tuple[str, ...] = SOCIALRL_ENV_IDS
+    """Domains the study runs on (`tom_job` materialises these partitions)."""
+    teacher_episodes: int = 32
+    """Code-teacher episodes per domain whose traces train both students (ACT-only and full scaffold)."""
+    heldout_scenarios: int = 8
+    """Held-out scenarios per domain; every arm plays each against every counterpart in the same seat."""
+    sft: SFTSettings | None = None
+    """Settings of both students' LoRA SFT, the same for both so that only the trace format differs
+    (None: the profile's warm-start settings, `Profile.sft`)."""
+    sft_eval_conversations: int = 2
+    """Held-out teacher conversations the SFT loss is measured on before and after training (kept small:
+    the trainer evaluates them in full twice)."""
+    max_new_tokens: int = 160
+    """Most tokens per reply in every arm (the scaffold needs room for INFER and ANTICIPATE; the same
+    budget for all four arms keeps them comparable)."""
+
+    def __post_init__(self) -> None:
+        unknown = set(self.domains) - set(SOCIALRL_ENV_IDS)
+        if unknown or not self.domains:
+            raise ValueError(f"ToM domains must be a non-empty subset of {SOCIALRL_ENV_IDS}, got {self.domains}")
+        if self.teacher_episodes < 2 or self.heldout_scenarios < 2:
+            raise ValueError("the ToM study needs >= 2 teacher episodes and >= 2 held-out scenarios")
+        if self.sft_eval_conversations < 0 or self.max_new_tokens < 1:
+            raise ValueError("sft_eval_conversations must be >= 0 and max_new_tokens >= 1")
+
+
+@dataclass(frozen=True)
+class RedTeamSettings:
+    """The privacy red team (models/socialrl/behaviour.py): policies against adversarial extractors."""
+
+    scenarios: int = 8
+    """Whimsical-privacy scenarios per domain (SRBench marketplace and calendar; generated ones without the data)."""
+    max_new_tokens: int = 128
+    """Most tokens per reply of the policy under attack."""
+
+    def __post_init__(self) -> None:
+        if self.scenarios < 2 or self.max_new_tokens < 1:
+            raise ValueError("the red team needs >= 2 scenarios per domain and max_new_tokens >= 1")
+
+
+@dataclass(frozen=True)
+class LeaderboardSettings:
+    """The endpoint leaderboard (models/evaluation/leaderboard.py)."""
+
+    heldout_scenarios: int = 8
+    """Held-out scenarios per SocialRL domain (each played against every evaluation counterpart)."""
+    red_black_opponents: tuple[str, ...] = ("always_defect", "tit_for_tat", "always_cooperate")
+    """Scripted Red-Black opponent teams (agents/yoao/red_black_strategies.py) the model's team meets."""
+    red_black_games: int = 2
+    """Held-out-frame games per opponent."""
+    red_black_team_size: int = 5
+    """Seats per Red-Black team; the model takes every seat of its team."""
+    max_new_tokens: int = 128
+    """Most tokens per reply."""
+    request_timeout_s: float = 120.0
+    """Seconds one call may take before it is retried."""
+    request_retries: int = 2
+    """Retries of a call that failed in transport or with 408/429/5xx."""
+    concurrency: int = 8
+    """Episodes in flight at once per domain (the six domains and Red-Black run together)."""
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
+        if self.heldout_scenarios < 2 or self.red_black_games < 1 or self.red_black_team_size < 1:
+            raise ValueError("leaderboard needs >= 2 held-out scenarios, >= 1 Red-Black game and team size >= 1")
+        if self.request_timeout_s <= 0 or self.request_retries < 0 or self.max_new_tokens < 1:
+            raise ValueError("request_timeout_s must be > 0, request_retries >= 0, max_new_tokens >= 1")
+
+
+@dataclass(frozen=True)
 class Profile:
     """Everything that changes with the scale of a run."""
 
@@ -151,6 +225,12 @@ class Profile:
     """Engine start-up settings."""
     stage2: Stage2Settings = field(default_factory=Stage2Settings)
     """Stage 2: transfer matrix, cascade, MOPD, unified evaluation."""
+    tom: ToMSettings = field(default_factory=ToMSettings)
+    """The Theory-of-Mind study."""
+    red_team: RedTeamSettings = field(default_factory=RedTeamSettings)
+    """The privacy red team."""
+    leaderboard: LeaderboardSettings = field(default_factory=LeaderboardSettings)
+    """The endpoint leaderboard."""
 
     def __post_init__(self) -> None:
         if self.name not in PROFILE_NAMES:
@@ -219,6 +299,30 @@ SMOKE = Profile(
             lora=LoraSettings(r=8, alpha=16),
         ),
     ),
+    tom=ToMSettings(
+        teacher_episodes=4,
+        heldout_scenarios=2,
+        # Two students per domain: the smallest SFT that trains an adapter (numbers meaningless on this model).
+        sft=SFTSettings(
+            learning_rate=1e-3,
+            max_steps=2,
+            batch_size=1,
+            grad_accumulation=1,
+            max_length=512,
+            eval_windows=0,
+            lora=LoraSettings(r=8, alpha=16),
+        ),
+        sft_eval_conversations=0,
+        max_new_tokens=24,
+    ),
+    red_team=RedTeamSettings(scenarios=2, max_new_tokens=16),
+    leaderboard=LeaderboardSettings(
+        heldout_scenarios=2,
+        red_black_opponents=("always_defect",),
+        red_black_games=1,
+        red_black_team_size=2,
+        max_new_tokens=16,
+    ),
 )
 
 CPU = Profile(
@@ -275,6 +379,21 @@ CPU = Profile(
             bf16=True,
         ),
     ),
+    # One domain in about an hour on 2 cores (docs/tom.md): two students with the warm-start's SFT settings
+    # and four arms x 8 held-out scenarios x 3 counterparts = 96 evaluation episodes.
+    tom=ToMSettings(
+        domains=("craigslist-v0",),
+        teacher_episodes=32,
+        heldout_scenarios=8,
+        # Packed SFT (models/training/sft.py): 24 steps of 4 x 2048 tokens, about 1.5 passes over the
+        # scaffolded traces (~2,000 tokens per episode) and 2.5 over the ACT-only ones.
+        sft=SFTSettings(
+            learning_rate=3e-4, max_steps=24, batch_size=1, grad_accumulation=4, max_length=2048, bf16=True
+        ),
+        max_new_tokens=128,
+    ),
+    red_team=RedTeamSettings(scenarios=6, max_new_tokens=64),
+    leaderboard=LeaderboardSettings(heldout_scenarios=4, red_black_games=1, red_black_team_size=5, max_new_tokens=64),
 )
 
 PAPER = Profile(
@@ -336,6 +455,30 @@ PAPER = Profile(
             bf16=True,
             lora=LoraSettings(r=64, alpha=128),
         ),
+    ),
+    tom=ToMSettings(
+        teacher_episodes=1000,
+        heldout_scenarios=200,
+        sft_eval_conversations=32,
+        max_new_tokens=512,
+    ),
+    red_team=RedTeamSettings(scenarios=25, max_new_tokens=512),
+    leaderboard=LeaderboardSettings(
+        heldout_scenarios=200,
+        red_black_opponents=(
+            "always_defect",
+            "early_exploiter_no_recovery",
+            "defect_critical",
+            "critical_exploiter",
+            "late_betrayer",
+            "mid_exploiter",
+            "early_exploiter",
+            "tit_for_tat",
+            "mostly_cooperate",
+            "always_cooperate",
+        ),
+        red_black_games=4,
+        max_new_tokens=512,
     ),
 )
 

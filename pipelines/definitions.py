@@ -37,7 +37,7 @@ from dagster import (
 )
 from dagster._loggers import colored_console_logger
 
-from assets import monitoring, socialrl, stage2
+from assets import behaviour, leaderboard, monitoring, socialrl, stage2, tom
 from models.profiles import get_profile
 from resources import EngineResource, MlflowResource, SettingsResource, StoreResource
 
@@ -64,7 +64,7 @@ def new_version_sensor_status(value: str | None) -> DefaultSensorStatus:
     return DefaultSensorStatus.RUNNING if yes else DefaultSensorStatus.STOPPED
 
 
-all_assets = load_assets_from_modules([socialrl, stage2, monitoring])
+all_assets = load_assets_from_modules([socialrl, stage2, monitoring, tom, behaviour, leaderboard])
 all_checks = load_asset_checks_from_modules([socialrl, stage2])
 
 tournament_job = define_asset_job("tournament_job", AssetSelection.assets(socialrl.code_agent_tournament))
@@ -83,6 +83,9 @@ stage2_job = define_asset_job("stage2_job", AssetSelection.groups(stage2.GROUP),
 champion_evaluation_job = define_asset_job(
     "champion_evaluation_job", AssetSelection.assets(monitoring.champion_evaluations)
 )
+tom_job = define_asset_job("tom_job", AssetSelection.groups(tom.GROUP))
+behaviour_job = define_asset_job("behaviour_job", AssetSelection.groups(behaviour.GROUP))
+leaderboard_job = define_asset_job("leaderboard_job", AssetSelection.assets(leaderboard.endpoint_leaderboard))
 
 
 @job

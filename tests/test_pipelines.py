@@ -31,6 +31,12 @@ EXPECTED_ASSETS = {
     "cascade_policy",
     "mopd_student",
     "unified_evaluation",
+    "tom_traces",
+    "tom_student",
+    "tom_analysis",
+    "behaviour_report",
+    "privacy_red_team",
+    "endpoint_leaderboard",
 }
 EXPECTED_JOBS = {
     "tournament_job",
@@ -41,6 +47,9 @@ EXPECTED_JOBS = {
     "stage2_job",
     "champion_evaluation_job",
     "model_version_evaluation_job",
+    "tom_job",
+    "behaviour_job",
+    "leaderboard_job",
 }
 
 

@@ -1,0 +1,126 @@
+"""The Theory-of-Mind study in one command: `tom_job` (tom_traces -> tom_student -> tom_analysis) per domain of
+the profile, on the Dagster instance `make ui` opens, then the results file.
+
+    python -m pipelines.run_tom [--profile smoke|cpu|paper] [--domains craigslist-v0,...] [--data-dir DIR]
+                                [--output benchmarks/results/tom_<profile>.json]
+
+Each domain is one Dagster run (its own vLLM server and proxy for tom_analysis). The results file has, per
+domain, the four arms {mean, ci_low, ci_high, n} and `skill_outcome_correlation` {infer, anticipate} each
+{r, ci_low, ci_high, n}; everything else (paired differences, skill scores, rates, wall time) goes to
+`<output stem>_details.json` beside it. On the cpu profile: about an hour for Craigslist (docs/tom.md).
+"""
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+from environments import SOCIALRL_ENV_IDS
+from models.profiles import PROFILE_NAMES, get_profile
+from models.settings import REPO_ROOT, DataPaths
+from models.socialrl.tom import ToMDomainResult, result_file, write_json
+
+PROFILE_TAG = "socialrl/profile"
+
+
+def run_tom(profile: str, domains: tuple[str, ...], data: Path | None = None) -> dict[str, ToMDomainResult | str]:
+    """Materialise the study per domain; returns each domain's result, or the error that stopped it."""
+    from dagster import AssetSelection, DagsterInstance, materialize
+
+    from pipelines.definitions import all_assets, build_resources
+
+    paths = DataPaths(data) if data is not None else DataPaths.from_env()
+    instance = DagsterInstance.from_config(str(paths.dagster_home))
+    resources = build_resources(profile=profile, data_dir=str(paths.root))
+    out: dict[str, ToMDomainResult | str] = {}
+    # Two runs per domain: the students train before the engine starts (in one in-process run every resource
+    # starts with the run, so vLLM would sit beside the SFT trainer, idle and holding memory).
+    stages = (
+        ("students", AssetSelection.assets("tom_traces", "tom_student")),
+        ("analysis", AssetSelection.assets("tom_analysis")),
+    )
+    for domain in domains:
+        start = time.perf_counter()
+        for stage, selection in stages:
+            result = materialize(
+                all_assets,
+                selection=selection,
+                resources=resources,
+                instance=instance,
+                partition_key=domain,
+                raise_on_error=False,
+                tags={"socialrl/launched_by": "run_tom", PROFILE_TAG: profile},
+            )
+            seconds = time.perf_counter() - start
+            if not result.success:
+                errors = "; ".join(e.message or "" for e in result.all_events if e.is_failure)
+                out[domain] = f"{stage}: {errors[:1000] or 'failed'}"
+                print(f"[tom] {domain} {stage}: FAILED ({seconds:.0f} s)", flush=True)
+                break
+            print(f"[tom] {domain} {stage}: ok ({seconds:.0f} s)", flush=True)
+        else:
+            out[domain] = result.output_for_node("tom_analysis")
+    return out
+
+
+def report(result: ToMDomainResult) -> str:
+    """Every number of one domain, as text."""
+    lines = [f"{result.env_id} (seat {result.seat}, {result.episodes} episodes per arm)"]
+    for arm, e in result.arms.items():
+        lines.append(
+            f"  {arm:16s} reward {e.mean:.3f} [{e.ci_low:.3f}, {e.ci_high:.3f}] n={e.n}  agreement "
+            f"{result.agreement[arm]:.2f}  invalid/turn {result.invalid_action_rate[arm]}"
+        )
+    for name, d in result.differences.items():
+        lines.append(f"  {name:28s} {d.mean:+.3f} [{d.ci_low:+.3f}, {d.ci_high:+.3f}] n={d.n}")
+    for arm, s in result.skills.items():
+        lines.append(
+            f"  {arm:16s} INFER {s.infer.mean:.3f} [{s.infer.ci_low:.3f}, {s.infer.ci_high:.3f}] n={s.infer.n}; "
+            f"ANTICIPATE {s.anticipate.mean:.3f} [{s.anticipate.ci_low:.3f}, {s.anticipate.ci_high:.3f}] "
+            f"n={s.anticipate.n}; well-formed {s.well_formed_rate:.2f}, coverage INFER {s.infer_coverage:.2f} "
+            f"ANTICIPATE {s.anticipate_coverage:.2f}"
+        )
+    for skill, c in result.correlation.items():
+        lines.append(f"  r({skill}, reward) = {c.mean:+.3f} [{c.ci_low:+.3f}, {c.ci_high:+.3f}] n={c.n}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--profile", choices=PROFILE_NAMES, default=None, help="default: $SOCIALRL_PROFILE or cpu")
+    parser.add_argument("--domains", default="", help="comma-separated environment ids (default: the profile's)")
+    parser.add_argument("--data-dir", type=Path, default=None, help="overrides $SOCIALRL_DATA_DIR")
+    parser.add_argument("--output", type=Path, default=None, help="default: benchmarks/results/tom_<profile>.json")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
+    for noisy in ("httpx", "httpcore", "dagster"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    profile = get_profile(args.profile)
+    domains = tuple(d for d in args.domains.split(",") if d) or profile.tom.domains
+    unknown = set(domains) - set(SOCIALRL_ENV_IDS)
+    if unknown:
+        parser.error(f"unknown domains {sorted(unknown)}; choose from {', '.join(SOCIALRL_ENV_IDS)}")
+    output = args.output or REPO_ROOT / "benchmarks" / "results" / f"tom_{profile.name}.json"
+    print(f"[tom] profile {profile.name}, domains {', '.join(domains)}", flush=True)
+    start = time.perf_counter()
+    results = run_tom(profile.name, domains, args.data_dir)
+    elapsed = time.perf_counter() - start
+    done = [r for r in results.values() if isinstance(r, ToMDomainResult)]
+    for r in done:
+        print(report(r))
+    if done:
+        write_json(output, result_file(done))
+        details = {r.env_id: r.details() for r in done}
+        details["_run"] = {"profile": profile.name, "domains": list(domains), "wall_s": round(elapsed, 1)}
+        write_json(output.with_name(f"{output.stem}_details.json"), details)
+        print(f"[tom] results: {output} (details beside it)")
+    print(f"[tom] finished in {elapsed / 60:.1f} min")
+    failed = {d: r for d, r in results.items() if isinstance(r, str)}
+    for domain, error in failed.items():
+        print(f"[tom] {domain} FAILED: {error}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,165 @@
+"""The endpoint leaderboard: a stub OpenAI endpoint that answers with malformed text, errors and timeouts,
+and the real vLLM engine; the command line; merging rows into the leaderboard file."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from environments import SOCIALRL_ENV_IDS
+from models.evaluation.leaderboard import Endpoint, evaluate_endpoint, markdown_table, merge_rows
+from models.profiles import get_profile
+from models.serving.engine import free_port
+
+REPLIES = ("OFFER $100", "ACCEPT", "I am not sure what to do here.", "PROPOSE book=1 hat=1 ball=1", "VOTE: BLACK")
+
+
+class StubEndpoint:
+    """An OpenAI-compatible /v1/chat/completions that cycles through: a 500, a 429, a reply that takes longer
+    than the client's timeout, a body that is not a completion, then a text from REPLIES (often malformed for
+    the domain). It counts requests and checks the bearer token."""
+
+    def __init__(self, slow_s: float, token: str | None = None) -> None:
+        self.calls = itertools.count()
+        self.seen = 0
+        self.authorised = 0
+        app = FastAPI()
+
+        @app.post("/v1/chat/completions")
+        async def complete(request: Request) -> Any:
+            n = next(self.calls)
+            self.seen = n + 1
+            if token is not None and request.headers.get("authorization") == f"Bearer {token}":
+                self.authorised += 1
+            body = await request.json()
+            assert body["messages"][0]["role"] == "system"
+            mode = n % 5
+            if mode == 0:
+                return JSONResponse({"error": "upstream exploded"}, status_code=500)
+            if mode == 1:
+                return JSONResponse({"error": "rate limited"}, status_code=429)
+            if mode == 2:
+                await asyncio.sleep(slow_s)
+            if mode == 3:
+                return JSONResponse({"unexpected": "shape"})
+            text = REPLIES[(n // 5) % len(REPLIES)]
+            return {"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
+
+        self.port = free_port()
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def __enter__(self) -> StubEndpoint:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("stub endpoint did not start")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@pytest.fixture
+def stub() -> Iterator[StubEndpoint]:
+    with StubEndpoint(slow_s=1.0, token="sk-test-secret") as server:
+        yield server
+
+
+def fast_profile():
+    smoke = get_profile("smoke")
+    return dataclasses.replace(
+        smoke, leaderboard=dataclasses.replace(smoke.leaderboard, request_timeout_s=0.3, request_retries=1)
+    )
+
+
+@pytest.mark.slow
+def test_the_leaderboard_survives_an_endpoint_of_errors_timeouts_and_malformed_text(stub: StubEndpoint) -> None:
+    profile = fast_profile()
+    endpoint = Endpoint("stub", "stub-model", stub.base_url, api_key="sk-test-secret")
+    assert "sk-test-secret" not in repr(endpoint)
+    start = time.perf_counter()
+    evaluation = evaluate_endpoint(endpoint, profile)
+    row = evaluation.row.as_dict()
+    print(f"stub leaderboard: {time.perf_counter() - start:.1f} s, {row['calls']} calls")
+    # Every domain and Red-Black were played to the end despite the failures.
+    assert set(row["domains"]) == set(SOCIALRL_ENV_IDS)
+    per_domain = profile.leaderboard.heldout_scenarios * len(profile.eval_counterparts)
+    assert all(d["n"] == per_domain for d in row["domains"].values())
+    games = len(profile.leaderboard.red_black_opponents) * profile.leaderboard.red_black_games
+    assert row["red_black"]["games"] == games and row["red_black"]["welfare"]["n"] == games
+    # 4 of the stub's 5 answers fail and are retried; every call it saw carried the key (a call that timed out
+    # before the stub read it is counted by the agents only).
+    assert stub.seen == stub.authorised and 0.9 * row["calls"] <= stub.seen <= row["calls"]
+    assert 0.7 * row["calls"] <= row["failed_calls"] <= 0.95 * row["calls"]
+    # Malformed replies and exhausted retries are invalid actions, not crashes.
+    assert row["invalid_action_rate"] > 0.3
+    assert all(0.0 <= d["mean"] <= 1.0 for d in row["domains"].values())
+    text = json.dumps(row)
+    assert "sk-test-secret" not in text
+    assert "| stub |" in markdown_table([row])
+
+
+def test_rows_merge_by_endpoint_and_profile_best_first() -> None:
+    old = [
+        {"endpoint": "a", "profile": "cpu", "mean_reward": 0.2},
+        {"endpoint": "b", "profile": "cpu", "mean_reward": 0.5},
+    ]
+    new = [
+        {"endpoint": "a", "profile": "cpu", "mean_reward": 0.7},
+        {"endpoint": "a", "profile": "smoke", "mean_reward": None},
+    ]
+    rows = merge_rows(old, new)
+    assert [(r["endpoint"], r["profile"], r["mean_reward"]) for r in rows] == [
+        ("a", "cpu", 0.7), ("b", "cpu", 0.5), ("a", "smoke", None)
+    ]  # fmt: skip
+
+
+def test_an_endpoint_needs_a_name_a_model_and_an_http_url() -> None:
+    with pytest.raises(ValueError, match="http"):
+        Endpoint("x", "m", "ftp://host/v1")
+    with pytest.raises(ValueError, match="name and a model"):
+        Endpoint("x", "")
+    assert Endpoint("x", "models:/m@champion").local
+
+
+@pytest.mark.slow
+def test_the_command_line_plays_the_local_engine_and_merges_its_row(
+    vllm_engine: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pipelines.evaluate_endpoint import main
+
+    output = tmp_path / "leaderboard.json"
+    output.write_text(json.dumps([{"endpoint": "other", "profile": "smoke", "mean_reward": 0.1, "domains": {}}]))
+    code = main([
+        "--base-url", vllm_engine.base_url, "--model", "tiny", "--name", "tiny-local", "--profile", "smoke",
+        "--domains", "craigslist-v0,calendar-v0", "--output", str(output), "--data-dir", str(tmp_path / "data"),
+    ])  # fmt: skip
+    assert code == 0
+    rows = json.loads(output.read_text())
+    assert {r["endpoint"] for r in rows} == {"other", "tiny-local"}
+    row = next(r for r in rows if r["endpoint"] == "tiny-local")
+    assert set(row["domains"]) == {"craigslist-v0", "calendar-v0"}
+    # Failed calls here are prompts beyond the test engine's 1024-token context: the agent shortens them and asks again.
+    assert row["calls"] > 0 and row["failed_calls"] < row["calls"] / 2
+    assert row["red_black"]["games"] == 1
+    assert "| tiny-local |" in capsys.readouterr().out

@@ -1,0 +1,258 @@
+"""The ToM study: INFER / ANTICIPATE scorers on hand-made turns per domain, the turn probe against real
+episodes, the skill-outcome correlation on synthetic data, the students' trace formats, the analysis and
+its results-file keys, and the four arms on the real engine in all six domains."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from agents.llm_agent import TOM_INSTRUCTIONS, parse_tom
+from agents.socialrl.code_agents import make_code_agent
+from agents.socialrl.teacher import make_teacher
+from environments.core.base import TranscriptEntry
+from environments.socialrl.calendar_scheduling import CalendarEnv, format_time
+from environments.socialrl.casino import CasinoScenario
+from environments.socialrl.craigslist import CraigslistScenario
+from environments.socialrl.dnd import DndScenario
+from environments.socialrl.job_interview import JobInterviewEnv
+from environments.socialrl.marketplace import MarketplaceScenario
+from models.evaluation.policy import PolicyEpisode
+from models.profiles import get_profile
+from models.socialrl import tom
+from models.socialrl.teachers import TeacherConfig, teacher_traces
+from models.training.config import SFTResult
+
+SMOKE = get_profile("smoke")
+
+
+# ------------------------------------------------------------------------------------- INFER per domain
+def test_dnd_infer_names_the_item_the_counterpart_values_most() -> None:
+    scenario = DndScenario("t", counts=(1, 2, 2), alice_values=(4, 1, 2), bob_values=(0, 3, 2))
+    truth = tom.counterpart_truth("dnd-v0", scenario, "bob")
+    assert truth.top == {"hat"}
+    assert tom.score_infer("dnd-v0", "They seem to value hats most and books least (p=0.4).", truth) == 1.0
+    assert tom.score_infer("dnd-v0", "I think books are their top priority.", truth) == 0.0
+    assert tom.score_infer("dnd-v0", "Their highest priority is probably the balls.", truth) == 0.0
+    assert tom.score_infer("dnd-v0", "They only talk about the hat.", truth) == 1.0  # the one item named
+    assert tom.score_infer("dnd-v0", "They care about books and balls equally.", truth) is None
+    assert tom.score_infer("dnd-v0", None, truth) is None
+
+
+def test_casino_infer_is_scored_against_the_counterparts_high_item() -> None:
+    scenario = CasinoScenario(
+        "t", ("food", "water", "firewood"), ("a", "b", "c"), ("water", "firewood", "food"), ("d", "e", "f")
+    )
+    truth = tom.counterpart_truth("casino-v0", scenario, "mturk_agent_2")
+    assert tom.score_infer("casino-v0", "Their top priority is water; food matters least.", truth) == 1.0
+    assert tom.score_infer("casino-v0", "They really need firewood for the cold nights.", truth) == 0.0
+    assert tom.score_infer("casino-v0", "They seem to value fire wood the most.", truth) == 0.0
+
+
+def test_job_interview_infer_is_scored_against_the_largest_weight() -> None:
+    scenario = JobInterviewEnv.sample_scenario(random.Random(3))
+    weights = dict(scenario.weights["candidate"])
+    top = max(weights, key=weights.get)
+    low = min(weights, key=weights.get)
+    truth = tom.counterpart_truth("job-interview-v0", scenario, "candidate")
+    assert tom.score_infer("job-interview-v0", f"They seem to weigh {top} most (p=0.40).", truth) == 1.0
+    assert tom.score_infer("job-interview-v0", f"They care most about {low}.", truth) == 0.0
+
+
+def test_price_infer_scores_the_stated_bottom_line_by_its_error_relative_to_the_listing() -> None:
+    listing = CraigslistScenario("t", "bike", "Bike", ("a", "b"), listing_price=200.0, buyer_target=140.0)
+    seller = tom.counterpart_truth("craigslist-v0", listing, "seller", "boulware")
+    assert seller.bottom_line == pytest.approx(110.0)  # half the listing plus the boulware floor of 0.1
+    text = "The seller's walk-away price looks like $110.00 (+/- $8.00); they concede slowly; 2 offer(s) seen."
+    assert tom.score_infer("craigslist-v0", text, seller) == pytest.approx(1.0)
+    assert tom.score_infer("craigslist-v0", "They would go as low as $135, I think.", seller) == pytest.approx(0.5)
+    assert tom.score_infer("craigslist-v0", "Their limit is far away: $300.", seller) == 0.0
+    assert tom.score_infer("craigslist-v0", "They accept with p=0.6, 50% likely.", seller) is None
+    buyer = tom.counterpart_truth("craigslist-v0", listing, "buyer")
+    assert tom.score_infer("craigslist-v0", "Their budget is probably around $140.", buyer) == pytest.approx(1.0)
+    market = MarketplaceScenario("t", "Pens", 14.0, buyer_reservation=13.0, seller_reservation=11.0)
+    truth = tom.counterpart_truth("marketplace-v0", market, "seller")
+    assert tom.score_infer("marketplace-v0", "Their reservation is likely $11.", truth) == pytest.approx(1.0)
+    assert tom.score_infer("marketplace-v0", "They won't go below $12.75.", truth) == pytest.approx(0.5)
+
+
+def test_calendar_infer_is_the_share_of_right_availability_claims() -> None:
+    scenario = CalendarEnv.sample_scenario(random.Random(5))
+    free = [s for s in scenario.slot_starts if scenario.is_free("requestor", s)]
+    busy = [s for s in scenario.slot_starts if not scenario.is_free("requestor", s)]
+    assert free and busy
+    truth = tom.counterpart_truth("calendar-v0", scenario, "requestor")
+    right = f"They are likely free at {format_time(free[0])} (p=0.93); likely busy at {format_time(busy[0])}."
+    wrong = f"They are likely free at {format_time(busy[0])}; they seem busy at {format_time(free[0])}."
+    assert tom.score_infer("calendar-v0", right, truth) == 1.0
+    assert tom.score_infer("calendar-v0", wrong, truth) == 0.0
+    assert (
+        tom.score_infer("calendar-v0", "Their availability is still unclear; P(no common free time)=0.20.", truth)
+        is None
+    )
+
+
+# ----------------------------------------------------------------------------------------- ANTICIPATE
+@pytest.mark.parametrize(
+    "text, predicted",
+    [
+        ("They will probably counter (accept p~0.12) and push for more books.", "offer"),
+        ("They will probably accept $150 (p~0.71).", "accept"),
+        ("They won't accept this; they will reject it.", "reject"),
+        ("The deal closes now.", "end"),
+        ("They will state the same split, so the deal stands.", "end"),
+        ("They will probably walk away.", "walk"),
+        ("They will probably suggest another time, maybe 14:00 (accept p~0.10).", "offer"),
+        ("They will ask about the condition of the bike.", "message"),
+        ("Hard to tell.", None),
+    ],
+)
+def test_anticipation_is_read_as_the_earliest_action_class(text: str, predicted: str | None) -> None:
+    assert tom.parse_anticipation(text) == predicted
+
+
+def test_anticipation_is_scored_against_the_counterparts_next_accepted_action() -> None:
+    turns = (
+        TranscriptEntry(0, "buyer", "offer", "OFFER $100", {"price": 100.0}),
+        TranscriptEntry(1, "seller", "reject", "No.", {}),
+        TranscriptEntry(2, "buyer", "offer", "OFFER $120", {"price": 120.0}),
+        TranscriptEntry(3, "seller", "offer", "OFFER $150", {"price": 150.0}),
+        TranscriptEntry(4, "buyer", "accept", "ACCEPT", {"price": 150.0}),
+    )
+    kinds = tom.next_counterpart_kinds(turns, "buyer")
+    assert kinds == ["reject", "offer", None]
+    assert [tom.action_class(k) for k in kinds] == ["reject", "offer", "end"]
+    assert tom.score_anticipate("They will probably reject it.", kinds[0]) == 1.0
+    assert tom.score_anticipate("They will probably accept (p~0.8).", kinds[1]) == 0.0
+    assert tom.score_anticipate("The deal closes now.", kinds[2]) == 1.0
+    assert tom.score_anticipate("", kinds[2]) is None
+    assert tom.action_class("make_offer") == tom.action_class("propose") == "offer"
+    assert tom.action_class("select") == "end" and tom.action_class("decline") == "walk"
+
+
+# --------------------------------------------------------------------------------- probe + real episodes
+@pytest.mark.parametrize("env_id", SMOKE.tom.domains)
+def test_the_probed_code_teacher_predicts_its_counterparts_next_move_well_above_chance(env_id: str) -> None:
+    run = tom.play_arm(env_id, SMOKE, "sft_tom", "teacher", True, make_teacher)
+    scored = [s for s in run.skills if s is not None]
+    assert len(scored) == run.result.summary.n
+    replies = sum(s.replies for s in scored)
+    transcript_turns = sum(
+        sum(e.agent_id == v.seat for e in ep.transcript)
+        for ep, v in zip(run.result.episodes, run.result.policy_episodes, strict=True)
+    )
+    assert replies == transcript_turns  # accepted replies line up with the seat's transcript entries
+    anticipate = [s.anticipate for s in scored if s.anticipate is not None]
+    assert anticipate and np.mean(anticipate) > 0.5  # six classes: chance is far below
+    assert sum(s.well_formed for s in scored) == replies
+    plain = tom.play_arm(env_id, SMOKE, "base", "boulware", False, lambda seed: make_code_agent("boulware", seed))
+    assert all(s is None for s in plain.skills)
+
+
+# --------------------------------------------------------------------------------------- correlation
+def _synthetic_run(arm: str, skill_values: list[float], rewards: list[float], scenarios: list[int]) -> Any:
+    views = [
+        PolicyEpisode(f"e{i}", "c", "buyer", f"s{k}", i, r, r, True, None, 0, 1, (), 0, 2, scenario_index=k)
+        for i, (r, k) in enumerate(zip(rewards, scenarios, strict=True))
+    ]
+    skills = [tom.EpisodeSkills(x, 1.0 - x, 1, 1, 1, 1) for x in skill_values]
+    return SimpleNamespace(arm=arm, result=SimpleNamespace(policy_episodes=views), skills=tuple(skills))
+
+
+def test_the_skill_outcome_correlation_recovers_a_known_sign() -> None:
+    rng = np.random.default_rng(0)
+    skill = rng.uniform(0, 1, 60)
+    reward = np.clip(0.2 + 0.6 * skill + rng.normal(0, 0.1, 60), 0, 1)
+    scenarios = [i // 3 for i in range(60)]  # three episodes per scenario
+    runs = [_synthetic_run("sft_tom", list(skill), list(reward), scenarios)]
+    infer = tom.skill_correlation(runs, "infer")
+    anticipate = tom.skill_correlation(runs, "anticipate")  # 1 - skill: the opposite sign
+    assert infer.mean > 0.7 and infer.ci_low > 0.5 and infer.n == 60
+    assert anticipate.mean < -0.7 and anticipate.ci_high < -0.5
+    unrelated = tom.skill_correlation(
+        [_synthetic_run("x", list(rng.uniform(0, 1, 60)), list(reward), scenarios)], "infer"
+    )
+    assert unrelated.ci_low < 0 < unrelated.ci_high
+    assert tom.correlation_dict(infer).keys() == {"r", "ci_low", "ci_high", "n"}
+
+
+# ------------------------------------------------------------------------------------------ students
+def test_both_students_train_on_the_same_episodes_in_their_own_format(tmp_path: Path) -> None:
+    traces = teacher_traces("marketplace-v0", SMOKE, TeacherConfig(), episodes=3)
+    seen: dict[str, tuple[list, list]] = {}
+
+    def fake_sft(base, train, out, settings, held_out):
+        seen[out.name] = (train, held_out)
+        assert settings == (SMOKE.tom.sft or SMOKE.sft)
+        return SFTResult(
+            out / "adapter", 1.0, 2.0, 1.5, 2, sum(m["role"] == "assistant" for c in train for m in c), 0.1
+        )
+
+    students = tom.train_students(
+        "marketplace-v0", list(traces.traces), SMOKE, tmp_path, tmp_path / "out", sft=fake_sft
+    )
+    assert set(students) == {"sft_act", "sft_tom"} == set(seen)
+    act_train, act_eval = seen["sft_act"]
+    tom_train, tom_eval = seen["sft_tom"]
+    assert len(act_train) == len(tom_train) and len(act_eval) == len(tom_eval) == SMOKE.tom.sft_eval_conversations
+    for plain, scaffolded in zip(act_train, tom_train, strict=True):
+        assert not plain[0]["content"].endswith(TOM_INSTRUCTIONS) and scaffolded[0]["content"].endswith(
+            TOM_INSTRUCTIONS
+        )
+        for p, s in zip(plain[1:], scaffolded[1:], strict=True):
+            if p["role"] == "assistant":
+                assert parse_tom(s["content"]).act == p["content"].strip()
+                assert not p["content"].startswith("INFER")
+    assert students["sft_tom"].trace_format == "tom" and students["sft_act"].trace_format == "act"
+
+
+# ------------------------------------------------------------------------------------------- analysis
+def test_the_analysis_pairs_the_arms_and_writes_exactly_the_result_file_keys() -> None:
+    env_id = "craigslist-v0"
+    runs = {
+        "base": tom.play_arm(env_id, SMOKE, "base", "conceder", False, lambda s: make_code_agent("conceder", s)),
+        "base_tom_prompt": tom.play_arm(env_id, SMOKE, "base_tom_prompt", "teacher", True, make_teacher),
+        "sft_act": tom.play_arm(env_id, SMOKE, "sft_act", "boulware", False, lambda s: make_code_agent("boulware", s)),
+        "sft_tom": tom.play_arm(env_id, SMOKE, "sft_tom", "teacher", True, make_teacher),
+    }
+    result = tom.analyse(env_id, runs)
+    entry = tom.result_file([result])[env_id]
+    assert set(entry) == {"base", "base_tom_prompt", "sft_act", "sft_tom", "skill_outcome_correlation"}
+    assert all(set(entry[arm]) == {"mean", "ci_low", "ci_high", "n"} for arm in tom.ARMS)
+    assert set(entry["skill_outcome_correlation"]) == {"infer", "anticipate"}
+    assert all(set(v) == {"r", "ci_low", "ci_high", "n"} for v in entry["skill_outcome_correlation"].values())
+    n = SMOKE.tom.heldout_scenarios * len(SMOKE.eval_counterparts)
+    assert entry["base"]["n"] == n and result.episodes == n
+    teacher_vs_conceder = result.differences["sft_tom - base"]
+    assert teacher_vs_conceder.n == n
+    assert teacher_vs_conceder.mean == pytest.approx(result.arms["sft_tom"].mean - result.arms["base"].mean)
+    # The same teacher in both scaffolded arms plays identical episodes, so it scores identically.
+    assert set(result.skills) == {"base_tom_prompt", "sft_tom"}
+    assert result.skills["sft_tom"].anticipate.mean == pytest.approx(result.skills["base_tom_prompt"].anticipate.mean)
+    assert result.arms["sft_tom"].mean == pytest.approx(result.arms["base_tom_prompt"].mean)
+    with pytest.raises(ValueError, match="arms missing"):
+        tom.analyse(env_id, {k: v for k, v in runs.items() if k != "sft_act"})
+    details = result.details()
+    assert set(details["paired_differences"]) == {f"{a} - {b}" for a, b in tom.DIFFERENCES}
+
+
+@pytest.mark.slow
+def test_the_four_arms_play_every_domain_through_the_engine(vllm_engine: Any) -> None:
+    """The smoke profile's study domains (all six), every arm an LLM agent on the tiny model."""
+    profile = dataclasses.replace(SMOKE, tom=dataclasses.replace(SMOKE.tom, heldout_scenarios=2))
+    results = []
+    for env_id in profile.tom.domains:
+        runs = tom.run_arms(
+            env_id, profile, vllm_engine.base_url, {"base": "tiny", "sft_act": "tiny", "sft_tom": "tiny"}
+        )
+        for arm, run in runs.items():
+            assert run.result.summary.n == 2 * len(profile.eval_counterparts)
+            assert all((s is not None) == tom.ARMS[arm][1] for s in run.skills)
+        results.append(tom.analyse(env_id, runs))
+    assert set(tom.result_file(results)) == set(profile.tom.domains)
