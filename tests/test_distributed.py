@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from models.serving.engine import new_token
 from models.training.config import DataParallelSettings, LoraSettings, PPOConfig, PPOHyper
 from models.training.ppo_learner import PPOLearner, RecordedTurn, ValueModel, episode_samples
 
@@ -173,12 +174,20 @@ def test_rollouts_spread_over_two_workers_make_the_same_batch(
     config = PPOConfig(
         env_id="keyword-v0", iterations=1, episodes_per_iteration=6, max_new_tokens=4, concurrency=6, run_name="dp"
     )
-    proxy_config = ProxyConfig(upstreams=(vllm_engine.base_url,), base_models=("tiny",), table_root=tmp_path, port=0)
+    key = new_token()  # keyed like the pipeline's: every worker's agents send the proxy's token
+    proxy_config = ProxyConfig(
+        upstreams=(vllm_engine.base_url,),
+        base_models=("tiny",),
+        table_root=tmp_path,
+        port=0,
+        api_key=key,
+        upstream_api_key=vllm_engine.config.api_key,
+    )
     with ProxyServer(proxy_config) as proxy:
         url = proxy.base_url
-        one = asyncio.run(run_episodes(rollout_specs(config, 0, url, "tiny"), concurrency=6, turn_timeout=120))
-        spread = distributed_rollouts(config, 0, url, "tiny", SETTINGS)
-        flush_proxy(url)
+        one = asyncio.run(run_episodes(rollout_specs(config, 0, url, "tiny", key), concurrency=6, turn_timeout=120))
+        spread = distributed_rollouts(config, 0, url, "tiny", SETTINGS, key)
+        flush_proxy(url, key)
     assert len(spread) == len(one) == 6
     assert [r.episode_id for r in spread] == [r.episode_id for r in one]
     assert [r.scenario for r in spread] == [r.scenario for r in one]
@@ -216,9 +225,17 @@ def test_train_ppo_runs_data_parallel_with_spread_rollouts(
         data_parallel=SETTINGS,
     )
     tables = tmp_path / "tables"
-    proxy_config = ProxyConfig(upstreams=(vllm_engine.base_url,), base_models=("tiny",), table_root=tables, port=0)
+    key = new_token()
+    proxy_config = ProxyConfig(
+        upstreams=(vllm_engine.base_url,),
+        base_models=("tiny",),
+        table_root=tables,
+        port=0,
+        api_key=key,
+        upstream_api_key=vllm_engine.config.api_key,
+    )
     with ProxyServer(proxy_config) as proxy:
-        services = Services(vllm_engine.client, proxy.base_url, TableStore(tables))
+        services = Services(vllm_engine.client, proxy.base_url, TableStore(tables), proxy_api_key=key)
         result = train_ppo(config, tiny_model_dir, services, tmp_path / "run")
         vllm_engine.client.unload_adapter(result.served_name)
     (metrics,) = result.history
