@@ -6,6 +6,8 @@
 | `cpu` | SmolLM2-135M-Instruct (shipped GGUF) | CPU, about half an hour | a real but small run on a laptop: the Craigslist specialist (SFT warm-start, 2 PPO iterations); other domains on request |
 | `paper` | Qwen3-4B-Instruct-2507, critic Qwen3-1.7B | GPUs with vLLM | the SocialRL paper's hyper-parameters (actor lr 2e-6, critic lr 1e-5, batch 144 / minibatch 36, grad-norm 5, <= 200 steps, critic warmed 30 steps) |
 
+The YOAO group's sizes are the `yoao` sub-settings (models/yoao/config.py, one table per profile there).
+
 Selected by $SOCIALRL_PROFILE (default `cpu`) or by the Dagster settings resource.
 """
 
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field, replace
 
 from environments import SOCIALRL_ENV_IDS
 from models.training.config import LoraSettings, PPOConfig, PPOHyper, SFTSettings
+from models.yoao.config import CPU_YOAO, PAPER_YOAO, SMOKE_YOAO, YoaoSettings
 
 PROFILE_NAMES = ("smoke", "cpu", "paper")
 
@@ -66,6 +69,8 @@ class Profile:
     """Most tokens per model reply in evaluation."""
     engine: EngineSettings = field(default_factory=EngineSettings)
     """Engine start-up settings."""
+    yoao: YoaoSettings = field(default_factory=YoaoSettings)
+    """The YOAO group's settings (models/yoao/config.py documents each profile's sizes)."""
 
     def __post_init__(self) -> None:
         if self.name not in PROFILE_NAMES:
@@ -101,6 +106,7 @@ SMOKE = Profile(
     ),
     max_new_tokens=16,
     engine=EngineSettings(max_model_len=2048, kv_cache_gib=1.0),
+    yoao=SMOKE_YOAO,
 )
 
 CPU = Profile(
@@ -132,6 +138,7 @@ CPU = Profile(
     max_new_tokens=64,
     # Prompts longer than the context are shortened by the LLM agent (oldest exchange first).
     engine=EngineSettings(max_model_len=2048, kv_cache_gib=2.0),
+    yoao=CPU_YOAO,
 )
 
 PAPER = Profile(
@@ -157,6 +164,7 @@ PAPER = Profile(
     ),
     max_new_tokens=512,
     engine=EngineSettings(max_model_len=16384, enforce_eager=False, max_lora_rank=64),
+    yoao=PAPER_YOAO,
 )
 
 PROFILES = {p.name: p for p in (SMOKE, CPU, PAPER)}

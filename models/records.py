@@ -14,6 +14,8 @@ that agents/llm_agent.py sets (HEADER_*).
 | evaluations | evaluation run x counterpart (plus a pooled row) | (run_id, counterpart) |
 | scenarios | generated scenario of a domain and split | (run_id, env_id, scenario_id) |
 | traces | teacher episode of one seat, as chat messages | (run_id, episode_id) |
+| yoao_games | Red-Black game of a YOAO experiment arm (team A's view) | (run_id, arm, game_key) |
+| yoao_seed_turns | assistant turn of a seed trace with the filter's decision | (run_id, episode_id, turn) |
 
 Recorded calls carry the engine's own token ids and log-probs (never re-tokenised text); trainers join
 them with `episode_roles` on (episode_id, agent_id) to build PPO batches.
@@ -142,6 +144,45 @@ TRACES_COLUMNS: dict[str, str] = {
     "assistant_turns": "INTEGER",
 }
 
+YOAO_GAMES_COLUMNS: dict[str, str] = {
+    "run_id": "VARCHAR",
+    "experiment": "VARCHAR",  # propagation_by_seed_count, propagation_mute, ...
+    "arm": "VARCHAR",  # e.g. "k=3", "k=1 muted", "teacher"
+    "game_key": "VARCHAR",  # "<frame>:<index>": the same key in every arm (paired)
+    "episode_id": "VARCHAR",
+    "frame": "VARCHAR",
+    "opponent": "VARCHAR",
+    "seed": "BIGINT",
+    "roles": "VARCHAR",  # JSON: team A seat -> role (seed, untrained, muted, teacher, prompted, swap)
+    "cooperation_rate": "DOUBLE",  # share of rounds team A chose BLACK
+    "decided_cooperation_rate": "DOUBLE",  # share of rounds BLACK won a strict majority of team A's counted votes
+    "welfare": "DOUBLE",  # both teams' scores
+    "score_a": "DOUBLE",
+    "ties": "INTEGER",  # rounds team A's vote tied
+    "abstentions": "INTEGER",  # team A votes that ended as abstentions
+    "invalid_votes": "INTEGER",  # rejected vote answers (team B is scripted and never errs)
+    "team_choices": "VARCHAR",  # JSON list: team A's choice per round
+    "influence_moved_to": "INTEGER",
+    "influence_opportunities": "INTEGER",
+    "llm_calls": "INTEGER",
+    "metrics": "VARCHAR",  # JSON: per-role votes, abstentions and invalid answers
+}
+
+YOAO_SEED_TURNS_COLUMNS: dict[str, str] = {
+    "run_id": "VARCHAR",
+    "episode_id": "VARCHAR",
+    "frame": "VARCHAR",
+    "split": "VARCHAR",  # the frame's split (always "train" in seed data)
+    "turn": "INTEGER",  # index of the assistant message in the conversation
+    "round": "INTEGER",
+    "kind": "VARCHAR",  # opinion | vote
+    "text": "VARCHAR",
+    "choice": "VARCHAR",  # BLACK | RED | NULL, read as the game reads it
+    "kept": "BOOLEAN",
+    "reason": "VARCHAR",  # why kept or dropped (models/yoao/seed.py)
+    "judge": "VARCHAR",  # the LLM judge's answer (KEEP/DROP/unparsed) or NULL
+}
+
 
 TABLES: dict[str, dict[str, str]] = {
     "episodes": EPISODES_COLUMNS,
@@ -151,6 +192,8 @@ TABLES: dict[str, dict[str, str]] = {
     "evaluations": EVALUATIONS_COLUMNS,
     "scenarios": SCENARIOS_COLUMNS,
     "traces": TRACES_COLUMNS,
+    "yoao_games": YOAO_GAMES_COLUMNS,
+    "yoao_seed_turns": YOAO_SEED_TURNS_COLUMNS,
 }
 
 

@@ -19,7 +19,7 @@ from dagster import (
     sensor,
 )
 
-from assets import monitoring, socialrl
+from assets import monitoring, socialrl, yoao
 from models.profiles import get_profile
 from resources import EngineResource, MlflowResource, SettingsResource, StoreResource
 
@@ -36,8 +36,8 @@ def build_resources(profile: str | None = None, data_dir: str = "") -> dict[str,
     }
 
 
-all_assets = load_assets_from_modules([socialrl, monitoring])
-all_checks = load_asset_checks_from_modules([socialrl])
+all_assets = load_assets_from_modules([socialrl, monitoring, yoao])
+all_checks = load_asset_checks_from_modules([socialrl, yoao])
 
 tournament_job = define_asset_job("tournament_job", AssetSelection.assets(socialrl.code_agent_tournament))
 traces_job = define_asset_job("traces_job", AssetSelection.assets(socialrl.scenarios, socialrl.teacher_traces))
@@ -53,6 +53,8 @@ stage1_job = define_asset_job(
 champion_evaluation_job = define_asset_job(
     "champion_evaluation_job", AssetSelection.assets(monitoring.champion_evaluations)
 )
+# The YOAO group for one held-out frame partition (pipelines/run_yoao.py runs every frame of the profile).
+yoao_job = define_asset_job("yoao_job", AssetSelection.groups(yoao.GROUP), partitions_def=yoao.FRAMES)
 
 
 @job
@@ -102,6 +104,7 @@ defs = Definitions(
         stage1_job,
         champion_evaluation_job,
         model_version_evaluation_job,
+        yoao_job,
     ],
     schedules=[nightly_champion_evaluation],
     sensors=[new_model_version_sensor],
