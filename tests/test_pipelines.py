@@ -26,6 +26,17 @@ EXPECTED_ASSETS = {
     "specialist_eval",
     "specialist_champion",
     "champion_evaluations",
+    "yoao_teacher_selection",
+    "yoao_seed_traces",
+    "yoao_seed_dataset",
+    "yoao_format_warmup",
+    "yoao_seed_agent",
+    "propagation_by_seed_count",
+    "propagation_mute",
+    "propagation_persistence",
+    "propagation_prompting_baseline",
+    "sugarscape_zero_shot",
+    "yoao_results",
 }
 EXPECTED_JOBS = {
     "tournament_job",
@@ -35,6 +46,7 @@ EXPECTED_JOBS = {
     "stage1_job",
     "champion_evaluation_job",
     "model_version_evaluation_job",
+    "yoao_job",
 }
 
 
@@ -48,7 +60,13 @@ def test_definitions_load_and_every_job_resolves() -> None:
     assert defs.resolve_schedule_def("nightly_champion_evaluation").cron_schedule == "0 2 * * *"
     assert defs.resolve_sensor_def("new_model_version_sensor").name == "new_model_version_sensor"
     checks = {key.name for key in defs.resolve_asset_graph().asset_check_keys}
-    assert checks == {"traces_rewards_in_range", "completions_have_token_ids", "beats_champion"}
+    assert checks == {
+        "traces_rewards_in_range",
+        "completions_have_token_ids",
+        "beats_champion",
+        "seed_data_has_no_held_out_frames",
+        "untrained_teammates_vote_validly",
+    }
 
 
 def test_the_version_sensor_requests_each_new_version_once(tmp_path: Path) -> None:

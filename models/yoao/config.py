@@ -222,6 +222,9 @@ SMOKE_YOAO = YoaoSettings(
     max_new_tokens=16,
     selection_games=2,
     trace_games=6,
+    judge=Endpoint(
+        "engine-judge", ENGINE, "base"
+    ),  # exercises the judge path (the tiny model's answers are unreadable)
     warmup_games=4,
     warmup_sft=SFTSettings(
         learning_rate=1e-3, max_steps=2, batch_size=4, max_length=512, lora=LoraSettings(r=8, alpha=16)

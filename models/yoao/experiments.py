@@ -7,7 +7,7 @@
 | `propagation_persistence` | `persistence_seeds` seeds for the first `persistence_rounds` rounds, then untrained members in their seats | cooperation in the rounds after the removal, vs the same seeds kept all game and vs k = 0, paired |
 | `propagation_prompting_baseline` | the teacher, or the untrained model with the cooperative meta-prompt, in the seed's place | cooperation vs the SFT seed and vs k = 0, paired |
 
-Every arm plays the same games (`games.game_specs`: `games_per_arm` per frame, opponents cycled), so arms are
+`players` replaces the LLM players (role -> maker), e.g. by code agents in tests. Every arm plays the same games (`games.game_specs`: `games_per_arm` per frame, opponents cycled), so arms are
 compared by paired differences over games. Arms an experiment needs that `propagation_by_seed_count` already
 played (k = 0, an unmuted k) are taken from its result, not replayed. Every game goes to the `yoao_games`
 table and the episode tables when a store is given.
@@ -187,13 +187,15 @@ def _run(
     store: TableStore | None,
     run_id: str,
     seed: int,
+    players: Mapping[str, Maker] | None = None,
 ) -> tuple[list[ArmPlay], dict[str, list[GameRecord]], float]:
     if load_frame(frame).split != "heldout":  # a frame that does not exist raises FrameError naming it
         raise ValueError(f"{experiment}: frame {frame!r} is a training frame; experiments use held-out frames only")
     start = time.perf_counter()
     games = game_specs([frame], settings.opponents, settings.games_per_arm, seed)
     to_play = [a for a in arms if a.name not in reused]
-    plays = play_arms(to_play, games, makers(models, settings), settings, f"{experiment}:{run_id}") if to_play else []
+    chosen = players if players is not None else makers(models, settings)
+    plays = play_arms(to_play, games, chosen, settings, f"{experiment}:{run_id}") if to_play else []
     _store(store, plays, run_id, experiment)
     records = {name: list(r) for name, r in reused.items()}
     records.update({p.arm.name: list(p.games) for p in plays})
@@ -256,10 +258,13 @@ def propagation_by_seed_count(
     store: TableStore | None = None,
     run_id: str = "yoao",
     seed: int = 0,
+    players: Mapping[str, Maker] | None = None,
 ) -> ExperimentResult:
     """k = 0..5 seeds among untrained teammates on one held-out frame (module docstring)."""
     arms = [seed_arm(settings, k) for k in settings.seed_counts]
-    plays, records, wall = _run("propagation_by_seed_count", frame, arms, {}, settings, models, store, run_id, seed)
+    plays, records, wall = _run(
+        "propagation_by_seed_count", frame, arms, {}, settings, models, store, run_id, seed, players
+    )
     comparisons = {f"k={k} vs k=0": (f"k={k}", "k=0") for k in settings.seed_counts if k}
     return _result("propagation_by_seed_count", frame, profile, seed_version, arms, plays, records, comparisons, wall)
 
@@ -282,6 +287,7 @@ def propagation_mute(
     store: TableStore | None = None,
     run_id: str = "yoao",
     seed: int = 0,
+    players: Mapping[str, Maker] | None = None,
 ) -> ExperimentResult:
     """Muted seeds vs the same number of unmuted seeds and vs none (module docstring)."""
     arms = [seed_arm(settings, 0)]
@@ -292,7 +298,7 @@ def propagation_mute(
         comparisons[f"k={k} muted vs k=0"] = (f"k={k} muted", "k=0")
     arms = list({a.name: a for a in arms}.values())
     reused = _reuse(reference, [a.name for a in arms])
-    plays, records, wall = _run("propagation_mute", frame, arms, reused, settings, models, store, run_id, seed)
+    plays, records, wall = _run("propagation_mute", frame, arms, reused, settings, models, store, run_id, seed, players)
     return _result("propagation_mute", frame, profile, seed_version, arms, plays, records, comparisons, wall)
 
 
@@ -306,12 +312,15 @@ def propagation_persistence(
     store: TableStore | None = None,
     run_id: str = "yoao",
     seed: int = 0,
+    players: Mapping[str, Maker] | None = None,
 ) -> ExperimentResult:
     """Seeds removed after `persistence_rounds` rounds vs kept all game vs never there, on the later rounds."""
     k = settings.persistence_seeds
     arms = [seed_arm(settings, 0), seed_arm(settings, k), seed_arm(settings, k, "swap")]
     reused = _reuse(reference, [a.name for a in arms[:2]])
-    plays, records, wall = _run("propagation_persistence", frame, arms, reused, settings, models, store, run_id, seed)
+    plays, records, wall = _run(
+        "propagation_persistence", frame, arms, reused, settings, models, store, run_id, seed, players
+    )
     comparisons = {"removed vs never": (arms[2].name, "k=0"), "removed vs kept": (arms[2].name, arms[1].name)}
     return _result(
         "propagation_persistence",
@@ -337,6 +346,7 @@ def propagation_prompting_baseline(
     store: TableStore | None = None,
     run_id: str = "yoao",
     seed: int = 0,
+    players: Mapping[str, Maker] | None = None,
 ) -> ExperimentResult:
     """The teacher and the prompted untrained model in the seeds' seats, vs the SFT seed and vs k = 0."""
     if models.teacher is None:
@@ -350,15 +360,7 @@ def propagation_prompting_baseline(
     ]
     reused = _reuse(reference, [a.name for a in arms[:2]])
     plays, records, wall = _run(
-        "propagation_prompting_baseline",
-        frame,
-        arms,
-        reused,
-        settings,
-        models,
-        store,
-        run_id,
-        seed,
+        "propagation_prompting_baseline", frame, arms, reused, settings, models, store, run_id, seed, players
     )
     comparisons = {
         "seed vs teacher": (arms[1].name, arms[2].name),

@@ -9,7 +9,8 @@ often than `max_abstention_rate` is not eligible (a tie counts as BLACK, so abst
 Ties in welfare go to the earlier candidate (the code teacher comes first).
 
 Seed-data filter (`classify_turn`, the rule-based default; `LLMJudge` optional). Each assistant turn of a
-teacher trace is an opinion or a vote. Quoted text (a teammate's words between double quotes) is ignored.
+teacher trace is an opinion or a vote. Quoted text (a teammate's words between double quotes) and the frame's two
+choice words (SHARE is a choice, not an argument) are ignored by the cue rules.
 
 | decision | rule (first that applies) |
 | --- | --- |
@@ -506,6 +507,9 @@ def classify_turn(text: str, kind: str, frame_name: str | None = None) -> TurnLa
     if choice is None:
         return TurnLabel(kind, choice, False, "no_choice")
     own = _QUOTED.sub(" ", text)
+    if frame is not None:  # the choice words are not arguments ("SHARE" is a choice, not a collective cue)
+        for label in (frame.cooperate.label, frame.defect.label):
+            own = re.sub(rf"\b{re.escape(label)}\b", " ", own)
     if _RETALIATION.search(own):
         return TurnLabel(kind, choice, False, "retaliation")
     collective = bool(_COLLECTIVE.search(own))
