@@ -251,7 +251,8 @@ SMOKE_YOAO = YoaoSettings(
 CPU_YOAO = YoaoSettings(
     # Sized for a 2-core machine so that the whole group finishes in about an hour (measurements in
     # docs/yoao.md): the paper's game and k = 0..5, few games per arm; SFT on 512-token windows.
-    max_new_tokens=48,
+    # 96 new tokens: the teacher's opinions run to ~60-100 tokens and end with the vote sentence.
+    max_new_tokens=96,
     concurrency=16,
     selection_games=4,
     trace_games=60,
