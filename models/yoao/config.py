@@ -257,7 +257,7 @@ CPU_YOAO = YoaoSettings(
     selection_games=4,
     trace_games=60,
     warmup_games=12,
-    warmup_sft=SFTSettings(learning_rate=3e-4, max_steps=12, batch_size=4, max_length=512, bf16=True),
+    warmup_sft=SFTSettings(learning_rate=3e-4, max_steps=20, batch_size=4, max_length=512, bf16=True),
     seed_sft=SFTSettings(learning_rate=3e-4, max_steps=24, batch_size=4, max_length=512, bf16=True),
     games_per_arm=4,
     sugarscape=SugarscapeSettings(
