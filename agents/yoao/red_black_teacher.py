@@ -196,12 +196,14 @@ class PrincipledCooperator(_RedBlackCodeAgent):
         round_ = int(data.get("round", 1))
         multiplier = int(data.get("multiplier", 1))
         fill = dict(self.words, pair=6, m=multiplier, gain=6 * multiplier)
+        # Three sentences at most (~40-70 tokens): the situation, then what a teammate said (or, without one, the
+        # stakes of a multiplied round), then the vote.
         parts = [self.situation(round_, fill)]
-        if multiplier > 1:
-            parts.append(self.pick(STAKES).format(**fill))
         reference = self.reference(round_, fill)
         if reference:
             parts.append(reference)
+        elif multiplier > 1:
+            parts.append(self.pick(STAKES).format(**fill))
         parts.append(self.pick(CLOSINGS).format(**fill))
         return " ".join(parts)
 

@@ -91,9 +91,12 @@ class GameSpec:
 
 
 def game_specs(frames: Sequence[str], opponents: Sequence[str], n: int, seed: int = 0) -> list[GameSpec]:
-    """`n` games per frame; game i of a frame meets opponents[i mod len]; deterministic in its arguments."""
+    """`n` games per frame, deterministic in the arguments. Game i of frame f meets
+    opponents[(f + i * stride) mod len] with stride = max(1, len // n): with n >= len every opponent is met, with
+    fewer games the opponents are spread over the list (and differ between frames)."""
+    stride = max(1, len(opponents) // max(1, n))
     return [
-        GameSpec(frame, opponents[i % len(opponents)], i, (seed * 1_000_003 + f * 10_007 + i) % 2**31)
+        GameSpec(frame, opponents[(f + i * stride) % len(opponents)], i, (seed * 1_000_003 + f * 10_007 + i) % 2**31)
         for f, frame in enumerate(frames)
         for i in range(n)
     ]
