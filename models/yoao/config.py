@@ -3,7 +3,7 @@
 | profile | model | Red-Black | experiments | Sugarscape | what it is for |
 | --- | --- | --- | --- | --- | --- |
 | `smoke` | tiny random Llama | teams of 3, 2 rounds | k in {0, 1, 3}, 2 games per arm and frame | 6x6, 5 agents, 3 ticks | the test suite: every asset end to end, numbers meaningless |
-| `cpu` | SmolLM2-135M-Instruct | the paper's game (teams of 5, 10 rounds, x3/x5/x10) | k = 0..5, a few games per arm and frame | 10x10, 16 agents, 12 ticks (sized and measured in docs/yoao.md) | the YOAO group in about an hour on a 2-core machine |
+| `cpu` | SmolLM2-135M-Instruct | teams of 5, 5 rounds (the last x3) | k = 0..5, 2 games per arm and frame (4 pooled) | 8x8, 10 agents, 8 ticks (sized by measurement, docs/yoao.md) | the YOAO group in about an hour on a 2-core machine |
 | `paper` | Qwen3-14B (the paper's seed and teammates) | the paper's game | k = 0..5, 100 games per arm and frame | 20x20 torus, 100 agents, 100 ticks | the paper's sizes (documented, not run here) |
 
 Frames are validated by name when the settings are made: a frame that does not exist is an error naming it.
