@@ -509,3 +509,10 @@ def test_the_four_experiments_reuse_pair_and_window_their_arms() -> None:
     assert benchmark["persistence"]["k=3 removed"]["mean"] == persistence.window["k=3 removed"].mean
     assert benchmark["cooperation_by_seed_count"]["3"] == {"mean": 1.0, "ci_low": 1.0, "ci_high": 1.0, "games": 3}
     assert report.seed_count_plot([by_count], results.by_seed_count)[:4] == b"\x89PNG"
+
+
+def test_training_games_spread_over_frames_and_opponents() -> None:
+    settings = YoaoSettings()
+    games = seed.spread_games(settings.train_frames, settings.opponents, 60)
+    assert len({(g.frame, g.opponent) for g in games}) == 60  # every combination once
+    assert len({g.opponent for g in seed.spread_games(settings.train_frames, settings.opponents, 4)}) == 4

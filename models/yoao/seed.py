@@ -165,11 +165,12 @@ def teacher_candidates(settings: YoaoSettings, engine_url: str, base_model: str 
 
 
 def spread_games(frames: Sequence[str], opponents: Sequence[str], n: int, seed: int = 0) -> list[GameSpec]:
-    """`n` games over every (frame, opponent) combination: game i plays frames[i mod F] against
-    opponents[(i div F) mod O], so F x O games cover each combination once."""
+    """`n` games over the (frame, opponent) combinations: game i plays frames[i mod F] against
+    opponents[(i + i div F) mod O]. The first games already meet different opponents, and F x O games cover
+    every combination once when F + 1 and O have no common divisor (6 training frames, 10 opponents: 7 and 10)."""
     f, o = len(frames), len(opponents)
     return [
-        GameSpec(frames[i % f], opponents[(i // f) % o], i, (seed * 1_000_003 + 7_919 * i + 13) % 2**31)
+        GameSpec(frames[i % f], opponents[(i + i // f) % o], i, (seed * 1_000_003 + 7_919 * i + 13) % 2**31)
         for i in range(n)
     ]
 
