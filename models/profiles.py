@@ -6,6 +6,8 @@
 | `cpu` | SmolLM2-135M-Instruct (shipped GGUF) | CPU, about half an hour | a real but small run on a laptop: the Craigslist specialist (SFT warm-start, 2 PPO iterations); other domains on request; stage 2 on Craigslist, Marketplace and DnD (`python -m pipelines.run_stage2`) |
 | `paper` | Qwen3-4B-Instruct-2507, critic Qwen3-1.7B | GPUs with vLLM | the SocialRL paper's hyper-parameters (actor lr 2e-6, critic lr 1e-5, batch 144 / minibatch 36, grad-norm 5, <= 200 steps, critic warmed 30 steps) |
 
+The YOAO group's sizes are the `yoao` sub-settings (models/yoao/config.py, one table per profile there).
+
 Selected by $SOCIALRL_PROFILE (default `cpu`) or by the Dagster settings resource.
 """
 
@@ -24,6 +26,7 @@ from models.training.config import (
     SFTSettings,
 )
 from models.training.mopd_config import MOPDConfig
+from models.yoao.config import CPU_YOAO, PAPER_YOAO, SMOKE_YOAO, YoaoSettings
 
 PROFILE_NAMES = ("smoke", "cpu", "paper")
 
@@ -231,6 +234,8 @@ class Profile:
     """The privacy red team."""
     leaderboard: LeaderboardSettings = field(default_factory=LeaderboardSettings)
     """The endpoint leaderboard."""
+    yoao: YoaoSettings = field(default_factory=YoaoSettings)
+    """The YOAO group's settings (models/yoao/config.py documents each profile's sizes)."""
 
     def __post_init__(self) -> None:
         if self.name not in PROFILE_NAMES:
@@ -323,6 +328,7 @@ SMOKE = Profile(
         red_black_team_size=2,
         max_new_tokens=16,
     ),
+    yoao=SMOKE_YOAO,
 )
 
 CPU = Profile(
@@ -394,6 +400,7 @@ CPU = Profile(
     ),
     red_team=RedTeamSettings(scenarios=6, max_new_tokens=64),
     leaderboard=LeaderboardSettings(heldout_scenarios=4, red_black_games=1, red_black_team_size=5, max_new_tokens=64),
+    yoao=CPU_YOAO,
 )
 
 PAPER = Profile(
@@ -480,6 +487,7 @@ PAPER = Profile(
         red_black_games=4,
         max_new_tokens=512,
     ),
+    yoao=PAPER_YOAO,
 )
 
 PROFILES = {p.name: p for p in (SMOKE, CPU, PAPER)}

@@ -16,6 +16,8 @@ that agents/llm_agent.py sets (HEADER_*).
 | traces | teacher episode of one seat, as chat messages | (run_id, episode_id) |
 | transfer_matrix | stage-2 transfer cell: donor policy minus base on a recipient's held-out plan | (run_id, donor, donor_kind, recipient) |
 | unified_evaluation | stage-2 policy on a domain (or "mean"), with its paired difference to the base | (run_id, policy, env_id) |
+| yoao_games | Red-Black game of a YOAO experiment arm (team A's view) | (run_id, arm, game_key) |
+| yoao_seed_turns | assistant turn of a seed trace with the filter's decision | (run_id, episode_id, turn) |
 
 Views (`VIEWS`, created by `models.storage.TableStore.connect` when their tables are in its schemas):
 
@@ -182,6 +184,44 @@ UNIFIED_EVALUATION_COLUMNS: dict[str, str] = {
     "created_at": "TIMESTAMP",
 }
 """Stage 2: one row per (policy, domain) of the unified evaluation."""
+YOAO_GAMES_COLUMNS: dict[str, str] = {
+    "run_id": "VARCHAR",
+    "experiment": "VARCHAR",  # propagation_by_seed_count, propagation_mute, ...
+    "arm": "VARCHAR",  # e.g. "k=3", "k=1 muted", "teacher"
+    "game_key": "VARCHAR",  # "<frame>:<index>": the same key in every arm (paired)
+    "episode_id": "VARCHAR",
+    "frame": "VARCHAR",
+    "opponent": "VARCHAR",
+    "seed": "BIGINT",
+    "roles": "VARCHAR",  # JSON: team A seat -> role (seed, untrained, muted, teacher, prompted, swap)
+    "cooperation_rate": "DOUBLE",  # share of rounds team A chose BLACK
+    "decided_cooperation_rate": "DOUBLE",  # share of rounds BLACK won a strict majority of team A's counted votes
+    "welfare": "DOUBLE",  # both teams' scores
+    "score_a": "DOUBLE",
+    "ties": "INTEGER",  # rounds team A's vote tied
+    "abstentions": "INTEGER",  # team A votes that ended as abstentions
+    "invalid_votes": "INTEGER",  # rejected vote answers (team B is scripted and never errs)
+    "team_choices": "VARCHAR",  # JSON list: team A's choice per round
+    "influence_moved_to": "INTEGER",
+    "influence_opportunities": "INTEGER",
+    "llm_calls": "INTEGER",
+    "metrics": "VARCHAR",  # JSON: per-role votes, abstentions and invalid answers
+}
+
+YOAO_SEED_TURNS_COLUMNS: dict[str, str] = {
+    "run_id": "VARCHAR",
+    "episode_id": "VARCHAR",
+    "frame": "VARCHAR",
+    "split": "VARCHAR",  # the frame's split (always "train" in seed data)
+    "turn": "INTEGER",  # index of the assistant message in the conversation
+    "round": "INTEGER",
+    "kind": "VARCHAR",  # opinion | vote
+    "text": "VARCHAR",
+    "choice": "VARCHAR",  # BLACK | RED | NULL, read as the game reads it
+    "kept": "BOOLEAN",
+    "reason": "VARCHAR",  # why kept or dropped (models/yoao/seed.py)
+    "judge": "VARCHAR",  # the LLM judge's answer (KEEP/DROP/unparsed) or NULL
+}
 
 
 TABLES: dict[str, dict[str, str]] = {
@@ -194,6 +234,8 @@ TABLES: dict[str, dict[str, str]] = {
     "traces": TRACES_COLUMNS,
     "transfer_matrix": TRANSFER_MATRIX_COLUMNS,
     "unified_evaluation": UNIFIED_EVALUATION_COLUMNS,
+    "yoao_games": YOAO_GAMES_COLUMNS,
+    "yoao_seed_turns": YOAO_SEED_TURNS_COLUMNS,
 }
 
 

@@ -37,7 +37,7 @@ from dagster import (
 )
 from dagster._loggers import colored_console_logger
 
-from assets import behaviour, leaderboard, monitoring, socialrl, stage2, tom
+from assets import behaviour, leaderboard, monitoring, socialrl, stage2, tom, yoao
 from models.profiles import get_profile
 from resources import EngineResource, MlflowResource, SettingsResource, StoreResource
 
@@ -64,8 +64,8 @@ def new_version_sensor_status(value: str | None) -> DefaultSensorStatus:
     return DefaultSensorStatus.RUNNING if yes else DefaultSensorStatus.STOPPED
 
 
-all_assets = load_assets_from_modules([socialrl, stage2, monitoring, tom, behaviour, leaderboard])
-all_checks = load_asset_checks_from_modules([socialrl, stage2])
+all_assets = load_assets_from_modules([socialrl, stage2, monitoring, tom, behaviour, leaderboard, yoao])
+all_checks = load_asset_checks_from_modules([socialrl, stage2, yoao])
 
 tournament_job = define_asset_job("tournament_job", AssetSelection.assets(socialrl.code_agent_tournament))
 traces_job = define_asset_job("traces_job", AssetSelection.assets(socialrl.scenarios, socialrl.teacher_traces))
@@ -86,6 +86,8 @@ champion_evaluation_job = define_asset_job(
 tom_job = define_asset_job("tom_job", AssetSelection.groups(tom.GROUP))
 behaviour_job = define_asset_job("behaviour_job", AssetSelection.groups(behaviour.GROUP))
 leaderboard_job = define_asset_job("leaderboard_job", AssetSelection.assets(leaderboard.endpoint_leaderboard))
+# The YOAO group for one held-out frame partition (pipelines/run_yoao.py runs every frame of the profile).
+yoao_job = define_asset_job("yoao_job", AssetSelection.groups(yoao.GROUP), partitions_def=yoao.FRAMES)
 
 
 @job

@@ -37,6 +37,17 @@ EXPECTED_ASSETS = {
     "behaviour_report",
     "privacy_red_team",
     "endpoint_leaderboard",
+    "yoao_teacher_selection",
+    "yoao_seed_traces",
+    "yoao_seed_dataset",
+    "yoao_format_warmup",
+    "yoao_seed_agent",
+    "propagation_by_seed_count",
+    "propagation_mute",
+    "propagation_persistence",
+    "propagation_prompting_baseline",
+    "sugarscape_zero_shot",
+    "yoao_results",
 }
 EXPECTED_JOBS = {
     "tournament_job",
@@ -50,6 +61,7 @@ EXPECTED_JOBS = {
     "tom_job",
     "behaviour_job",
     "leaderboard_job",
+    "yoao_job",
 }
 
 
@@ -72,6 +84,8 @@ def test_definitions_load_and_every_job_resolves() -> None:
         "cascade_kept_best_checkpoints",
         "mopd_teachers_scored_every_token",
         "unified_covers_every_policy",
+        "seed_data_has_no_held_out_frames",
+        "untrained_teammates_vote_validly",
     }
 
 

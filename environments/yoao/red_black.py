@@ -7,7 +7,7 @@
 | actions | `opinion`: free text broadcast to the teammates, optional payload {"choice": "BLACK" or "RED"}. `pass`: stay silent (allowed only when `willingness_to_speak`). `vote`: payload {"choice": "BLACK" or "RED"}. Raw model text is parsed tolerantly: the last explicit command ("VOTE: RED", "I vote black", "I choose SHARE") wins; the frame's words map to BLACK (cooperative choice) and RED (defecting choice). A choice word negated by the words before it ("VOTE: NOT RED", "we should not go RED"; the shared negation rule of environments/core/grammar.py) is no choice: a negated vote is an invalid action. |
 | reply cap | replies longer than 8,000 characters are cut to their last 8,000 before parsing (`max_reply_chars`); parsing is linear in the reply's length (environments/core/grammar.py) |
 | reward | Per round (own / other): BLACK-BLACK +3 / +3, RED-RED -3 / -3, RED against BLACK +6 / -6, times the round's multiplier (round 5 x3, round 8 x5, round 10 x10, otherwise x1; M = sum of multipliers = 25). Team score S lies in [-6M, +6M] = [-150, +150]; reward = (S + 6M) / (12M), the same for every seat of the team. Full mutual cooperation gives S = 75 per team (reward 0.75), collective welfare 150. |
-| termination | After `rounds` rounds (10). Each round: `discussion_rounds` discussion steps, then one vote step; both teams act simultaneously in every step. |
+| termination | After `rounds` rounds (10). Each round: `discussion_rounds` discussion steps, then one vote step; both teams act at the same time in every step. |
 
 Tie rule: RED needs a strict majority of the counted votes; a tie (including a team whose every vote is an
 abstention) chooses BLACK. Invalid-vote rule: a malformed or illegal vote is rejected, counted and retried up to
@@ -15,9 +15,22 @@ abstention) chooses BLACK. Invalid-vote rule: a malformed or illegal vote is rej
 that fails (empty text, unknown choice) becomes silence after the retries. An opinion is any non-empty text; a
 choice named in it is recorded when one can be read, otherwise the opinion simply states no choice.
 
-Simultaneity: in every step all seats of both teams are asked at once, opinions of a discussion step are held
-back until every seat has answered and then relayed together, and the round is scored only when every seat has
-voted (or abstained), so the order in which answers arrive never changes what anyone observes or scores.
+Discussion order (`RedBlackScenario.discussion_order`):
+
+| order | who is asked in a discussion step | what a speaker has heard |
+| --- | --- | --- |
+| `simultaneous` (default) | every seat of both teams at once; opinions are held back until every seat has answered and then relayed together | the earlier steps and rounds only |
+| `rotating` (the YOAO paper's sequential discussion) | one seat per team at a time; its opinion reaches its teammates at once, then the next seat is asked. Round r starts at seat (r - 1) mod N and goes up from there (A2, A3, A4, A0, A1 in round 3 of a team of 5), so every seat speaks first equally often | everything its teammates said before it in this round |
+| `random` | as `rotating`, with a fresh order per round and team drawn from the episode's seeded generator (team A first, at the start of the round) | as `rotating` |
+
+The two teams discuss in parallel in every order (they never hear each other). Votes are always asked of
+every seat at once and scored only when every seat has voted (or abstained). Whatever the order, the order in
+which simultaneous answers arrive never changes what anyone observes or scores. A sequential order asks as
+many LLM calls per game as the simultaneous one, but only one per team can be in flight during a discussion
+step, so fewer calls batch together in the engine (measured in benchmarks/bench_red_black_order.py).
+
+Held-out frames: `sample_scenario` draws training frames only; `sample_held_out_scenario` (the hook of
+models/evaluation/scenarios.py) draws held-out frames only, so evaluation never plays a training frame.
 
 `Outcome.agreement` is True iff the collective welfare (sum of both teams' scores) is positive; Pareto
 optimality and envy-freeness are undefined here (None). `Outcome.metrics` holds cooperation rates, per-team
@@ -68,7 +81,10 @@ DEFAULT_MULTIPLIERS: dict[int, int] = {5: 3, 8: 5, 10: 10}
 FRAMES_DIR = Path(__file__).resolve().parent / "frames" / "red_black"
 """Where the frame files live (one YAML file per frame, named after the frame)."""
 SPLITS = ("train", "heldout")
-"""Frame splits: training frames are sampled by `sample_scenario`; held-out frames are for evaluation."""
+"""Frame splits: training frames are sampled by `sample_scenario`; held-out frames by `sample_held_out_scenario`."""
+SIMULTANEOUS, ROTATING, RANDOM_ORDER = "simultaneous", "rotating", "random"
+DISCUSSION_ORDERS = (SIMULTANEOUS, ROTATING, RANDOM_ORDER)
+"""Discussion orders (see the module docstring)."""
 DISCUSSION = "discussion"
 VOTE = "vote"
 
@@ -290,6 +306,12 @@ class _ChoiceReader:
         return mentioned.pop() if len(mentioned) == 1 else None
 
 
+def read_choice(text: str, frame: Frame | None = None) -> str | None:
+    """BLACK, RED or None: the choice `text` states, read exactly as the game reads opinions (with `frame`'s
+    words when given). For analyses of recorded turns, e.g. the YOAO seed-data filter."""
+    return _ChoiceReader(frame).read(text if isinstance(text, str) else "")
+
+
 _PASS = re.compile(r"(?:i )?(?:pass|stay silent|remain silent|silent|no comment)\W*", re.IGNORECASE)
 
 
@@ -340,6 +362,8 @@ class RedBlackScenario(Scenario):
     """Round -> payoff multiplier; unlisted rounds count x1. Keys must be rounds of the game."""
     focal_agent: str | None = None
     """Seat whose influence on its teammates is measured in the outcome metrics (optional)."""
+    discussion_order: str = SIMULTANEOUS
+    """"simultaneous", "rotating" (the paper's sequential discussion) or "random"; see the module docstring."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.frame, str) or not _FRAME_NAME.match(self.frame):
@@ -354,6 +378,15 @@ class RedBlackScenario(Scenario):
         object.__setattr__(self, "multipliers", _normalise_multipliers(self.multipliers, self.rounds))
         if self.focal_agent is not None and self.focal_agent not in self.seats():
             raise ScenarioError(f"red-black: focal_agent {self.focal_agent!r} is not a seat of this game")
+        if self.discussion_order not in DISCUSSION_ORDERS:
+            raise ScenarioError(
+                f"red-black: discussion_order must be one of {', '.join(DISCUSSION_ORDERS)}, got {self.discussion_order!r}"
+            )
+
+    @property
+    def sequential(self) -> bool:
+        """Whether a team's members speak one at a time (rotating or random order)."""
+        return self.discussion_order != SIMULTANEOUS
 
     def seats(self, team: str | None = None) -> tuple[str, ...]:
         """Seat ids of one team, or of both (A first)."""
@@ -426,6 +459,12 @@ class RedBlackEnv(Environment[RedBlackScenario]):
         frame = rng.choice(list_frames("train"))
         return RedBlackScenario(scenario_id=f"gen:{frame}:{rng.randrange(10**9)}", frame=frame)
 
+    @classmethod
+    def sample_held_out_scenario(cls, rng: random.Random) -> RedBlackScenario:
+        """A game on a held-out frame (the held-out hook of models/evaluation/scenarios.py)."""
+        frame = rng.choice(list_frames("heldout"))
+        return RedBlackScenario(scenario_id=f"heldout:{frame}:{rng.randrange(10**9)}", frame=frame)
+
     def action_spec(self, agent_id: str) -> ActionSpec:
         coop, defect = self._labels()
         kinds = {
@@ -467,6 +506,8 @@ class RedBlackEnv(Environment[RedBlackScenario]):
         self._seats = scenario.seats()
         self._round, self._step_in_round, self._phase = 1, 1, DISCUSSION
         self._pending: set[str] = set()
+        self._queues: dict[str, list[str]] = {t: [] for t in TEAMS}
+        self._orders: dict[str, list[str]] = {}
         self._buffer: dict[str, tuple[str, str | None]] = {}
         self._votes: dict[str, list[str | None]] = {a: [] for a in self._seats}
         self._opinions: dict[str, list[list[str | None]]] = {a: [[]] for a in self._seats}
@@ -520,10 +561,17 @@ class RedBlackEnv(Environment[RedBlackScenario]):
     # ------------------------------------------------------------------------------------ the flow
     def _answered(self, agent_id: str) -> list[Event]:
         self._pending.discard(agent_id)
+        events: list[Event] = []
+        if self._phase == DISCUSSION and self.scenario.sequential:
+            # The speaker's opinion reaches its teammates before the next speaker of its team is asked.
+            events = self._release_opinions((agent_id,))
+            queue = self._queues[team_of(agent_id)]
+            if queue:
+                events.append(self._turn_request(queue.pop(0)))
         if self._pending:
-            return []
+            return events
         if self._phase == DISCUSSION:
-            events = self._release_opinions()
+            events += self._release_opinions()
             if self._step_in_round < self.scenario.discussion_rounds:
                 self._step_in_round += 1
             else:
@@ -539,7 +587,21 @@ class RedBlackEnv(Environment[RedBlackScenario]):
 
     def _open_step(self) -> list[Event]:
         self._pending = set(self._seats)
+        if self._phase == DISCUSSION and self.scenario.sequential:
+            if self._step_in_round == 1:
+                self._orders = {team: self._speaking_order(team) for team in TEAMS}
+            self._queues = {team: list(order) for team, order in self._orders.items()}
+            return [self._turn_request(self._queues[team].pop(0)) for team in TEAMS]
         return [self._turn_request(a) for a in self._seats]
+
+    def _speaking_order(self, team: str) -> list[str]:
+        """The order in which `team` speaks this round (sequential discussion orders only)."""
+        seats = list(self.scenario.seats(team))
+        if self.scenario.discussion_order == RANDOM_ORDER:
+            self.rng.shuffle(seats)
+            return seats
+        start = (self._round - 1) % len(seats)
+        return seats[start:] + seats[:start]
 
     def _turn_request(self, agent_id: str) -> Event:
         s, r = self.scenario, self._round
@@ -558,6 +620,10 @@ class RedBlackEnv(Environment[RedBlackScenario]):
             text = f"{head}: cast your final vote. End with 'VOTE: {coop}' or 'VOTE: {defect}'."
             return self._request_turn(agent_id, (VOTE,), text, data)
         data["discussion_round"] = self._step_in_round
+        if s.sequential:
+            order = self._orders[team_of(agent_id)]
+            data["speaker_position"] = order.index(agent_id) + 1
+            data["speakers_before"] = order[: order.index(agent_id)]
         allowed: tuple[str, ...] = ("opinion", "pass") if s.willingness_to_speak else ("opinion",)
         text = (
             f"{head}, discussion {self._step_in_round} of {s.discussion_rounds}: share your opinion with your "
@@ -566,12 +632,13 @@ class RedBlackEnv(Environment[RedBlackScenario]):
         )
         return self._request_turn(agent_id, allowed, text, data)
 
-    def _release_opinions(self) -> list[Event]:
+    def _release_opinions(self, speakers: Sequence[str] | None = None) -> list[Event]:
+        """Relay the buffered opinions of `speakers` (default: every seat, in seat order) to their teammates."""
         events: list[Event] = []
-        for speaker in self._seats:
+        for speaker in self._seats if speakers is None else speakers:
             if speaker not in self._buffer:
                 continue
-            text, choice = self._buffer[speaker]
+            text, choice = self._buffer.pop(speaker)
             data = {
                 "event": "opinion",
                 "round": self._round,
@@ -583,7 +650,6 @@ class RedBlackEnv(Environment[RedBlackScenario]):
             for mate in self.scenario.seats(team_of(speaker)):
                 if mate != speaker:
                     events.append(Observation(mate, f"{speaker}: {text}", dict(data), sender=speaker))
-        self._buffer.clear()
         return events
 
     def _resolve_round(self) -> list[Event]:
@@ -606,6 +672,8 @@ class RedBlackEnv(Environment[RedBlackScenario]):
             "points": points,
             "scores": dict(self._scores),
         }
+        if s.sequential:
+            entry["speaking_order"] = {team: list(order) for team, order in self._orders.items()}
         self._round_log.append(entry)
         return [self._result_observation(a, entry) for a in self._seats]
 
@@ -651,6 +719,7 @@ class RedBlackEnv(Environment[RedBlackScenario]):
             "team_size": s.team_size,
             "discussion_rounds": s.discussion_rounds,
             "willingness_to_speak": s.willingness_to_speak,
+            "discussion_order": s.discussion_order,
         }
         return Observation(agent_id, text, data)
 
@@ -659,13 +728,18 @@ class RedBlackEnv(Environment[RedBlackScenario]):
         coop, defect = self._labels()
         names = frame.team_names
         special = ", ".join(f"round {r} counts x{m}" for r, m in s.multipliers.items()) or "all rounds count x1"
+        turns = (
+            " Members speak one at a time, in an order that changes every round; each hears those before it."
+            if s.sequential
+            else ""
+        )
         return "\n".join(
             [
                 f"You are {agent_id}, one of the {s.team_size} members of {names[own]}"
                 + (f" (your teammates: {', '.join(mates)})." if mates else ".")
                 + f" The other side is {names[other]}.",
                 f"The game has {s.rounds} rounds. Each round your team first discusses: every member shares an "
-                f"opinion with the team only ({names[other]} never hears your discussion). Then every member "
+                f"opinion with the team only ({names[other]} never hears your discussion).{turns} Then every member "
                 f"secretly votes {coop} ({frame.cooperate.description}) or {defect} "
                 f"({frame.defect.description}). The majority of your team's votes is your team's choice; "
                 f"{defect} needs a strict majority, so a tie means {coop}. Both sides choose at the same time.",
@@ -728,6 +802,7 @@ class RedBlackEnv(Environment[RedBlackScenario]):
         metrics: dict[str, Any] = {
             "ending": "completed",
             "frame": s.frame,
+            "discussion_order": s.discussion_order,
             "team_size": s.team_size,
             "rounds_played": played,
             "cooperation_rate_A": coop["A"],

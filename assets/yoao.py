@@ -1,0 +1,541 @@
+"""YOAO as Dagster assets (group `yoao`). Thin: each asset reads the profile's `yoao` settings, calls one
+function of models/yoao/, stores tables, logs MLflow runs with plots and returns that function's result.
+
+Seed pipeline: yoao_teacher_selection -> yoao_seed_traces -> yoao_seed_dataset -> yoao_seed_agent, with
+yoao_format_warmup (the untrained teammates' format-only adapter, which the seed continues).
+Experiments, partitioned by held-out frame: propagation_by_seed_count -> propagation_mute,
+propagation_persistence, propagation_prompting_baseline. Then sugarscape_zero_shot, and yoao_results, which
+pools the frames of the profile, writes the report and moves the seed's `champion` alias.
+"""
+
+import json
+import time
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetExecutionContext,
+    AssetIn,
+    Config,
+    MetadataValue,
+    Output,
+    StaticPartitionsDefinition,
+    asset,
+    asset_check,
+)
+from pydantic import Field
+
+from environments.yoao.red_black import list_frames
+from models.plots import markdown_image
+from models.profiles import Profile
+from models.serving.model_store import resolve_model
+from models.socialrl import stage1
+from models.yoao import report
+from models.yoao.config import Endpoint, YoaoSettings
+from models.yoao.experiments import (
+    ExperimentResult,
+    PlayerModels,
+)
+from models.yoao.experiments import (
+    propagation_by_seed_count as run_by_seed_count,
+)
+from models.yoao.experiments import (
+    propagation_mute as run_mute,
+)
+from models.yoao.experiments import (
+    propagation_persistence as run_persistence,
+)
+from models.yoao.experiments import (
+    propagation_prompting_baseline as run_baseline,
+)
+from models.yoao.seed import (
+    SEED_MODEL_NAME,
+    FormatWarmup,
+    SeedDataset,
+    TeacherSelection,
+    TraceSet,
+    TrainedAdapter,
+    build_seed_dataset,
+    dataset_summary,
+    format_warmup,
+    judge_for,
+    seed_traces,
+    select_teacher,
+    teacher_candidates,
+    trace_rows,
+    train_seed,
+)
+from models.yoao.sugarscape import SugarscapeResult
+from models.yoao.sugarscape import sugarscape_zero_shot as run_sugarscape
+from resources import EngineResource, MlflowResource, SettingsResource, StoreResource
+from resources.engine import BASE_MODEL_NAME
+
+GROUP = "yoao"
+FRAMES = StaticPartitionsDefinition(list_frames("heldout"))
+"""The experiments' partitions: the held-out frames (a profile runs those in `yoao.heldout_frames`)."""
+UNTRAINED_ADAPTER = "yoao-untrained"
+"""Served name of the format warm-up adapter (the untrained teammates)."""
+SEED_ADAPTER = "yoao-seed"
+"""Served name of the seed adapter."""
+EXPERIMENTS = ("propagation_by_seed_count", "propagation_mute", "propagation_persistence",
+               "propagation_prompting_baseline")  # fmt: skip
+
+
+def _run_id(context: AssetExecutionContext) -> str:
+    return f"{context.run.run_id[:8]}-{uuid.uuid4().hex[:4]}"
+
+
+def _yoao(settings: SettingsResource) -> tuple[Profile, YoaoSettings]:
+    profile = settings.get_profile()
+    return profile, profile.yoao
+
+
+def _base_model_dir(settings: SettingsResource) -> Path:
+    profile, yoao = _yoao(settings)
+    return resolve_model(yoao.model or profile.base_model, settings.paths().models)
+
+
+def _image(png: bytes, alt: str) -> MetadataValue:
+    return MetadataValue.md(markdown_image(png, alt))
+
+
+class EndpointConfig(Config):
+    """A remote OpenAI-compatible teacher candidate (the token comes from an environment variable)."""
+
+    name: str
+    base_url: str
+    model: str
+    api_key_env: str = ""
+
+
+class TeacherSelectionConfig(Config):
+    endpoints: list[EndpointConfig] = Field(default_factory=list)
+    """More teacher candidates for this run, besides the profile's `yoao.teacher_endpoints`."""
+
+
+# ------------------------------------------------------------------------------------------ seed pipeline
+@asset(group_name=GROUP, kinds={"python", "vllm"})
+def yoao_teacher_selection(
+    context: AssetExecutionContext, config: TeacherSelectionConfig, settings: SettingsResource, engine: EngineResource
+) -> Output[TeacherSelection]:
+    """Candidate teachers (the code teacher, the engine's base model with and without the cooperative
+    meta-prompt, configured endpoints) play team A on the training frames against the scripted opponents; the
+    eligible one with the highest collective welfare is selected. Failing endpoints are skipped with a reason."""
+    _, yoao = _yoao(settings)
+    extra = tuple(Endpoint(e.name, e.base_url, e.model, e.api_key_env or None) for e in config.endpoints)
+    yoao = replace(yoao, teacher_endpoints=yoao.teacher_endpoints + extra)
+    selection = select_teacher(teacher_candidates(yoao, engine.proxy_base_url, BASE_MODEL_NAME), yoao)
+    return Output(
+        selection,
+        metadata={
+            "selected": selection.selected.name,
+            "candidates": MetadataValue.md(selection.table_markdown()),
+            "wall_s": round(selection.wall_s, 1),
+        },
+    )
+
+
+@asset(group_name=GROUP, kinds={"python", "duckdb"})
+def yoao_seed_traces(
+    context: AssetExecutionContext,
+    yoao_teacher_selection: TeacherSelection,
+    settings: SettingsResource,
+    engine: EngineResource,
+    store: StoreResource,
+) -> Output[TraceSet]:
+    """The selected teacher in team A (with untrained-like followers) against the scripted opponents on the
+    training frames, each teacher seat traced as the chat an LLM seat sees; to the `traces` table."""
+    _, yoao = _yoao(settings)
+    traces = seed_traces(yoao_teacher_selection.selected, yoao, engine.proxy_base_url)
+    run_id = _run_id(context)
+    store.store().append("traces", trace_rows(traces.traces, run_id))
+    return Output(
+        traces,
+        metadata={
+            "traces": len(traces.traces),
+            "games": traces.games,
+            "frames": ", ".join(traces.frames),
+            "team_cooperation": traces.team_cooperation,
+            "welfare_points": traces.welfare_points,
+            "run_id": run_id,
+        },
+    )
+
+
+@asset(group_name=GROUP, kinds={"python", "duckdb"})
+def yoao_seed_dataset(
+    context: AssetExecutionContext,
+    yoao_seed_traces: TraceSet,
+    settings: SettingsResource,
+    engine: EngineResource,
+    store: StoreResource,
+) -> Output[SeedDataset]:
+    """Keeps the teacher's principled cooperative turns, drops retaliation and outcome-only reasoning (the
+    rule-based classifier of models/yoao/seed.py; an LLM judge when `yoao.judge` is set); kept/dropped counts
+    and an example per reason; every turn's decision to `yoao_seed_turns`. Held-out frames never appear."""
+    _, yoao = _yoao(settings)
+    dataset = build_seed_dataset(yoao_seed_traces.traces, judge_for(yoao, engine.proxy_base_url))
+    run_id = _run_id(context)
+    store.store().append("yoao_seed_turns", [{"run_id": run_id, **row} for row in dataset.turns])
+    examples = "\n\n".join(f"**{reason}**: {text}" for reason, text in sorted(dataset.examples.items()))
+    return Output(
+        dataset,
+        metadata={
+            **{k: v for k, v in dataset_summary(dataset).items() if isinstance(v, int | float)},
+            "dropped": MetadataValue.json(dataset.dropped),
+            "examples": MetadataValue.md(examples),
+            "run_id": run_id,
+        },
+    )
+
+
+@asset_check(asset=yoao_seed_dataset)
+def seed_data_has_no_held_out_frames(context, store: StoreResource) -> AssetCheckResult:
+    """No stored seed-data turn comes from a held-out frame (or any frame outside the training split)."""
+    held_out = list_frames("heldout")
+    frame = store.store().query(
+        "SELECT count(*) AS n, count(*) FILTER (WHERE split <> 'train' OR list_contains(?, frame)) AS bad "
+        "FROM yoao_seed_turns",
+        [held_out],
+    )
+    n, bad = int(frame.n[0]), int(frame.bad[0])
+    return AssetCheckResult(passed=n > 0 and bad == 0, metadata={"turns": n, "held_out_turns": bad})
+
+
+@asset(group_name=GROUP, kinds={"pytorch", "mlflow"})
+def yoao_format_warmup(
+    context: AssetExecutionContext, settings: SettingsResource, mlflow: MlflowResource
+) -> Output[FormatWarmup]:
+    """The untrained teammates' format-only warm-up: LoRA SFT of the base model on format-tutor games (a fair
+    coin per round, no rationale) so that they vote validly without learning to cooperate; the same adapter
+    for every arm, and the one the seed continues. Registered as `yoao-format-warmup`."""
+    _, yoao = _yoao(settings)
+    output = settings.paths().run_dir("yoao", "warmup", _run_id(context))
+    warmup = format_warmup(yoao, _base_model_dir(settings), output, mlflow.tracker())
+    adapter = warmup.adapter
+    return Output(
+        warmup,
+        metadata={
+            "black_vote_share": warmup.black_share,
+            "traces": warmup.traces,
+            "train_loss": adapter.train_loss,
+            "steps": adapter.steps,
+            "examples": adapter.examples,
+            "model": f"{adapter.registered_name} v{adapter.version}",
+            "wall_s": round(warmup.wall_s, 1),
+        },
+    )
+
+
+@asset(group_name=GROUP, kinds={"pytorch", "mlflow"})
+def yoao_seed_agent(
+    context: AssetExecutionContext,
+    yoao_seed_dataset: SeedDataset,
+    yoao_format_warmup: FormatWarmup,
+    settings: SettingsResource,
+    mlflow: MlflowResource,
+) -> Output[TrainedAdapter]:
+    """LoRA SFT of the seed on the filtered dataset, continuing the format warm-up adapter (run_sft);
+    registered as `yoao-seed` with alias `candidate` (`yoao_results` moves `champion`)."""
+    _, yoao = _yoao(settings)
+    output = settings.paths().run_dir("yoao", "seed", _run_id(context))
+    adapter = train_seed(
+        yoao_seed_dataset, yoao_format_warmup, yoao, _base_model_dir(settings), output, mlflow.tracker()
+    )
+    return Output(
+        adapter,
+        metadata={
+            "train_loss": adapter.train_loss,
+            "eval_loss_before": adapter.eval_loss_before if adapter.eval_loss_before is not None else float("nan"),
+            "eval_loss_after": adapter.eval_loss_after if adapter.eval_loss_after is not None else float("nan"),
+            "steps": adapter.steps,
+            "examples": adapter.examples,
+            "model": f"{adapter.registered_name} v{adapter.version}",
+            "wall_s": round(adapter.wall_s, 1),
+        },
+    )
+
+
+# ------------------------------------------------------------------------------------------- experiments
+def _players(
+    engine: EngineResource, warmup: FormatWarmup, seed: TrainedAdapter, selection: TeacherSelection | None = None
+) -> PlayerModels:
+    """Serve both adapters and say where the players are."""
+    untrained = stage1.serve_adapter(engine.client, UNTRAINED_ADAPTER, Path(warmup.adapter.adapter_dir)).name
+    seeded = stage1.serve_adapter(engine.client, SEED_ADAPTER, Path(seed.adapter_dir)).name
+    teacher = selection.selected if selection is not None else None
+    return PlayerModels(engine.proxy_base_url, untrained, seeded, teacher, engine.proxy_base_url)
+
+
+def _experiment_output(
+    result: ExperimentResult, settings: SettingsResource, mlflow: MlflowResource, png: bytes
+) -> Output[ExperimentResult]:
+    profile, _ = _yoao(settings)
+    name = f"{result.experiment}-{result.frame}"
+    metrics = {f"{a.arm}.cooperation": a.cooperation.mean for a in result.arms}
+    metrics |= {f"{a.arm}.abstention_rate": a.abstention_rate for a in result.arms}
+    metrics |= {"llm_calls": result.llm_calls, "calls_per_s": result.calls_per_s, "wall_s": result.wall_s}
+    run_id = report.log_run(
+        mlflow.tracker(),
+        name,
+        {"profile": profile.name, "frame": result.frame, "seed_version": result.seed_version or 0},
+        metrics,
+        {f"{name}.png": png, f"{name}.md": result.table_markdown()},
+    )
+    return Output(
+        result,
+        metadata={
+            "arms": MetadataValue.md(result.table_markdown()),
+            "plot": _image(png, result.experiment),
+            "llm_calls": result.llm_calls,
+            "calls_per_s": round(result.calls_per_s, 2) if result.llm_calls else 0.0,
+            "wall_s": round(result.wall_s, 1),
+            "mlflow_run_id": run_id,
+        },
+    )
+
+
+@asset(partitions_def=FRAMES, group_name=GROUP, kinds={"vllm", "duckdb", "mlflow"})
+def propagation_by_seed_count(
+    context: AssetExecutionContext,
+    yoao_seed_agent: TrainedAdapter,
+    yoao_format_warmup: FormatWarmup,
+    settings: SettingsResource,
+    engine: EngineResource,
+    store: StoreResource,
+    mlflow: MlflowResource,
+) -> Output[ExperimentResult]:
+    """k = 0..5 seeds among untrained teammates (base model + the format warm-up) on this held-out frame against
+    the scripted opponent teams: team cooperation, decided cooperation (not carried by ties or abstentions),
+    collective welfare, influence of the first seed, every arm's abstention and invalid-vote rates."""
+    profile, yoao = _yoao(settings)
+    models = _players(engine, yoao_format_warmup, yoao_seed_agent)
+    result = run_by_seed_count(
+        context.partition_key, yoao, models, profile.name, yoao_seed_agent.version, store.store(), _run_id(context)
+    )
+    return _experiment_output(result, settings, mlflow, report.seed_count_plot([result]))
+
+
+@asset_check(asset=propagation_by_seed_count, partitions_def=FRAMES)
+def untrained_teammates_vote_validly(
+    context, propagation_by_seed_count: ExperimentResult, settings: SettingsResource
+) -> AssetCheckResult:
+    """k = 0 cooperation is not carried by abstentions: the untrained teammates' abstention rate stays at most
+    `yoao.max_abstention_rate` (a tie, all-abstention included, counts as BLACK)."""
+    limit = settings.get_profile().yoao.max_abstention_rate
+    k0 = propagation_by_seed_count.arm("k=0")
+    return AssetCheckResult(
+        passed=bool(k0.untrained_abstention_rate <= limit),
+        severity=AssetCheckSeverity.WARN,
+        metadata={
+            "untrained_abstention_rate": k0.untrained_abstention_rate,
+            "invalid_vote_rate": k0.invalid_vote_rate,
+            "cooperation": k0.cooperation.mean,
+            "decided_cooperation": k0.decided_cooperation.mean,
+            "limit": limit,
+        },
+    )
+
+
+@asset(partitions_def=FRAMES, group_name=GROUP, kinds={"vllm", "duckdb", "mlflow"})
+def propagation_mute(
+    context: AssetExecutionContext,
+    propagation_by_seed_count: ExperimentResult,
+    yoao_seed_agent: TrainedAdapter,
+    yoao_format_warmup: FormatWarmup,
+    settings: SettingsResource,
+    engine: EngineResource,
+    store: StoreResource,
+    mlflow: MlflowResource,
+) -> Output[ExperimentResult]:
+    """The seed muted (it votes, but only says "I vote BLACK." in the frame's words) vs unmuted vs no seed."""
+    profile, yoao = _yoao(settings)
+    models = _players(engine, yoao_format_warmup, yoao_seed_agent)
+    result = run_mute(
+        context.partition_key, yoao, models, propagation_by_seed_count, profile.name, yoao_seed_agent.version,
+        store.store(), _run_id(context),
+    )  # fmt: skip
+    return _experiment_output(result, settings, mlflow, report.arms_plot("Mute test", result.arms))
+
+
+@asset(partitions_def=FRAMES, group_name=GROUP, kinds={"vllm", "duckdb", "mlflow"})
+def propagation_persistence(
+    context: AssetExecutionContext,
+    propagation_by_seed_count: ExperimentResult,
+    yoao_seed_agent: TrainedAdapter,
+    yoao_format_warmup: FormatWarmup,
+    settings: SettingsResource,
+    engine: EngineResource,
+    store: StoreResource,
+    mlflow: MlflowResource,
+) -> Output[ExperimentResult]:
+    """Seeds for the first rounds, then untrained members in their seats: cooperation after the removal vs the
+    seeds kept all game and vs no seeds."""
+    profile, yoao = _yoao(settings)
+    models = _players(engine, yoao_format_warmup, yoao_seed_agent)
+    result = run_persistence(
+        context.partition_key, yoao, models, propagation_by_seed_count, profile.name, yoao_seed_agent.version,
+        store.store(), _run_id(context),
+    )  # fmt: skip
+    png = report.arms_plot("Persistence test", result.arms, result.window)
+    return _experiment_output(result, settings, mlflow, png)
+
+
+@asset(partitions_def=FRAMES, group_name=GROUP, kinds={"vllm", "duckdb", "mlflow"})
+def propagation_prompting_baseline(
+    context: AssetExecutionContext,
+    propagation_by_seed_count: ExperimentResult,
+    yoao_teacher_selection: TeacherSelection,
+    yoao_seed_agent: TrainedAdapter,
+    yoao_format_warmup: FormatWarmup,
+    settings: SettingsResource,
+    engine: EngineResource,
+    store: StoreResource,
+    mlflow: MlflowResource,
+) -> Output[ExperimentResult]:
+    """The teacher, and the untrained model with the cooperative meta-prompt, in the seed's seat: does the SFT
+    seed beat prompting?"""
+    profile, yoao = _yoao(settings)
+    models = _players(engine, yoao_format_warmup, yoao_seed_agent, yoao_teacher_selection)
+    result = run_baseline(
+        context.partition_key, yoao, models, propagation_by_seed_count, profile.name, yoao_seed_agent.version,
+        store.store(), _run_id(context),
+    )  # fmt: skip
+    return _experiment_output(result, settings, mlflow, report.arms_plot("Prompting baseline", result.arms))
+
+
+@asset(group_name=GROUP, kinds={"vllm", "mlflow"})
+def sugarscape_zero_shot(
+    context: AssetExecutionContext,
+    yoao_seed_agent: TrainedAdapter,
+    yoao_format_warmup: FormatWarmup,
+    settings: SettingsResource,
+    engine: EngineResource,
+    mlflow: MlflowResource,
+) -> Output[SugarscapeResult]:
+    """LLM traders on Sugarscape under one exploitative prompt, seed shares 0/20/50/100%: trade success,
+    survival, mean lifespan, identity-leaning shift of seeds vs untrained (a smaller world on the cpu profile)."""
+    profile, yoao = _yoao(settings)
+    models = _players(engine, yoao_format_warmup, yoao_seed_agent)
+    result = run_sugarscape(yoao.sugarscape, models.base_url, models.seed, models.untrained)
+    png = report.sugarscape_plot(result)
+    metrics = {f"{f.fraction:g}.{k}": v for f in result.fractions for k, v in f.as_dict().items()
+               if isinstance(v, float)}  # fmt: skip
+    run_id = report.log_run(
+        mlflow.tracker(),
+        "sugarscape_zero_shot",
+        {"profile": profile.name, "seed_version": yoao_seed_agent.version or 0, "world": yoao.sugarscape},
+        {**metrics, "llm_calls": result.llm_calls, "wall_s": result.wall_s},
+        {"sugarscape_zero_shot.png": png, "sugarscape_zero_shot.md": result.table_markdown()},
+    )
+    return Output(
+        result,
+        metadata={
+            "shares": MetadataValue.md(result.table_markdown()),
+            "plot": _image(png, "sugarscape"),
+            "llm_calls": result.llm_calls,
+            "wall_s": round(result.wall_s, 1),
+            "mlflow_run_id": run_id,
+        },
+    )
+
+
+# ------------------------------------------------------------------------------------------------ results
+_PARTITIONED = {"metadata": {"allow_missing_partitions": True}}
+
+
+@asset(
+    group_name=GROUP,
+    kinds={"python", "mlflow"},
+    ins={name: AssetIn(**_PARTITIONED) for name in EXPERIMENTS},
+)
+def yoao_results(
+    context: AssetExecutionContext,
+    yoao_teacher_selection: TeacherSelection,
+    yoao_seed_traces: TraceSet,
+    yoao_seed_dataset: SeedDataset,
+    yoao_format_warmup: FormatWarmup,
+    yoao_seed_agent: TrainedAdapter,
+    propagation_by_seed_count: dict[str, ExperimentResult],
+    propagation_mute: dict[str, ExperimentResult],
+    propagation_persistence: dict[str, ExperimentResult],
+    propagation_prompting_baseline: dict[str, ExperimentResult],
+    sugarscape_zero_shot: SugarscapeResult,
+    settings: SettingsResource,
+    mlflow: MlflowResource,
+) -> Output[report.YoaoResults]:
+    """The profile's held-out frames pooled: the result file's content (`benchmark`, exactly the keys of
+    models/yoao/report.py) and the full report, written under <data>/reports; plots to MLflow; the seed's
+    `champion` alias moves when its pooled k=1 cooperation beats the champion's."""
+    start = time.perf_counter()
+    profile, yoao = _yoao(settings)
+    experiments = {
+        "propagation_by_seed_count": propagation_by_seed_count,
+        "propagation_mute": propagation_mute,
+        "propagation_persistence": propagation_persistence,
+        "propagation_prompting_baseline": propagation_prompting_baseline,
+    }
+    version = yoao_seed_agent.version
+    wall = {
+        "yoao_teacher_selection": yoao_teacher_selection.wall_s,
+        "yoao_seed_traces": yoao_seed_traces.wall_s,
+        "yoao_seed_dataset": yoao_seed_dataset.wall_s,
+        "yoao_format_warmup": yoao_format_warmup.wall_s,
+        "yoao_seed_agent": yoao_seed_agent.wall_s,
+        **{
+            name: sum(r.wall_s for r in report.current(results, profile.name, version, yoao.heldout_frames))
+            for name, results in experiments.items()
+        },
+        "sugarscape_zero_shot": sugarscape_zero_shot.wall_s,
+    }
+    extra = {
+        "teacher_selection": [r.as_dict() for r in yoao_teacher_selection.rows],
+        "seed_data": dataset_summary(yoao_seed_dataset),
+        "format_warmup": {"black_vote_share": yoao_format_warmup.black_share, "traces": yoao_format_warmup.traces},
+        "seed": {"version": version, "train_loss": yoao_seed_agent.train_loss, "steps": yoao_seed_agent.steps},
+    }
+    results = report.build_results(
+        profile.name, yoao.heldout_frames, version, *experiments.values(), sugarscape_zero_shot, wall, extra
+    )
+    wall["yoao_results"] = time.perf_counter() - start
+    results = replace(results, wall_s=wall)
+    paths = settings.paths()
+    benchmark = results.benchmark()
+    report.write_json(paths.reports / f"yoao-{profile.name}.json", results.full())
+    report.write_json(paths.reports / f"yoao_{profile.name}.json", benchmark)
+    pngs = {
+        "cooperation_by_seed_count.png": report.seed_count_plot(
+            report.current(propagation_by_seed_count, profile.name, version, yoao.heldout_frames),
+            results.by_seed_count,
+        ),
+        "mute.png": report.arms_plot("Mute test (pooled)", results.mute),
+        "persistence.png": report.arms_plot("Persistence (pooled)", results.persistence, results.persistence_window),
+        "prompting_baseline.png": report.arms_plot("Prompting baseline (pooled)", results.baseline),
+    }
+    k1 = next((a for a in results.by_seed_count if a.arm == "k=1"), None)
+    tracker = mlflow.tracker()
+    promoted = None
+    if version is not None and k1 is not None and k1.games:
+        promoted = tracker.promote_if_better(SEED_MODEL_NAME, version, "heldout_cooperation_k1", k1.cooperation.mean)
+    metrics = {f"cooperation_k{a.arm.removeprefix('k=')}": a.cooperation.mean for a in results.by_seed_count}
+    run_id = report.log_run(
+        tracker,
+        "yoao_results",
+        {"profile": profile.name, "frames": ",".join(yoao.heldout_frames), "seed_version": version or 0},
+        metrics,
+        {**pngs, "yoao_results.md": results.markdown(), "benchmark.json": json.dumps(benchmark, indent=1)},
+    )
+    results = replace(results, extra={**results.extra, "seed_promoted_to_champion": promoted})
+    return Output(
+        results,
+        metadata={
+            "results": MetadataValue.md(results.markdown()),
+            "cooperation_by_seed_count": _image(pngs["cooperation_by_seed_count.png"], "cooperation by seed count"),
+            "benchmark": MetadataValue.json(benchmark),
+            "seed_champion": f"{SEED_MODEL_NAME} v{version}" if promoted else "unchanged",
+            "mlflow_run_id": run_id,
+        },
+    )

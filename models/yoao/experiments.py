@@ -1,0 +1,373 @@
+"""The YOAO propagation experiments on one held-out frame (the experiments' partition), as plain functions.
+
+| experiment | arms (team A; team B is a scripted opponent team) | compared on |
+| --- | --- | --- |
+| `propagation_by_seed_count` | k = 0..5 seeds among untrained teammates | cooperation, decided cooperation, welfare, influence of the first seed; k vs 0 paired |
+| `propagation_mute` | k muted seeds (they vote, but only say "I vote BLACK." in the frame's words) | muted k vs unmuted k and vs k = 0, paired |
+| `propagation_persistence` | `persistence_seeds` seeds for the first `persistence_rounds` rounds, then untrained members in their seats | cooperation in the rounds after the removal, vs the same seeds kept all game and vs k = 0, paired |
+| `propagation_prompting_baseline` | the teacher, or the untrained model with the cooperative meta-prompt, in the seed's place | cooperation vs the SFT seed and vs k = 0, paired |
+
+`players` replaces the LLM players (role -> maker), e.g. by code agents in tests. Every arm plays the same games (`games.game_specs`: `games_per_arm` per frame, opponents cycled), so arms are
+compared by paired differences over games. Arms an experiment needs that `propagation_by_seed_count` already
+played (k = 0, an unmuted k) are taken from its result, not replayed. Every game goes to the `yoao_games`
+table and the episode tables when a store is given.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agents.llm_agent import LLMAgent
+from agents.yoao.llm_players import SwapAgent, red_black_config
+from agents.yoao.red_black_strategies import MuteWrapper
+from environments.core.runtime import Agent
+from environments.yoao.red_black import load_frame
+from models.evaluation.stats import Estimate, mean_estimate
+from models.records import rows_for
+from models.storage import TableStore
+from models.yoao.config import YoaoSettings
+from models.yoao.games import (
+    Arm,
+    ArmPlay,
+    ArmSummary,
+    GameRecord,
+    Maker,
+    game_specs,
+    paired_cooperation_difference,
+    play_arms,
+    summarise,
+    summarise_records,
+    team_roles,
+)
+from models.yoao.seed import TeacherChoice
+
+
+@dataclass(frozen=True)
+class PlayerModels:
+    """Where the LLM players are served: model names behind one OpenAI endpoint (the proxy)."""
+
+    base_url: str
+    untrained: str
+    """The untrained teammates' model: the base model with the format-only warm-up adapter."""
+    seed: str
+    """The seed adapter."""
+    teacher: TeacherChoice | None = None
+    """The selected teacher (the prompting baseline)."""
+    engine_url: str = ""
+    """What "engine" means in a teacher's endpoint (default: `base_url`)."""
+
+
+def makers(models: PlayerModels, settings: YoaoSettings) -> dict[str, Maker]:
+    """Role -> (seat, seed) -> agent, for every role of models/yoao/games.py."""
+
+    def llm(model: str, cooperative: bool = False) -> Maker:
+        def make(seat: str, seed: int) -> Agent:
+            config = red_black_config(
+                models.base_url,
+                model,
+                seed=seed,
+                cooperative_prompt=cooperative,
+                max_tokens=settings.max_new_tokens,
+                temperature=settings.temperature,
+                name=f"{model}{'+meta-prompt' if cooperative else ''}",
+            )
+            return LLMAgent(config)
+
+        return make
+
+    untrained, seed = llm(models.untrained), llm(models.seed)
+    out: dict[str, Maker] = {
+        "untrained": untrained,
+        "seed": seed,
+        "muted": lambda seat, s: MuteWrapper(seed(seat, s)),
+        "prompted": llm(models.untrained, cooperative=True),
+        "swap": lambda seat, s: SwapAgent(seed(seat, s), untrained(seat, s + 1), settings.persistence_rounds),
+    }
+    if models.teacher is not None:
+        out["teacher"] = models.teacher.maker(models.engine_url or models.base_url, settings)
+    return out
+
+
+@dataclass(frozen=True)
+class ExperimentResult:
+    """One experiment on one held-out frame."""
+
+    experiment: str
+    frame: str
+    profile: str
+    seed_version: int | None
+    """The seed adapter's registry version (results of other versions are not pooled with these)."""
+    arms: tuple[ArmSummary, ...]
+    games: tuple[GameRecord, ...]
+    """Every game of every arm played here or reused from `propagation_by_seed_count` (by `arm`)."""
+    comparisons: dict[str, Estimate]
+    """Paired differences in cooperation (first arm minus second), e.g. "k=1 vs k=0"."""
+    window: dict[str, Estimate]
+    """Cooperation over the rounds after the seeds' removal (persistence only; else empty)."""
+    llm_calls: int
+    """LLM calls of the games played here."""
+    wall_s: float
+    removal_round: int | None = None
+    """Persistence: the last round with the seeds (the window is the rounds after it)."""
+
+    @property
+    def calls_per_s(self) -> float:
+        return self.llm_calls / self.wall_s if self.wall_s else math.nan
+
+    def arm(self, name: str) -> ArmSummary:
+        for arm in self.arms:
+            if arm.arm == name:
+                return arm
+        raise KeyError(f"{self.experiment}: no arm {name!r}; arms: {[a.arm for a in self.arms]}")
+
+    def records(self, arm: str) -> list[GameRecord]:
+        return [g for g in self.games if g.arm == arm]
+
+    def table_markdown(self) -> str:
+        lines = [
+            "| arm | games | cooperation [95% CI] | decided coop. | welfare | influence | ties | abstain (untrained / seed) | invalid votes |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for a in self.arms:
+            c = a.cooperation
+            lines.append(
+                f"| {a.arm} | {a.games} | {_f(c.mean)} [{_f(c.ci_low)}, {_f(c.ci_high)}] | {_f(a.decided_cooperation.mean)} | "
+                f"{_f(a.welfare.mean)} | {_f(a.influence.mean)} | {_f(a.tie_rate)} | "
+                f"{_f(a.untrained_abstention_rate)} / {_f(a.seed_abstention_rate)} | {_f(a.invalid_vote_rate)} |"
+            )
+        for name, e in self.comparisons.items():
+            lines.append(f"\n{name}: {_f(e.mean)} [{_f(e.ci_low)}, {_f(e.ci_high)}] (n={e.n} paired games)")
+        for name, e in self.window.items():
+            lines.append(f"\nafter removal, {name}: {_f(e.mean)} [{_f(e.ci_low)}, {_f(e.ci_high)}] (n={e.n})")
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "experiment": self.experiment,
+            "frame": self.frame,
+            "profile": self.profile,
+            "seed_version": self.seed_version,
+            "arms": {a.arm: a.as_dict() for a in self.arms},
+            "comparisons": {k: v.as_dict() for k, v in self.comparisons.items()},
+            "window": {k: v.as_dict() for k, v in self.window.items()},
+            "llm_calls": self.llm_calls,
+            "wall_s": round(self.wall_s, 1),
+            "calls_per_s": None if math.isnan(self.calls_per_s) else round(self.calls_per_s, 2),
+        }
+
+
+def _f(value: float | None) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.2f}"
+
+
+def seed_arm(settings: YoaoSettings, k: int, role: str = "seed") -> Arm:
+    """k seats in `role` (placed by `settings.seed_placement`) among untrained teammates."""
+    suffix = {"seed": "", "muted": " muted", "swap": " removed", "teacher": " teacher", "prompted": " prompted"}[role]
+    return Arm(f"k={k}{suffix}", team_roles(settings.team_size, k, role, settings.seed_placement))
+
+
+def _store(store: TableStore | None, plays: Sequence[ArmPlay], run_id: str, experiment: str) -> None:
+    if store is None:
+        return
+    store.append("yoao_games", [g.row(run_id, experiment) for p in plays for g in p.games])
+    store.append_all(rows_for([e for p in plays for e in p.episodes], run_id))
+
+
+def _run(
+    experiment: str,
+    frame: str,
+    arms: Sequence[Arm],
+    reused: Mapping[str, Sequence[GameRecord]],
+    settings: YoaoSettings,
+    models: PlayerModels,
+    store: TableStore | None,
+    run_id: str,
+    seed: int,
+    players: Mapping[str, Maker] | None = None,
+) -> tuple[list[ArmPlay], dict[str, list[GameRecord]], float]:
+    if load_frame(frame).split != "heldout":  # a frame that does not exist raises FrameError naming it
+        raise ValueError(f"{experiment}: frame {frame!r} is a training frame; experiments use held-out frames only")
+    start = time.perf_counter()
+    games = game_specs([frame], settings.opponents, settings.games_per_arm, seed)
+    to_play = [a for a in arms if a.name not in reused]
+    chosen = players if players is not None else makers(models, settings)
+    plays = play_arms(to_play, games, chosen, settings, f"{experiment}:{run_id}") if to_play else []
+    _store(store, plays, run_id, experiment)
+    records = {name: list(r) for name, r in reused.items()}
+    records.update({p.arm.name: list(p.games) for p in plays})
+    return plays, records, time.perf_counter() - start
+
+
+def _result(
+    experiment: str,
+    frame: str,
+    profile: str,
+    seed_version: int | None,
+    arms: Sequence[Arm],
+    plays: Sequence[ArmPlay],
+    records: Mapping[str, Sequence[GameRecord]],
+    comparisons: Mapping[str, tuple[str, str]],
+    wall_s: float,
+    removal_round: int | None = None,
+) -> ExperimentResult:
+    played = {p.arm.name: p for p in plays}
+    summaries = tuple(
+        summarise(played[a.name]) if a.name in played else summarise_records(a, records[a.name]) for a in arms
+    )
+    window = None if removal_round is None else range(removal_round + 1, settings_rounds(records) + 1)
+    diffs = {
+        name: paired_cooperation_difference(records[a], records[b], window) for name, (a, b) in comparisons.items()
+    }
+    windows = {}
+    if window is not None:
+        for a in arms:
+            recs = records[a.name]
+            windows[a.name] = mean_estimate(
+                [r.cooperation_in(window) for r in recs], [r.game_key for r in recs], (0, 1)
+            )
+    return ExperimentResult(
+        experiment=experiment,
+        frame=frame,
+        profile=profile,
+        seed_version=seed_version,
+        arms=summaries,
+        games=tuple(g for a in arms for g in records[a.name]),
+        comparisons=diffs,
+        window=windows,
+        llm_calls=sum(p.llm_calls for p in plays),
+        wall_s=wall_s,
+        removal_round=removal_round,
+    )
+
+
+def settings_rounds(records: Mapping[str, Sequence[GameRecord]]) -> int:
+    """Rounds per game (from any record)."""
+    return next((len(g.team_choices) for recs in records.values() for g in recs), 0)
+
+
+def propagation_by_seed_count(
+    frame: str,
+    settings: YoaoSettings,
+    models: PlayerModels,
+    profile: str = "",
+    seed_version: int | None = None,
+    store: TableStore | None = None,
+    run_id: str = "yoao",
+    seed: int = 0,
+    players: Mapping[str, Maker] | None = None,
+) -> ExperimentResult:
+    """k = 0..5 seeds among untrained teammates on one held-out frame (module docstring)."""
+    arms = [seed_arm(settings, k) for k in settings.seed_counts]
+    plays, records, wall = _run(
+        "propagation_by_seed_count", frame, arms, {}, settings, models, store, run_id, seed, players
+    )
+    comparisons = {f"k={k} vs k=0": (f"k={k}", "k=0") for k in settings.seed_counts if k}
+    return _result("propagation_by_seed_count", frame, profile, seed_version, arms, plays, records, comparisons, wall)
+
+
+def _reuse(reference: ExperimentResult | None, names: Sequence[str]) -> dict[str, list[GameRecord]]:
+    """Arms of `reference` (the same frame's `propagation_by_seed_count`) that need not be replayed."""
+    if reference is None:
+        return {}
+    have = {a.arm for a in reference.arms}
+    return {name: reference.records(name) for name in names if name in have}
+
+
+def propagation_mute(
+    frame: str,
+    settings: YoaoSettings,
+    models: PlayerModels,
+    reference: ExperimentResult | None = None,
+    profile: str = "",
+    seed_version: int | None = None,
+    store: TableStore | None = None,
+    run_id: str = "yoao",
+    seed: int = 0,
+    players: Mapping[str, Maker] | None = None,
+) -> ExperimentResult:
+    """Muted seeds vs the same number of unmuted seeds and vs none (module docstring)."""
+    arms = [seed_arm(settings, 0)]
+    comparisons = {}
+    for k in settings.mute_seed_counts:
+        arms += [seed_arm(settings, k), seed_arm(settings, k, "muted")]
+        comparisons[f"k={k} muted vs k={k}"] = (f"k={k} muted", f"k={k}")
+        comparisons[f"k={k} muted vs k=0"] = (f"k={k} muted", "k=0")
+    arms = list({a.name: a for a in arms}.values())
+    reused = _reuse(reference, [a.name for a in arms])
+    plays, records, wall = _run("propagation_mute", frame, arms, reused, settings, models, store, run_id, seed, players)
+    return _result("propagation_mute", frame, profile, seed_version, arms, plays, records, comparisons, wall)
+
+
+def propagation_persistence(
+    frame: str,
+    settings: YoaoSettings,
+    models: PlayerModels,
+    reference: ExperimentResult | None = None,
+    profile: str = "",
+    seed_version: int | None = None,
+    store: TableStore | None = None,
+    run_id: str = "yoao",
+    seed: int = 0,
+    players: Mapping[str, Maker] | None = None,
+) -> ExperimentResult:
+    """Seeds removed after `persistence_rounds` rounds vs kept all game vs never there, on the later rounds."""
+    k = settings.persistence_seeds
+    arms = [seed_arm(settings, 0), seed_arm(settings, k), seed_arm(settings, k, "swap")]
+    reused = _reuse(reference, [a.name for a in arms[:2]])
+    plays, records, wall = _run(
+        "propagation_persistence", frame, arms, reused, settings, models, store, run_id, seed, players
+    )
+    comparisons = {"removed vs never": (arms[2].name, "k=0"), "removed vs kept": (arms[2].name, arms[1].name)}
+    return _result(
+        "propagation_persistence",
+        frame,
+        profile,
+        seed_version,
+        arms,
+        plays,
+        records,
+        comparisons,
+        wall,
+        settings.persistence_rounds,
+    )
+
+
+def propagation_prompting_baseline(
+    frame: str,
+    settings: YoaoSettings,
+    models: PlayerModels,
+    reference: ExperimentResult | None = None,
+    profile: str = "",
+    seed_version: int | None = None,
+    store: TableStore | None = None,
+    run_id: str = "yoao",
+    seed: int = 0,
+    players: Mapping[str, Maker] | None = None,
+) -> ExperimentResult:
+    """The teacher and the prompted untrained model in the seeds' seats, vs the SFT seed and vs k = 0."""
+    if models.teacher is None:
+        raise ValueError("the prompting baseline needs the selected teacher (PlayerModels.teacher)")
+    k = settings.baseline_seed_count
+    arms = [
+        seed_arm(settings, 0),
+        seed_arm(settings, k),
+        seed_arm(settings, k, "teacher"),
+        seed_arm(settings, k, "prompted"),
+    ]
+    reused = _reuse(reference, [a.name for a in arms[:2]])
+    plays, records, wall = _run(
+        "propagation_prompting_baseline", frame, arms, reused, settings, models, store, run_id, seed, players
+    )
+    comparisons = {
+        "seed vs teacher": (arms[1].name, arms[2].name),
+        "seed vs prompted": (arms[1].name, arms[3].name),
+        "teacher vs k=0": (arms[2].name, "k=0"),
+        "prompted vs k=0": (arms[3].name, "k=0"),
+    }
+    return _result(
+        "propagation_prompting_baseline", frame, profile, seed_version, arms, plays, records, comparisons, wall
+    )

@@ -1,0 +1,155 @@
+"""Materialise the YOAO group with one profile, in this process, on the Dagster instance the UI uses:
+
+    python -m pipelines.run_yoao [--profile smoke|cpu|paper] [--data-dir DIR] [--results PATH]
+
+One Dagster run per held-out frame of the profile (`yoao.heldout_frames`, each a partition of the
+experiments); the first run also builds the seed (teacher selection, traces, dataset, format warm-up, seed
+SFT) and runs Sugarscape, the last also pools everything into `yoao_results`. Each run starts and stops its
+own vLLM engine and rollout proxy (~40 s on CPU). The wall time of every asset is read from Dagster's step
+statistics (summed over partitions) and written with the results to `--results` (default
+benchmarks/results/yoao_<profile>.json, exactly the keys of models/yoao/report.py); the full report goes to
+<data>/reports/yoao-<profile>.json. Exits non-zero when a run fails.
+"""
+
+import argparse
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from models.profiles import PROFILE_NAMES, get_profile
+from models.settings import REPO_ROOT, DataPaths
+from models.yoao.report import BENCHMARK_KEYS, write_json
+
+PROFILE_TAG = "socialrl/profile"
+SEED_PIPELINE = ("yoao_teacher_selection", "yoao_seed_traces", "yoao_seed_dataset", "yoao_format_warmup",
+                 "yoao_seed_agent", "sugarscape_zero_shot")  # fmt: skip
+EXPERIMENTS = ("propagation_by_seed_count", "propagation_mute", "propagation_persistence",
+               "propagation_prompting_baseline")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class YoaoRun:
+    """One Dagster run of the group."""
+
+    frame: str
+    assets: tuple[str, ...]
+    success: bool
+    run_id: str
+    seconds: float
+    step_seconds: dict[str, float]
+    """Asset -> wall time of its step (Dagster's step statistics)."""
+    error: str = ""
+
+
+def plan(frames: tuple[str, ...]) -> list[tuple[str, tuple[str, ...]]]:
+    """(partition, assets) per run: the seed pipeline and Sugarscape with the first frame, the results with
+    the last (one run when the profile has one held-out frame)."""
+    runs = []
+    for i, frame in enumerate(frames):
+        assets = (
+            *(SEED_PIPELINE if i == 0 else ()),
+            *EXPERIMENTS,
+            *(("yoao_results",) if i == len(frames) - 1 else ()),
+        )
+        runs.append((frame, assets))
+    return runs
+
+
+def run_yoao(profile_name: str, data: Path | None = None, results_path: Path | None = None):
+    """Materialise the group (module docstring); returns (runs, YoaoResults or None, written result file)."""
+    from dagster import AssetSelection, DagsterInstance, materialize
+
+    from pipelines.definitions import all_assets, all_checks, build_resources
+    from resources import EngineResource
+
+    profile = get_profile(profile_name)
+    paths = DataPaths(data) if data is not None else DataPaths.from_env()
+    instance = DagsterInstance.from_config(str(paths.dagster_home))
+    resources = build_resources(profile=profile.name, data_dir=str(paths.root))
+    if profile.yoao.model:
+        resources["engine"] = EngineResource(settings=resources["settings"], model=profile.yoao.model)
+    runs: list[YoaoRun] = []
+    results = None
+    for frame, assets in plan(profile.yoao.heldout_frames):
+        start = time.perf_counter()
+        selection = AssetSelection.assets(*assets)
+        try:
+            outcome = materialize(
+                [*all_assets, *all_checks],
+                selection=selection,  # an asset selection includes its checks
+                resources=resources,
+                instance=instance,
+                partition_key=frame,
+                raise_on_error=False,
+                tags={"socialrl/launched_by": "run_yoao", PROFILE_TAG: profile.name},
+            )
+        except Exception as exc:  # a definition error: report it and stop
+            runs.append(
+                YoaoRun(frame, assets, False, "", time.perf_counter() - start, {}, f"{type(exc).__name__}: {exc}")
+            )
+            break
+        steps = {
+            s.step_key: (s.end_time or 0) - (s.start_time or 0) for s in instance.get_run_step_stats(outcome.run_id)
+        }
+        failures = "; ".join(e.message or "" for e in outcome.all_events if e.is_failure)[:1000]
+        runs.append(
+            YoaoRun(frame, assets, outcome.success, outcome.run_id, time.perf_counter() - start, steps, failures)
+        )
+        print(f"[yoao] run {outcome.run_id[:8]} ({frame}): {'ok' if outcome.success else 'FAILED: ' + failures} "
+              f"({runs[-1].seconds:.0f} s)", flush=True)  # fmt: skip
+        if not outcome.success:
+            break
+        if "yoao_results" in assets:
+            results = outcome.output_for_node("yoao_results")
+    written = None
+    if results is not None:
+        benchmark = results.benchmark()
+        benchmark["wall_s"] = asset_wall_times(runs)
+        assert tuple(benchmark) == BENCHMARK_KEYS
+        written = write_json(
+            results_path or REPO_ROOT / "benchmarks" / "results" / f"yoao_{profile.name}.json", benchmark
+        )
+    return runs, results, written
+
+
+def asset_wall_times(runs: list[YoaoRun]) -> dict[str, float]:
+    """Asset -> seconds of its steps over every run (a partitioned asset's partitions summed)."""
+    out: dict[str, float] = {}
+    for run in runs:
+        for step, seconds in run.step_seconds.items():
+            name = step.split(".")[0]
+            if name in SEED_PIPELINE or name in EXPERIMENTS or name == "yoao_results":
+                out[name] = round(out.get(name, 0.0) + seconds, 1)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--profile", choices=PROFILE_NAMES, default=None, help="default: $SOCIALRL_PROFILE or cpu")
+    parser.add_argument("--data-dir", type=Path, default=None, help="overrides $SOCIALRL_DATA_DIR")
+    parser.add_argument("--results", type=Path, default=None, help="default: benchmarks/results/yoao_<profile>.json")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    for noisy in ("httpx", "dagster", "mlflow", "alembic"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    profile = get_profile(args.profile)
+    root = (DataPaths(args.data_dir) if args.data_dir else DataPaths.from_env()).root
+    print(f"[yoao] profile {profile.name}, held-out frames {', '.join(profile.yoao.heldout_frames)}, data {root}")
+    start = time.perf_counter()
+    runs, results, written = run_yoao(profile.name, root, args.results)
+    print(f"\n[yoao] finished in {(time.perf_counter() - start) / 60:.1f} min")
+    if results is not None:
+        print("\n" + results.markdown())
+        print(f"\nwall time per asset (s): {json.dumps(asset_wall_times(runs))}")
+        print(f"results: {written}\nfull report: {root / 'reports' / f'yoao-{profile.name}.json'}")
+    failed = [r for r in runs if not r.success]
+    if failed or results is None:
+        print(f"[yoao] failed: {[(r.frame, r.error) for r in failed]}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

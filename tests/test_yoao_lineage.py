@@ -1,0 +1,91 @@
+"""The YOAO group's smoke lineage end to end with the real resources: the tiny model on vLLM behind the rollout
+proxy, Parquet/DuckDB tables, MLflow on sqlite, the Dagster instance (pipelines/run_yoao.py)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+
+@pytest.mark.slow
+def test_smoke_yoao_group_materialises_end_to_end(tmp_path: Path, tiny_model_dir: Path) -> None:
+    from models.profiles import get_profile
+    from models.storage import TableStore
+    from models.tracking import Tracker, TrackingConfig
+    from models.yoao.report import BENCHMARK_KEYS
+    from pipelines.run_yoao import EXPERIMENTS, SEED_PIPELINE, run_yoao
+
+    data = tmp_path / "data"
+    (data / "models").mkdir(parents=True)
+    shutil.copytree(tiny_model_dir, data / "models" / "tiny-random-llama")
+    settings = get_profile("smoke").yoao
+    start = time.perf_counter()
+    runs, results, written = run_yoao("smoke", data, tmp_path / "yoao_smoke.json")
+    print(f"smoke YOAO group: {time.perf_counter() - start:.0f} s")
+    assert [r.success for r in runs] == [True], [r.error for r in runs]
+
+    # The result file: exactly the issue's keys, every seed count, every seed share, every asset's wall time.
+    benchmark = json.loads(written.read_text())
+    assert tuple(benchmark) == BENCHMARK_KEYS
+    assert set(benchmark["cooperation_by_seed_count"]) == {str(k) for k in settings.seed_counts}
+    for entry in benchmark["cooperation_by_seed_count"].values():
+        assert set(entry) == {"mean", "ci_low", "ci_high", "games"} and entry["games"] == settings.games_per_arm
+    assert set(benchmark["mute"]) == {"k=0", "k=1", "k=1 muted"}
+    assert set(benchmark["persistence"]) == {"k=0", "k=1", "k=1 removed"}
+    assert set(benchmark["prompting_baseline"]) == {"k=0", "k=1", "k=1 teacher", "k=1 prompted"}
+    assert set(benchmark["sugarscape"]) == {"0", "0.2", "0.5", "1"}
+    for share in benchmark["sugarscape"].values():
+        assert set(share) == {
+            "trade_success",
+            "survival",
+            "mean_lifespan",
+            "leaning_shift_seed",
+            "leaning_shift_untrained",
+        }
+    assert benchmark["sugarscape"]["0"]["leaning_shift_seed"] is None  # no seeds at 0%
+    assert set(benchmark["wall_s"]) == {*SEED_PIPELINE, *EXPERIMENTS, "yoao_results"}
+
+    # Every arm reports its abstention and invalid-vote rates; the tiny model's off-format answers are
+    # retried, then abstain, and the games still finish.
+    full = json.loads((data / "reports" / "yoao-smoke.json").read_text())
+    for arms in full["arms"].values():
+        for arm in arms:
+            assert arm["abstention_rate"] is not None and arm["invalid_vote_rate"] is not None
+            assert arm["games"] == settings.games_per_arm
+    k1 = full["arms"]["propagation_by_seed_count"][1]
+    assert k1["arm"] == "k=1" and k1["seed_abstention_rate"] > 0 and k1["seed_invalid_rate"] > 0  # off-format seed
+    k0 = full["arms"]["propagation_by_seed_count"][0]
+    assert k0["arm"] == "k=0" and k0["untrained_abstention_rate"] is not None and "decided_cooperation" in k0
+    assert full["teacher_selection"][0]["name"] == "code-teacher"
+    assert full["seed_data"]["kept"] > 0 and full["seed_data"]["frames"]
+
+    # Tables: traces and seed turns from training frames only; the experiments' games; calls of both adapters.
+    store = TableStore(data / "tables")
+    frames = store.query("SELECT DISTINCT frame, split FROM yoao_seed_turns")
+    assert set(frames.split) == {"train"} and not set(frames.frame) & {"trade_war", "gpu_contention"}
+    judged = store.query("SELECT DISTINCT judge FROM yoao_seed_turns WHERE kind = 'opinion' AND choice = 'BLACK'")
+    assert set(judged.judge) <= {"KEEP", "DROP", "unparsed"} and len(judged) > 0  # the smoke profile's LLM judge
+    games = store.query("SELECT experiment, count(*) AS n FROM yoao_games GROUP BY experiment")
+    assert set(games.experiment) == set(EXPERIMENTS)
+    calls = store.query(
+        "SELECT model, count(*) AS n, count(*) FILTER (WHERE len(completion_token_ids) = 0) AS n_empty "
+        "FROM recorded_calls WHERE error IS NULL GROUP BY model"
+    )
+    assert {"yoao-seed", "yoao-untrained"} <= set(calls.model)
+    assert int(calls.n_empty.sum()) == 0
+    assert int(store.query("SELECT count(*) AS n FROM traces WHERE env_id = 'red-black-v0'").n[0]) > 0
+
+    # The registry: the seed and the warm-up adapters, with aliases.
+    tracker = Tracker(
+        TrackingConfig(
+            tracking_uri=f"sqlite:///{data}/mlflow/mlflow.db", artifact_root=str(data / "mlflow" / "artifacts")
+        )
+    )
+    assert tracker.aliases("yoao-seed") == {"candidate": 1, "champion": 1}
+    assert tracker.aliases("yoao-format-warmup") == {"candidate": 1}
+    assert (tracker.lookup("yoao-seed", alias="champion").path / "adapter_config.json").is_file()
+    assert results is not None and results.seed_version == 1
