@@ -127,7 +127,9 @@ def yoao_teacher_selection(
     _, yoao = _yoao(settings)
     extra = tuple(Endpoint(e.name, e.base_url, e.model, e.api_key_env or None) for e in config.endpoints)
     yoao = replace(yoao, teacher_endpoints=yoao.teacher_endpoints + extra)
-    selection = select_teacher(teacher_candidates(yoao, engine.proxy_base_url, BASE_MODEL_NAME), yoao)
+    selection = select_teacher(
+        teacher_candidates(yoao, engine.proxy_base_url, BASE_MODEL_NAME, engine.proxy_api_key), yoao
+    )
     return Output(
         selection,
         metadata={
@@ -149,7 +151,7 @@ def yoao_seed_traces(
     """The selected teacher in team A (with untrained-like followers) against the scripted opponents on the
     training frames, each teacher seat traced as the chat an LLM seat sees; to the `traces` table."""
     _, yoao = _yoao(settings)
-    traces = seed_traces(yoao_teacher_selection.selected, yoao, engine.proxy_base_url)
+    traces = seed_traces(yoao_teacher_selection.selected, yoao, engine.proxy_base_url, engine_key=engine.proxy_api_key)
     run_id = _run_id(context)
     store.store().append("traces", trace_rows(traces.traces, run_id))
     return Output(
@@ -177,7 +179,7 @@ def yoao_seed_dataset(
     rule-based classifier of models/yoao/seed.py; an LLM judge when `yoao.judge` is set); kept/dropped counts
     and an example per reason; every turn's decision to `yoao_seed_turns`. Held-out frames never appear."""
     _, yoao = _yoao(settings)
-    dataset = build_seed_dataset(yoao_seed_traces.traces, judge_for(yoao, engine.proxy_base_url))
+    dataset = build_seed_dataset(yoao_seed_traces.traces, judge_for(yoao, engine.proxy_base_url, engine.proxy_api_key))
     run_id = _run_id(context)
     store.store().append("yoao_seed_turns", [{"run_id": run_id, **row} for row in dataset.turns])
     examples = "\n\n".join(f"**{reason}**: {text}" for reason, text in sorted(dataset.examples.items()))
@@ -267,7 +269,9 @@ def _players(
     untrained = stage1.serve_adapter(engine.client, UNTRAINED_ADAPTER, Path(warmup.adapter.adapter_dir)).name
     seeded = stage1.serve_adapter(engine.client, SEED_ADAPTER, Path(seed.adapter_dir)).name
     teacher = selection.selected if selection is not None else None
-    return PlayerModels(engine.proxy_base_url, untrained, seeded, teacher, engine.proxy_base_url)
+    return PlayerModels(
+        engine.proxy_base_url, untrained, seeded, teacher, engine.proxy_base_url, api_key=engine.proxy_api_key
+    )
 
 
 def _experiment_output(
@@ -420,7 +424,7 @@ def sugarscape_zero_shot(
     survival, mean lifespan, identity-leaning shift of seeds vs untrained (a smaller world on the cpu profile)."""
     profile, yoao = _yoao(settings)
     models = _players(engine, yoao_format_warmup, yoao_seed_agent)
-    result = run_sugarscape(yoao.sugarscape, models.base_url, models.seed, models.untrained)
+    result = run_sugarscape(yoao.sugarscape, models.base_url, models.seed, models.untrained, models.api_key)
     png = report.sugarscape_plot(result)
     metrics = {f"{f.fraction:g}.{k}": v for f in result.fractions for k, v in f.as_dict().items()
                if isinstance(v, float)}  # fmt: skip

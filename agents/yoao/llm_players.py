@@ -59,13 +59,16 @@ def red_black_config(
     temperature: float = 0.7,
     api_key_env: str | None = None,
     name: str | None = None,
+    api_key: str | None = None,
 ) -> LLMAgentConfig:
-    """The LLM agent config of a Red-Black seat (neutral prompt, or with the cooperative meta-prompt)."""
+    """The LLM agent config of a Red-Black seat (neutral prompt, or with the cooperative meta-prompt);
+    `api_key` is the token itself (e.g. the rollout proxy's), else `api_key_env` names where it is."""
     template = RED_BLACK_TEMPLATE + (COOPERATIVE_META_PROMPT if cooperative_prompt else "")
     return LLMAgentConfig(
         base_url=base_url,
         model=model,
         api_key_env=api_key_env,
+        api_key=api_key,
         temperature=temperature,
         max_tokens=max_tokens,
         seed=seed,
@@ -95,11 +98,13 @@ def sugarscape_config(
     max_tokens: int = 48,
     temperature: float = 0.7,
     name: str | None = None,
+    api_key: str | None = None,
 ) -> LLMAgentConfig:
-    """The LLM agent config of a Sugarscape trader (the exploitative prompt)."""
+    """The LLM agent config of a Sugarscape trader (the exploitative prompt); `api_key`: the server's token."""
     return LLMAgentConfig(
         base_url=base_url,
         model=model,
+        api_key=api_key,
         api_key_env=None,
         temperature=temperature,
         max_tokens=max_tokens,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agents.llm_agent import LLMAgent
@@ -59,6 +59,8 @@ class PlayerModels:
     """The selected teacher (the prompting baseline)."""
     engine_url: str = ""
     """What "engine" means in a teacher's endpoint (default: `base_url`)."""
+    api_key: str | None = field(default=None, repr=False)
+    """The token of `base_url` and `engine_url` (the rollout proxy's per-run token); None = none."""
 
 
 def makers(models: PlayerModels, settings: YoaoSettings) -> dict[str, Maker]:
@@ -74,6 +76,7 @@ def makers(models: PlayerModels, settings: YoaoSettings) -> dict[str, Maker]:
                 max_tokens=settings.max_new_tokens,
                 temperature=settings.temperature,
                 name=f"{model}{'+meta-prompt' if cooperative else ''}",
+                api_key=models.api_key,
             )
             return LLMAgent(config)
 
@@ -88,7 +91,7 @@ def makers(models: PlayerModels, settings: YoaoSettings) -> dict[str, Maker]:
         "swap": lambda seat, s: SwapAgent(seed(seat, s), untrained(seat, s + 1), settings.persistence_rounds),
     }
     if models.teacher is not None:
-        out["teacher"] = models.teacher.maker(models.engine_url or models.base_url, settings)
+        out["teacher"] = models.teacher.maker(models.engine_url or models.base_url, settings, models.api_key)
     return out
 
 

@@ -44,7 +44,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -88,11 +88,12 @@ class TeacherChoice:
     """LLM only: whether it plays with the cooperative meta-prompt."""
     api_key_env: str | None = None
 
-    def maker(self, engine_url: str, settings: YoaoSettings) -> Maker:
-        """(seat, seed) -> the teacher's agent."""
+    def maker(self, engine_url: str, settings: YoaoSettings, engine_key: str | None = None) -> Maker:
+        """(seat, seed) -> the teacher's agent; `engine_key` is the token of `engine_url` (the proxy's)."""
         if self.kind == "code":
             return lambda seat, seed: PrincipledCooperator(seed)
-        url = engine_url if self.base_url == ENGINE else self.base_url
+        local = self.base_url == ENGINE
+        url = engine_url if local else self.base_url
 
         def make(seat: str, seed: int) -> Agent:
             config = red_black_config(
@@ -104,6 +105,7 @@ class TeacherChoice:
                 temperature=settings.temperature,
                 api_key_env=self.api_key_env,
                 name=self.name,
+                api_key=engine_key if local else None,
             )
             return LLMAgent(config)
 
@@ -120,12 +122,14 @@ class TeacherCandidate:
     """Returns why the candidate cannot play (None when it can); called once before its games."""
 
 
-def probe_endpoint(base_url: str, model: str, api_key_env: str | None = None, timeout_s: float = 30.0) -> str | None:
+def probe_endpoint(
+    base_url: str, model: str, api_key_env: str | None = None, timeout_s: float = 30.0, api_key: str | None = None
+) -> str | None:
     """None when the endpoint answers a one-token chat request, else why not."""
     import os
 
     headers = {}
-    key = os.environ.get(api_key_env) if api_key_env else None
+    key = api_key or (os.environ.get(api_key_env) if api_key_env else None)
     if key:
         headers["Authorization"] = f"Bearer {key}"
     body = {"model": model, "messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 1}
@@ -138,9 +142,12 @@ def probe_endpoint(base_url: str, model: str, api_key_env: str | None = None, ti
     return None
 
 
-def teacher_candidates(settings: YoaoSettings, engine_url: str, base_model: str = "base") -> list[TeacherCandidate]:
+def teacher_candidates(
+    settings: YoaoSettings, engine_url: str, base_model: str = "base", engine_key: str | None = None
+) -> list[TeacherCandidate]:
     """The code teacher (first: the embedded default), the engine's base model without and with the
-    cooperative meta-prompt (when `local_candidates`), and every configured endpoint with the meta-prompt."""
+    cooperative meta-prompt (when `local_candidates`), and every configured endpoint with the meta-prompt.
+    `engine_key` is the token of `engine_url` (the rollout proxy's)."""
     choices = [TeacherChoice(CODE_TEACHER, "code")]
     if settings.local_candidates:
         choices += [
@@ -155,12 +162,14 @@ def teacher_candidates(settings: YoaoSettings, engine_url: str, base_model: str 
     for choice in choices:
         probe = None
         if choice.kind == "llm":
-            url = engine_url if choice.base_url == ENGINE else choice.base_url
+            local = choice.base_url == ENGINE
+            url = engine_url if local else choice.base_url
+            key = engine_key if local else None
 
-            def probe(url: str = url, choice: TeacherChoice = choice) -> str | None:
-                return probe_endpoint(url, choice.model, choice.api_key_env)
+            def probe(url: str = url, choice: TeacherChoice = choice, key: str | None = key) -> str | None:
+                return probe_endpoint(url, choice.model, choice.api_key_env, api_key=key)
 
-        candidates.append(TeacherCandidate(choice, choice.maker(engine_url, settings), probe))
+        candidates.append(TeacherCandidate(choice, choice.maker(engine_url, settings, engine_key), probe))
     return candidates
 
 
@@ -430,13 +439,15 @@ def check_training_frames(frames: Sequence[str]) -> None:
         raise ValueError(f"held-out frames {held_out} must never be used for training data")
 
 
-def seed_traces(choice: TeacherChoice, settings: YoaoSettings, engine_url: str, seed: int = 0) -> TraceSet:
+def seed_traces(
+    choice: TeacherChoice, settings: YoaoSettings, engine_url: str, seed: int = 0, engine_key: str | None = None
+) -> TraceSet:
     """The selected teacher in `trace_teacher_seats` seats of team A (the rest: untrained-like followers that
     first state RED or BLACK and then follow their team's majority), against the scripted opponents on the
     training frames; every teacher seat traced as the chat an LLM agent in that seat sees."""
     check_training_frames(settings.train_frames)
     games = spread_games(settings.train_frames, settings.opponents, settings.trace_games, seed + 1)
-    make_teacher = choice.maker(engine_url, settings)
+    make_teacher = choice.maker(engine_url, settings, engine_key)
 
     def follower(i: int, game_seed: int) -> Agent:
         return MajorityFollower(first_choice=RED if i % 2 else BLACK, reciprocal=True, noise=0.1, seed=game_seed)
@@ -537,6 +548,8 @@ class LLMJudge:
     model: str
     api_key_env: str | None = None
     concurrency: int = 16
+    api_key: str | None = field(default=None, repr=False)
+    """The token itself (the rollout proxy's when the judge is the run's engine); else `api_key_env`."""
 
     def judge_all(self, items: Sequence[tuple[str, str]]) -> list[str]:
         """(text, frame) -> "KEEP", "DROP" or "unparsed" (also when the call fails)."""
@@ -547,7 +560,7 @@ class LLMJudge:
 
         gate = asyncio.Semaphore(self.concurrency)
         headers = {}
-        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        key = self.api_key or (os.environ.get(self.api_key_env) if self.api_key_env else None)
         if key:
             headers["Authorization"] = f"Bearer {key}"
         async with httpx.AsyncClient(timeout=120.0) as client:
@@ -823,12 +836,13 @@ def trace_rows(traces: Sequence[Trace], run_id: str) -> list[dict[str, Any]]:
     return [t.row(run_id) for t in traces]
 
 
-def judge_for(settings: YoaoSettings, engine_url: str) -> LLMJudge | None:
-    """The configured judge (None: rules only)."""
+def judge_for(settings: YoaoSettings, engine_url: str, engine_key: str | None = None) -> LLMJudge | None:
+    """The configured judge (None: rules only); `engine_key` is the token of `engine_url`."""
     judge: Endpoint | None = settings.judge
     if judge is None:
         return None
-    return LLMJudge(judge.url(engine_url), judge.model, judge.api_key_env)
+    url = judge.url(engine_url)
+    return LLMJudge(url, judge.model, judge.api_key_env, api_key=engine_key if url == engine_url else None)
 
 
 def dataset_summary(dataset: SeedDataset) -> dict[str, Any]:

@@ -172,7 +172,13 @@ def _f(value: float | None, digits: int = 2) -> str:
 
 
 async def run_world(
-    settings: SugarscapeSettings, fraction: float, seed: int, base_url: str, seed_model: str, untrained_model: str
+    settings: SugarscapeSettings,
+    fraction: float,
+    seed: int,
+    base_url: str,
+    seed_model: str,
+    untrained_model: str,
+    api_key: str | None = None,
 ) -> WorldRecord:
     """One world with the given seed share, every encounter negotiated by LLM traders."""
     start = time.perf_counter()
@@ -184,7 +190,13 @@ async def run_world(
     def factory(info: TraderInfo) -> LLMAgent:
         model = seed_model if info.agent_id in seeds else untrained_model
         agent = LLMAgent(
-            sugarscape_config(base_url, model, seed=seed * 100_003 + next(counter), max_tokens=settings.max_new_tokens)
+            sugarscape_config(
+                base_url,
+                model,
+                seed=seed * 100_003 + next(counter),
+                max_tokens=settings.max_new_tokens,
+                api_key=api_key,
+            )
         )
         made.append(agent)
         return agent
@@ -272,7 +284,7 @@ def summarise_fraction(fraction: float, worlds: list[WorldRecord]) -> FractionRe
 
 
 def sugarscape_zero_shot(
-    settings: SugarscapeSettings, base_url: str, seed_model: str, untrained_model: str
+    settings: SugarscapeSettings, base_url: str, seed_model: str, untrained_model: str, api_key: str | None = None
 ) -> SugarscapeResult:
     """Every seed share x every world (module docstring); all worlds run at once, so their encounters'
     calls batch in the engine."""
@@ -280,7 +292,7 @@ def sugarscape_zero_shot(
 
     async def every_world() -> list[WorldRecord]:
         jobs = [
-            run_world(settings, fraction, seed, base_url, seed_model, untrained_model)
+            run_world(settings, fraction, seed, base_url, seed_model, untrained_model, api_key)
             for fraction in settings.seed_fractions
             for seed in range(settings.worlds)
         ]
