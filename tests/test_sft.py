@@ -126,3 +126,17 @@ def test_sft_lowers_the_held_out_loss_and_saves_a_loadable_adapter(
     base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     adapted = PeftModel.from_pretrained(base, result.adapter_dir)
     assert adapted.peft_config["default"].r == 8
+
+
+def test_the_trainer_checkpoints_gradients_only_when_the_settings_ask(tmp_path: Path) -> None:
+    """TRL's SFTConfig defaults to gradient checkpointing; on CPU it only costs time, so it follows
+    ComputeSettings (off by default)."""
+    from models.training.config import ComputeSettings
+    from models.training.sft import trainer_config
+
+    default = trainer_config(SFTSettings(bf16=False), tmp_path, on_cpu=True)
+    asked = trainer_config(
+        SFTSettings(bf16=False, compute=ComputeSettings(gradient_checkpointing=True)), tmp_path, on_cpu=True
+    )
+    assert default.gradient_checkpointing is False and asked.gradient_checkpointing is True
+    assert default.packing and default.completion_only_loss and default.eval_strategy == "no"

@@ -75,6 +75,7 @@ PARENT_ENV_PASSED = (
     "HF_HUB_CACHE",
     "XDG_CACHE_HOME",
     "OMP_NUM_THREADS",
+    "OMP_WAIT_POLICY",
 )
 """The only variables of the parent's environment the engine gets (paths, locale, devices, caches, threads);
 secrets such as API keys or HF_TOKEN never reach it. `EngineConfig.env` adds more explicitly."""

@@ -222,6 +222,38 @@ def _step_logger(total_steps: int, tokens_per_step: float, on_step: StepCallback
     return StepLog()
 
 
+def trainer_config(settings: SFTSettings, output_dir: Path, on_cpu: bool) -> Any:
+    """TRL's SFTConfig for `settings`: packed (BFD) windows, loss on completions only, no evaluation or
+    checkpoints inside the trainer, gradient checkpointing only when `settings.compute` asks for it."""
+    from trl import SFTConfig
+
+    return SFTConfig(
+        output_dir=str(output_dir / "trainer"),
+        learning_rate=settings.learning_rate,
+        num_train_epochs=settings.epochs,
+        max_steps=settings.max_steps,
+        per_device_train_batch_size=settings.batch_size,
+        per_device_eval_batch_size=settings.batch_size,
+        gradient_accumulation_steps=settings.grad_accumulation,
+        max_length=settings.max_length,
+        packing=settings.packing,
+        packing_strategy="bfd",
+        completion_only_loss=True,
+        bf16=settings.bf16,
+        use_cpu=on_cpu,
+        # TRL turns checkpointing on by default, recomputing every layer's forward during the backward.
+        gradient_checkpointing=settings.compute.gradient_checkpointing,
+        seed=settings.seed,
+        data_seed=settings.seed,
+        logging_steps=1,
+        save_strategy="no",
+        eval_strategy="no",
+        report_to=[],
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+
+
 def run_sft(
     base_model_dir: Path,
     train_conversations: Sequence[Sequence[Message]],
@@ -235,7 +267,7 @@ def run_sft(
     `on_step` receives each optimiser step's metrics (step, loss, learning_rate, seconds)."""
     import torch
     from datasets import Dataset
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTTrainer
 
     settings = settings or SFTSettings()
     start = time.perf_counter()
@@ -259,29 +291,7 @@ def run_sft(
         train.tokens,
         train.loss_tokens,
     )
-    config = SFTConfig(
-        output_dir=str(output_dir / "trainer"),
-        learning_rate=settings.learning_rate,
-        num_train_epochs=settings.epochs,
-        max_steps=settings.max_steps,
-        per_device_train_batch_size=settings.batch_size,
-        per_device_eval_batch_size=settings.batch_size,
-        gradient_accumulation_steps=settings.grad_accumulation,
-        max_length=settings.max_length,
-        packing=settings.packing,
-        packing_strategy="bfd",
-        completion_only_loss=True,
-        bf16=settings.bf16,
-        use_cpu=next(model.parameters()).device.type == "cpu",
-        seed=settings.seed,
-        data_seed=settings.seed,
-        logging_steps=1,
-        save_strategy="no",
-        eval_strategy="no",
-        report_to=[],
-        disable_tqdm=True,
-        dataloader_num_workers=0,
-    )
+    config = trainer_config(settings, output_dir, on_cpu=next(model.parameters()).device.type == "cpu")
     trainer = SFTTrainer(
         model=model,
         args=config,
