@@ -46,14 +46,11 @@ from environments.core.base import (
     check_max_turns,
 )
 from environments.core.data import (
-    DataFileError,
     Loaded,
     RecordError,
-    dataset_path,
     describe_type,
     get_field,
-    load_records,
-    read_text_file,
+    load_yaml_tasks,
 )
 from environments.core.events import Event, Observation
 from environments.core.grammar import NUMBER, own_line
@@ -240,29 +237,15 @@ class MarketplaceEnv(PriceHaggle, Environment[MarketplaceScenario]):
     ) -> Loaded[MarketplaceScenario]:
         """Scenarios from one SRBench marketplace YAML file (default: the shared small.yaml).
 
-        Ids are "srbench-marketplace-<file stem>:<task id>". Records are the tasks of the `tasks:` list,
-        numbered from 0. Raises DataFileError naming the file, the record and the field when the file is
-        missing, unreadable, empty or malformed; `skip_bad` loads the good tasks and reports the bad ones
-        (environments/core/data.py)."""
-        import yaml
-
-        path = Path(path) if path is not None else dataset_path(DATA_DIR, "small.yaml")
-        if path is None:
-            raise DataFileError(f"{DATA_DIR}/small.yaml", "the shared dataset is not present")
-        try:
-            document = yaml.safe_load(read_text_file(path))
-        except yaml.YAMLError as exc:
-            raise DataFileError(path, f"cannot read YAML: {exc}") from exc
-        tasks = document.get("tasks") if isinstance(document, dict) else None
-        if not isinstance(tasks, list):
-            raise DataFileError(path, "expected a mapping with a `tasks:` list")
-        source = f"srbench-marketplace-{Path(path).stem}"
-        return load_records(
+        Ids are "srbench-marketplace-<file stem>:<task id>". Records are the tasks of the `tasks:` list (or of
+        a bare list of tasks), numbered from 0. Raises DataFileError naming the file, the record and the field
+        when the file is missing, unreadable, empty or malformed; `skip_bad` loads the good tasks and reports
+        the bad ones (`load_yaml_tasks`, environments/core/data.py)."""
+        return load_yaml_tasks(
             path,
-            enumerate(tasks),
-            lambda task, index: _scenario_from_task(task, index, source, max_turns),
+            (DATA_DIR, "small.yaml"),
+            lambda task, index, file: _scenario_from_task(task, index, f"srbench-marketplace-{file.stem}", max_turns),
             skip_bad=skip_bad,
-            what="task",
         )
 
     # ------------------------------------------------------------------------------ action grammar
