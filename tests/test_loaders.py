@@ -286,3 +286,40 @@ def test_a_corrupted_copy_of_a_real_file_reports_exactly_the_broken_records(tmp_
     loaded = CraigslistEnv.load_dataset(path, skip_bad=True)
     assert len(loaded) == len(records) - 3 and [e.record for e in loaded.skipped] == [3, 100, 642]
     assert all("must be a number" in e.reason for e in loaded.skipped)
+
+
+# ----------------------------------------------------------------------------- one YAML task loader
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        ("tasks: [\n", "cannot read YAML"),
+        ("tasks: 3\n", "expected a mapping with a `tasks:` list"),
+        ("just text\n", "expected a mapping with a `tasks:` list"),
+        ("tasks: []\n", "no tasks: the file holds an empty list"),
+        ("tasks:\n- just a string\n", "must be a mapping"),
+    ],
+)
+def test_marketplace_and_calendar_read_yaml_through_one_loader(tmp_path: Path, content: str, reason: str) -> None:
+    errors = []
+    for loader in (MarketplaceEnv.load_dataset, CalendarEnv.load_dataset):
+        path = tmp_path / "tasks.yaml"
+        path.write_text(content)
+        with pytest.raises(DataFileError, match=r"tasks\.yaml") as raised:
+            loader(path)
+        errors.append(str(raised.value))
+    assert reason in errors[0]
+    if "must be a mapping" not in reason:  # a malformed task names each environment's own first field
+        assert errors[0] == errors[1]
+
+
+@pytest.mark.skipif(dataset_path(MARKET_DIR, MARKET_FILES[0]) is None, reason="shared data absent")
+def test_a_bare_list_of_tasks_loads_like_the_tasks_mapping(tmp_path: Path) -> None:
+    for loader, folder, name in (
+        (MarketplaceEnv.load_dataset, MARKET_DIR, MARKET_FILES[0]),
+        (CalendarEnv.load_dataset, CALENDAR_DIR, CALENDAR_FILES[0]),
+    ):
+        source = dataset_path(folder, name)
+        assert source is not None
+        bare = tmp_path / name
+        bare.write_text(yaml.safe_dump(yaml.safe_load(source.read_text())["tasks"]))
+        assert loader(bare) == loader(source)

@@ -202,3 +202,32 @@ def dataset_path(*parts: str) -> Path | None:
         return None
     path = root.joinpath(*parts)
     return path if path.exists() else None
+
+
+def load_yaml_tasks(
+    path: str | Path | None,
+    default: tuple[str, ...],
+    build: Callable[[Any, int | str, Path], T],
+    *,
+    skip_bad: bool = False,
+    what: str = "task",
+) -> Loaded[T]:
+    """The records of a YAML task file: a mapping with a `tasks:` list, or a bare list of tasks (the
+    SocialReasoning-Bench layout). `path` None reads the shared dataset file `default` (folder parts then the
+    file name). Each task is built by `build(task, index, path)` under `load_records`' discipline; a missing,
+    unreadable or non-YAML file, or one without a task list, is a DataFileError naming it."""
+    import yaml  # only the YAML datasets need it
+
+    resolved = Path(path) if path is not None else dataset_path(*default)
+    if resolved is None:
+        raise DataFileError("/".join(default), "the shared dataset is not present")
+    try:
+        document = yaml.safe_load(read_text_file(resolved))
+    except yaml.YAMLError as exc:
+        raise DataFileError(resolved, f"cannot read YAML: {exc}") from exc
+    tasks = document.get("tasks") if isinstance(document, dict) else document
+    if not isinstance(tasks, list):
+        raise DataFileError(resolved, f"expected a mapping with a `tasks:` list (or a list of {what}s)")
+    return load_records(
+        resolved, enumerate(tasks), lambda task, index: build(task, index, resolved), skip_bad=skip_bad, what=what
+    )

@@ -54,14 +54,11 @@ from environments.core.base import (
     check_max_turns,
 )
 from environments.core.data import (
-    DataFileError,
     Loaded,
     RecordError,
-    dataset_path,
     describe_type,
     get_field,
-    load_records,
-    read_text_file,
+    load_yaml_tasks,
 )
 from environments.core.events import Action, Event, Notification, Observation
 from environments.core.grammar import cap_reply, find_last_command, show, squeeze
@@ -544,28 +541,14 @@ class CalendarEnv(AlternatingTurns, Environment[CalendarScenario]):
         Candidate slots are the principal's hourly preference slots (08:00-19:00 in the data); only events
         on the requested meeting's date are kept. Requestor preferences default to 1.0 when absent. The
         whimsical-privacy files set `adversarial` and carry the attack prompt in `adversary_instructions`.
-        Records are the tasks of the `tasks:` list, numbered from 0; errors name the file, the record and the
-        field (`is_secret: 'no'` is an error, not a secret); `skip_bad` loads the good tasks and reports the
-        bad ones (environments/core/data.py)."""
-        import yaml
-
-        path = Path(path) if path is not None else dataset_path(DATA_DIR, DATA_FILES[0])
-        if path is None:
-            raise DataFileError(f"{DATA_DIR}/{DATA_FILES[0]}", "the shared dataset is not present")
-        try:
-            document = yaml.safe_load(read_text_file(path))
-        except yaml.YAMLError as exc:
-            raise DataFileError(path, f"cannot read YAML: {exc}") from exc
-        tasks = document.get("tasks") if isinstance(document, dict) else document
-        if not isinstance(tasks, list):
-            raise DataFileError(path, "expected a mapping with a 'tasks' list (or a list of tasks)")
-        source = f"srbench-calendar-{Path(path).stem}"
-        return load_records(
+        Records are the tasks of the `tasks:` list (or of a bare list of tasks), numbered from 0; errors name
+        the file, the record and the field (`is_secret: 'no'` is an error, not a secret); `skip_bad` loads the
+        good tasks and reports the bad ones (`load_yaml_tasks`, environments/core/data.py)."""
+        return load_yaml_tasks(
             path,
-            enumerate(tasks),
-            lambda task, index: _scenario_from_task(task, index, source, max_turns),
+            (DATA_DIR, DATA_FILES[0]),
+            lambda task, index, file: _scenario_from_task(task, index, f"srbench-calendar-{file.stem}", max_turns),
             skip_bad=skip_bad,
-            what="task",
         )
 
     # ------------------------------------------------------------------------------ action grammar

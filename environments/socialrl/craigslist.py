@@ -10,8 +10,10 @@
 | reward | corridor = listing - buyer_target. buyer = clip((listing - price) / corridor, 0, 1); seller = clip((price - buyer_target) / corridor, 0, 1); no deal = 0 for both |
 | termination | an accepted offer (deal), a quit, or `max_turns` turns (no deal); a turn forfeited after exhausted retries still counts |
 
-Invalid actions (unparseable or empty text, an offer without a readable positive price, accepting or
-rejecting when no offer stands) are counted; after `max_invalid_retries` retries the turn passes to the other side.
+Invalid actions (unparseable or empty text, an offer whose price is not a number (a bool or text is not one),
+not finite, not above 0 or above $1,000,000,000, accepting or rejecting when no offer stands, accepting a price
+other than the standing one) are counted; after `max_invalid_retries` retries the turn passes to the other side.
+The moves and these checks are shared with Marketplace (environments/socialrl/price_offers.py).
 """
 
 from __future__ import annotations
@@ -23,12 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from environments.core.alternating import AlternatingTurns
 from environments.core.base import (
     ActionSpec,
     Environment,
     Outcome,
-    ParseError,
     PrivateFact,
     RoleOutcome,
     Scenario,
@@ -46,24 +46,14 @@ from environments.core.data import (
     load_records,
     read_text_file,
 )
-from environments.core.events import Action, Event, Observation
-from environments.core.grammar import (
-    NUMBER,
-    NumberError,
-    cap_reply,
-    check_number,
-    find_last_command,
-    own_line,
-    read_number,
-    squeeze,
-)
+from environments.core.events import Event, Observation
+from environments.core.grammar import NUMBER, own_line
 from environments.core.registry import register
 from environments.socialrl.bargaining import DealSpace, PriceDealSpace
+from environments.socialrl.price_offers import PriceHaggle, PriceMoves, check_price
 
 BUYER, SELLER = "buyer", "seller"
 TARGET_FACTORS = (0.9, 0.7, 0.5)
-MAX_PRICE = 1e9
-"""Largest price an offer or a scenario may state (the dataset's largest listing is $56,500)."""
 
 _ITEMS = (
     (
@@ -127,8 +117,7 @@ class CraigslistScenario(Scenario):
         if not all(isinstance(line, str) for line in self.description):
             raise ScenarioError(f"{sid}: description lines must be strings, got {list(self.description)!r}")
         object.__setattr__(self, "description", tuple(self.description))
-        reason = check_number(self.listing_price, what="listing_price", above=0, maximum=MAX_PRICE)
-        reason = reason or check_number(self.buyer_target, what="buyer_target", above=0, maximum=MAX_PRICE)
+        reason = check_price(self.listing_price, "listing_price") or check_price(self.buyer_target, "buyer_target")
         if reason is not None:
             raise ScenarioError(f"{sid}: {reason}")
         if not self.buyer_target < self.listing_price:
@@ -179,11 +168,21 @@ _COMMANDS = {
 
 
 @register
-class CraigslistEnv(AlternatingTurns, Environment[CraigslistScenario]):
-    """Single-issue price negotiation over a Craigslist listing."""
+class CraigslistEnv(PriceHaggle, Environment[CraigslistScenario]):
+    """Single-issue price negotiation over a Craigslist listing (moves: environments/socialrl/price_offers.py)."""
 
     env_id: ClassVar[str] = "craigslist-v0"
     scenario_type: ClassVar[type[Scenario]] = CraigslistScenario
+    moves: ClassVar[PriceMoves] = PriceMoves(
+        message="message",
+        offer="offer",
+        accept="accept",
+        reject="reject",
+        walk_away="quit",
+        walk_away_ending="quit",
+        walk_away_note="[quits]",
+    )
+    commands: ClassVar[Mapping[str, str]] = _COMMANDS
 
     @property
     def agent_ids(self) -> tuple[str, ...]:
@@ -282,27 +281,6 @@ class CraigslistEnv(AlternatingTurns, Environment[CraigslistScenario]):
             examples=("It has a few scratches, so I can do less.\nOFFER $150", "Deal, thank you!\nACCEPT"),
         )
 
-    def parse(self, agent_id: str, text: str) -> Action | ParseError:
-        text = cap_reply(text, self.max_reply_chars)
-        if not text.strip():
-            return ParseError("empty reply; write a message or a command such as `OFFER $120`")
-        match = find_last_command(text, _COMMANDS)
-        if match is None:
-            return Action(agent_id, "message", squeeze(text))
-        if match.kind == "offer":
-            token = match.groups.get("price") or match.groups.get("price2")
-            if token is None:
-                return ParseError("`OFFER` needs a price, e.g. `OFFER $120`")
-            price = read_number(token, what="the price", above=0, maximum=MAX_PRICE)
-            if isinstance(price, NumberError):
-                return ParseError(f"`OFFER` needs a price, e.g. `OFFER $120`: {price.message}")
-            return Action(agent_id, "offer", match.message, {"price": price})
-        standing = getattr(self, "_standing", {}).get(self._other(agent_id))  # parse may run before reset
-        if match.kind == "accept" and standing is not None:
-            # Echo the accepted price so that restating it is not mistaken for a leak.
-            return Action(agent_id, "accept", match.message, {"price": standing})
-        return Action(agent_id, match.kind, match.message)
-
     def private_facts(self, agent_id: str) -> tuple[PrivateFact, ...]:
         if agent_id == BUYER:
             target = self.scenario.buyer_target
@@ -318,10 +296,7 @@ class CraigslistEnv(AlternatingTurns, Environment[CraigslistScenario]):
 
     # ---------------------------------------------------------------------------------------- rules
     def _reset(self, scenario: CraigslistScenario) -> list[Event]:
-        self._turn = 0
-        self._standing: dict[str, float | None] = {BUYER: None, SELLER: None}  # offer made BY each side
-        self._deal_price: float | None = None
-        self._ending = "max_turns"
+        self._start_haggle()
         public = {"title": scenario.title, "category": scenario.category, "listing_price": scenario.listing_price}
         buyer_public = {**public, "description": list(scenario.buyer_description)}
         seller_public = {**public, "description": list(scenario.description)}
@@ -346,56 +321,6 @@ class CraigslistEnv(AlternatingTurns, Environment[CraigslistScenario]):
             Observation(SELLER, seller_text, {"role": SELLER, "private": {}, "public": seller_public}, private=True),
             self._turn_for(BUYER),
         ]
-
-    def _turn_for(self, agent_id: str) -> Event:
-        standing = self._standing[self._other(agent_id)]
-        allowed = ["message", "offer", "quit"] + (["accept", "reject"] if standing is not None else [])
-        text = f"Your turn ({self._turn + 1}/{self.scenario.max_turns})."
-        if standing is not None:
-            text += f" Standing offer from the {self._other(agent_id)}: ${standing:g}."
-        pending = {"price": standing} if standing is not None else None
-        return self._request_turn(
-            agent_id,
-            allowed,
-            text,
-            {"turn": self._turn, "max_turns": self.scenario.max_turns, "pending_offer": pending},
-        )
-
-    def _validate(self, action: Action) -> str | None:
-        if action.kind == "offer":
-            reason = check_number(action.payload.get("price"), what="an offer's price", above=0, maximum=MAX_PRICE)
-            if reason is not None:
-                return reason
-        if action.kind == "message" and not action.text.strip():
-            return "a message cannot be empty"
-        if action.kind == "accept" and "price" in action.payload:
-            standing = self._standing[self._other(action.agent_id)]
-            if action.payload["price"] != standing:
-                return f"the standing offer is ${standing:g}, not ${action.payload['price']}"
-        return None
-
-    def _apply(self, action: Action) -> list[Event]:
-        actor, other = action.agent_id, self._other(action.agent_id)
-        self._turn += 1
-        said = f"The {actor} says: {action.text}" if action.text else f"The {actor}:"
-        if action.kind == "offer":
-            price = float(action.payload["price"])
-            self._standing[actor] = price
-            relay = self._relay(action, other, f"{said}\n[offers ${price:g}]", {"offer": {"price": price}})
-        elif action.kind == "accept":
-            self._deal_price = self._standing[other]
-            self._ending = "deal"
-            note = f"{said}\n[accepts ${self._deal_price:g}]"
-            return self._finish([self._relay(action, other, note, {"accepted": {"price": self._deal_price}})])
-        elif action.kind == "quit":
-            self._ending = "quit"
-            return self._finish([self._relay(action, other, f"{said}\n[quits]")])
-        elif action.kind == "reject":
-            self._standing[other] = None
-            relay = self._relay(action, other, f"{said}\n[rejects your offer]", {"rejected": True})
-        else:
-            relay = self._relay(action, other, said)
-        return self._next_turn(other, [relay])
 
     def _compute_outcome(self) -> Outcome:
         s = self.scenario

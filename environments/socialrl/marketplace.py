@@ -10,9 +10,11 @@
 | reward | zone = buyer_reservation - seller_reservation. buyer = clip((buyer_reservation - price) / zone, 0, 1); seller = clip((price - seller_reservation) / zone, 0, 1); no deal = 0 for both. Raw utility: the side's surplus in dollars (buyer_reservation - price, price - seller_reservation) |
 | termination | an accepted offer (deal), `end` (no deal), or `max_turns` turns (default 20; no deal); a turn forfeited after exhausted retries still counts |
 
-Invalid actions (empty text, an offer without a positive price, accepting or rejecting when no offer
-stands, accepting a price other than the standing one) are counted; after `max_invalid_retries` retries
-the turn is forfeited and passes to the other side (it counts towards `max_turns`).
+Invalid actions (unparseable or empty text, an offer whose price is not a number (a bool or text is not one),
+not finite, not above 0 or above $1,000,000,000, accepting or rejecting when no offer stands, accepting a price
+other than the standing one) are counted; after `max_invalid_retries` retries the turn is forfeited and passes
+to the other side (it counts towards `max_turns`). The moves and these checks are shared with Craigslist
+(environments/socialrl/price_offers.py).
 
 Data: the SocialReasoning-Bench marketplace tasks (`shared/data/srbench-marketplace/*.yaml`, a `tasks:`
 list). Each task gives the product name and listed price, and per side an instruction message (kept as the
@@ -33,12 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from environments.core.alternating import AlternatingTurns
 from environments.core.base import (
     ActionSpec,
     Environment,
     Outcome,
-    ParseError,
     PrivateFact,
     RoleOutcome,
     Scenario,
@@ -46,36 +46,23 @@ from environments.core.base import (
     check_max_turns,
 )
 from environments.core.data import (
-    DataFileError,
     Loaded,
     RecordError,
-    dataset_path,
     describe_type,
     get_field,
-    load_records,
-    read_text_file,
+    load_yaml_tasks,
 )
-from environments.core.events import Action, Event, Observation
-from environments.core.grammar import (
-    NUMBER,
-    NumberError,
-    cap_reply,
-    check_number,
-    find_last_command,
-    own_line,
-    read_number,
-    squeeze,
-)
+from environments.core.events import Event, Observation
+from environments.core.grammar import NUMBER, own_line
 from environments.core.registry import register
 from environments.socialrl.bargaining import DealSpace, PriceDealSpace
+from environments.socialrl.price_offers import PriceHaggle, PriceMoves, check_price
 
 BUYER, SELLER = "buyer", "seller"
 ROLES = (BUYER, SELLER)
 DATA_DIR = "srbench-marketplace"
 DATASET_FILES = ("small.yaml", "medium.yaml", "small-whimsical-privacy.yaml")
 """The SRBench marketplace files in the shared data folder; every record of each loads."""
-MAX_PRICE = 1e9
-"""Largest price an offer or a scenario may state."""
 
 _PRODUCTS = (
     (
@@ -140,7 +127,7 @@ class MarketplaceScenario(Scenario):
             if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
                 raise ScenarioError(f"{sid}: {name} must be a string or None, got {getattr(self, name)!r}")
         for name in ("listed_price", "buyer_reservation", "seller_reservation"):
-            reason = check_number(getattr(self, name), what=name, above=0, maximum=MAX_PRICE)
+            reason = check_price(getattr(self, name), name)
             if reason is not None:
                 raise ScenarioError(f"{sid}: {reason}")
         if not self.seller_reservation < self.buyer_reservation:
@@ -207,11 +194,22 @@ _DETAILS = re.compile(r"^\s*Product details:\s*(.+)$", re.MULTILINE)
 
 
 @register
-class MarketplaceEnv(AlternatingTurns, Environment[MarketplaceScenario]):
-    """Single-issue price negotiation with private reservation prices on both sides."""
+class MarketplaceEnv(PriceHaggle, Environment[MarketplaceScenario]):
+    """Single-issue price negotiation with private reservation prices on both sides (moves:
+    environments/socialrl/price_offers.py)."""
 
     env_id: ClassVar[str] = "marketplace-v0"
     scenario_type: ClassVar[type[Scenario]] = MarketplaceScenario
+    moves: ClassVar[PriceMoves] = PriceMoves(
+        message="send_message",
+        offer="make_offer",
+        accept="accept_offer",
+        reject="reject",
+        walk_away="end",
+        walk_away_ending="ended",
+        walk_away_note="[ends the negotiation]",
+    )
+    commands: ClassVar[Mapping[str, str]] = _COMMANDS
 
     @property
     def agent_ids(self) -> tuple[str, ...]:
@@ -239,29 +237,15 @@ class MarketplaceEnv(AlternatingTurns, Environment[MarketplaceScenario]):
     ) -> Loaded[MarketplaceScenario]:
         """Scenarios from one SRBench marketplace YAML file (default: the shared small.yaml).
 
-        Ids are "srbench-marketplace-<file stem>:<task id>". Records are the tasks of the `tasks:` list,
-        numbered from 0. Raises DataFileError naming the file, the record and the field when the file is
-        missing, unreadable, empty or malformed; `skip_bad` loads the good tasks and reports the bad ones
-        (environments/core/data.py)."""
-        import yaml
-
-        path = Path(path) if path is not None else dataset_path(DATA_DIR, "small.yaml")
-        if path is None:
-            raise DataFileError(f"{DATA_DIR}/small.yaml", "the shared dataset is not present")
-        try:
-            document = yaml.safe_load(read_text_file(path))
-        except yaml.YAMLError as exc:
-            raise DataFileError(path, f"cannot read YAML: {exc}") from exc
-        tasks = document.get("tasks") if isinstance(document, dict) else None
-        if not isinstance(tasks, list):
-            raise DataFileError(path, "expected a mapping with a `tasks:` list")
-        source = f"srbench-marketplace-{Path(path).stem}"
-        return load_records(
+        Ids are "srbench-marketplace-<file stem>:<task id>". Records are the tasks of the `tasks:` list (or of
+        a bare list of tasks), numbered from 0. Raises DataFileError naming the file, the record and the field
+        when the file is missing, unreadable, empty or malformed; `skip_bad` loads the good tasks and reports
+        the bad ones (`load_yaml_tasks`, environments/core/data.py)."""
+        return load_yaml_tasks(
             path,
-            enumerate(tasks),
-            lambda task, index: _scenario_from_task(task, index, source, max_turns),
+            (DATA_DIR, "small.yaml"),
+            lambda task, index, file: _scenario_from_task(task, index, f"srbench-marketplace-{file.stem}", max_turns),
             skip_bad=skip_bad,
-            what="task",
         )
 
     # ------------------------------------------------------------------------------ action grammar
@@ -281,28 +265,6 @@ class MarketplaceEnv(AlternatingTurns, Environment[MarketplaceScenario]):
             examples=("It is in great condition, but I can come down a little.\nOFFER $150", "Deal!\nACCEPT"),
         )
 
-    def parse(self, agent_id: str, text: str) -> Action | ParseError:
-        text = cap_reply(text, self.max_reply_chars)
-        if not text.strip():
-            return ParseError("empty reply; write a message or a command such as `OFFER $120`")
-        match = find_last_command(text, _COMMANDS)
-        if match is None:
-            return Action(agent_id, "send_message", squeeze(text))
-        if match.kind == "make_offer":
-            token = match.groups.get("price") or match.groups.get("price2")
-            if token is None:
-                return ParseError("`OFFER` needs a price, e.g. `OFFER $120`")
-            price = read_number(token, what="the price", above=0, maximum=MAX_PRICE)
-            if isinstance(price, NumberError):
-                return ParseError(f"`OFFER` needs a price, e.g. `OFFER $120`: {price.message}")
-            return Action(agent_id, "make_offer", match.message, {"price": price})
-        if match.kind == "accept_offer":
-            standing = getattr(self, "_standing", {}).get(self._other(agent_id))  # parse may run before reset
-            if standing is not None:
-                # Echo the accepted price so that restating it is not mistaken for a leak.
-                return Action(agent_id, "accept_offer", match.message, {"price": standing})
-        return Action(agent_id, match.kind, match.message)
-
     def private_facts(self, agent_id: str) -> tuple[PrivateFact, ...]:
         side = "maximum" if agent_id == BUYER else "minimum"
         return (
@@ -316,10 +278,7 @@ class MarketplaceEnv(AlternatingTurns, Environment[MarketplaceScenario]):
 
     # ---------------------------------------------------------------------------------------- rules
     def _reset(self, scenario: MarketplaceScenario) -> list[Event]:
-        self._turn = 0
-        self._standing: dict[str, float | None] = {BUYER: None, SELLER: None}  # offer made BY each side
-        self._deal_price: float | None = None
-        self._ending = "max_turns"
+        self._start_haggle()
         public = {
             "product": scenario.product,
             "listed_price": scenario.listed_price,
@@ -360,56 +319,6 @@ class MarketplaceEnv(AlternatingTurns, Environment[MarketplaceScenario]):
         if s.adversary == role:
             text += f"\n\n{s.adversary_instructions.strip()}"
         return text
-
-    def _turn_for(self, agent_id: str) -> Event:
-        standing = self._standing[self._other(agent_id)]
-        allowed = ["send_message", "make_offer", "end"] + (["accept_offer", "reject"] if standing is not None else [])
-        text = f"Your turn ({self._turn + 1}/{self.scenario.max_turns})."
-        if standing is not None:
-            text += f" Standing offer from the {self._other(agent_id)}: ${standing:g}."
-        pending = {"price": standing} if standing is not None else None
-        return self._request_turn(
-            agent_id,
-            allowed,
-            text,
-            {"turn": self._turn, "max_turns": self.scenario.max_turns, "pending_offer": pending},
-        )
-
-    def _validate(self, action: Action) -> str | None:
-        if action.kind == "make_offer":
-            reason = check_number(action.payload.get("price"), what="an offer's price", above=0, maximum=MAX_PRICE)
-            if reason is not None:
-                return reason
-        if action.kind == "send_message" and not action.text.strip():
-            return "a message cannot be empty"
-        if action.kind == "accept_offer" and "price" in action.payload:
-            standing = self._standing[self._other(action.agent_id)]
-            if action.payload["price"] != standing:
-                return f"the standing offer is ${standing:g}, not ${action.payload['price']}"
-        return None
-
-    def _apply(self, action: Action) -> list[Event]:
-        actor, other = action.agent_id, self._other(action.agent_id)
-        self._turn += 1
-        said = f"The {actor} says: {action.text}" if action.text else f"The {actor}:"
-        if action.kind == "make_offer":
-            price = float(action.payload["price"])
-            self._standing[actor] = price
-            relay = self._relay(action, other, f"{said}\n[offers ${price:g}]", {"offer": {"price": price}})
-        elif action.kind == "accept_offer":
-            self._deal_price = self._standing[other]
-            self._ending = "deal"
-            note = f"{said}\n[accepts ${self._deal_price:g}]"
-            return self._finish([self._relay(action, other, note, {"accepted": {"price": self._deal_price}})])
-        elif action.kind == "end":
-            self._ending = "ended"
-            return self._finish([self._relay(action, other, f"{said}\n[ends the negotiation]")])
-        elif action.kind == "reject":
-            self._standing[other] = None
-            relay = self._relay(action, other, f"{said}\n[rejects your offer]", {"rejected": True})
-        else:
-            relay = self._relay(action, other, said)
-        return self._next_turn(other, [relay])
 
     def _compute_outcome(self) -> Outcome:
         s = self.scenario
