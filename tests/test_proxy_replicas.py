@@ -375,7 +375,10 @@ def test_killing_a_real_replica_mid_batch_loses_no_call(
             kill_server(second_engine.process)  # SIGKILL, its whole process group: a crash
             return await asyncio.gather(*calls)
 
+    tries_before = sum(s["calls"] for s in proxy.replicas.snapshot().values())
     answers = asyncio.run(batch())
+    tries = sum(s["calls"] for s in proxy.replicas.snapshot().values()) - tries_before
+    assert tries > len(answers)  # the calls in flight on the victim were sent again, to the survivor
     assert [r.status_code for r in answers] == [200] * 12, [r.text for r in answers if r.status_code != 200]
     found = [row_for(replicated.config.table_root, r.headers["x-request-id"]) for r in answers]
     assert all(r["status_code"] == 200 and len(r["completion_token_ids"]) == 64 for r in found)

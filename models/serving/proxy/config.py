@@ -27,8 +27,9 @@ class ProxyConfig:
     table_root: Path
     """Root of the TableStore the rows go to (table `recorded_calls`)."""
     routes: Mapping[str, str] = field(default_factory=dict)
-    """Model name -> upstream (one of `upstreams`). Models not listed go to the replica with the fewest calls in flight (ties round-robin); a pinned model goes
-    only to its upstream, also when that one is out of rotation."""
+    """Model name -> upstream (one of `upstreams`). Models not listed go to the replica with the fewest calls
+    in flight (ties round-robin); a pinned model goes only to its upstream, also when that one is out of
+    rotation."""
     base_models: tuple[str, ...] = ()
     """Base model names, used for `adapter_version` only when an upstream's /v1/models cannot tell
     (see `RolloutProxy.adapter_version`)."""
