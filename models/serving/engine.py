@@ -16,10 +16,15 @@ including /v1/load_lora_adapter, so runtime LoRA loading goes only through the p
 small middleware for the routes vLLM leaves open (models/serving/vllm_guard/). A `host` other than loopback
 is refused without a key. The server gets an explicit, minimal environment (`VLLMEngine.environment`), not
 every variable of the parent: the token travels in VLLM_API_KEY there, never on the command line.
+
+Several replicas: start N `VLLMEngine`s (same model, same token), put their base URLs in
+`ProxyConfig.upstreams`, and load adapters through `EngineGroup(clients)`, which loads each version on every
+replica or on none (docs/scale_out.md, "Several engines behind one proxy").
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import subprocess
@@ -235,6 +240,85 @@ class EngineClient:
 
     def close(self) -> None:
         self.http.close()
+
+
+class EngineGroup(EngineClient):
+    """Several engine replicas (serving the same base model, e.g. behind one proxy) as one EngineClient.
+
+    Adapters are loaded on every replica before `load_adapter` returns, so a new version is never used while
+    only some replicas serve it (the proxy may send its calls to any replica); if one replica refuses, the
+    replicas that did load it unload it again and EngineError is raised: never half-deployed. `models()` lists
+    what any replica serves (so that callers' "unload the name if served, then load" sequences also clear a
+    stale copy); `models_by_replica()` tells them apart. Scoring and chat go to the replicas in turn.
+    A subclass so that every caller typed for EngineClient (PPO's and MOPD's adapter sync, stage1.serve_adapter)
+    takes a group unchanged; it owns its clients and closes them.
+    """
+
+    def __init__(self, clients: Sequence[EngineClient]) -> None:
+        # No super().__init__(): a group has no connection of its own; everything goes through its replicas.
+        self.clients = tuple(clients)
+        if not self.clients:
+            raise ValueError("an EngineGroup needs at least one engine client")
+        urls = [c.base_url for c in self.clients]
+        if len(set(urls)) != len(urls):
+            raise ValueError(f"the replicas must be distinct engines, got {urls}")
+        self.base_url = urls[0]
+        self.http = self.clients[0].http
+        self._turn = 0
+
+    @property
+    def base_urls(self) -> tuple[str, ...]:
+        """Every replica's OpenAI base URL (what ProxyConfig.upstreams takes)."""
+        return tuple(c.base_url for c in self.clients)
+
+    def _next(self) -> EngineClient:
+        client = self.clients[self._turn % len(self.clients)]
+        self._turn += 1
+        return client
+
+    def healthy(self) -> bool:
+        """Every replica answers /health."""
+        return all(c.healthy() for c in self.clients)
+
+    def models_by_replica(self) -> dict[str, list[str]]:
+        """Replica base URL -> the model ids it serves."""
+        return {c.base_url: c.models() for c in self.clients}
+
+    def models(self) -> list[str]:
+        """Model ids served by any replica, in first-seen order."""
+        return list(dict.fromkeys(m for served in self.models_by_replica().values() for m in served))
+
+    def load_adapter(self, name: str, path: str | Path) -> None:
+        """Load the adapter on every replica, or on none (rolls back and raises EngineError naming the replica)."""
+        loaded: list[EngineClient] = []
+        for client in self.clients:
+            try:
+                client.load_adapter(name, path)
+            except (EngineError, httpx.HTTPError) as exc:
+                for done in loaded:
+                    # A failed rollback leaves that replica's copy; the error below still says the load failed.
+                    with contextlib.suppress(EngineError, httpx.HTTPError):
+                        done.unload_adapter(name)
+                raise EngineError(f"replica {client.base_url} did not load adapter {name!r}: {exc}") from exc
+            loaded.append(client)
+
+    def unload_adapter(self, name: str) -> None:
+        """Unload the adapter from every replica that serves it; EngineError when none does or one refuses."""
+        holders = [c for c in self.clients if name in c.models()]
+        if not holders:
+            raise EngineError(f"unloading adapter {name!r} failed: no replica serves it")
+        for client in holders:
+            client.unload_adapter(name)
+
+    def chat(self, **body: Any) -> dict[str, Any]:
+        return self._next().chat(**body)
+
+    def prompt_logprobs(self, model: str, token_ids: Sequence[int], top_k: int) -> list[dict[int, float] | None]:
+        return self._next().prompt_logprobs(model, token_ids, top_k)
+
+    def close(self) -> None:
+        for client in self.clients:
+            client.close()
 
 
 class VLLMEngine:

@@ -35,9 +35,13 @@ token (`api_key`) every route but /health needs it; a non-loopback `host` needs 
 Run it as a process: `python -m models.serving.proxy --upstream http://127.0.0.1:8000/v1 --port 8100`, or from
 Python with `ProxyServer(config)` (a subprocess) or `ProxyThread(config)` (uvicorn in a thread).
 
-The package: config.py (ProxyConfig), recorder.py (CallRecorder: buffer, shards, dead letters), app.py
-(RolloutProxy, the FastAPI app, authentication), server.py (ProxyServer, ProxyThread), cli.py (the command
-line). Subprocesses are spawned and stopped by models/serving/process.py, shared with the engine.
+Several upstreams are replicas of one engine: each call goes to the replica with the fewest calls in flight,
+a replica that fails in transport or on /health leaves the rotation until a probe succeeds, and a call that
+failed on one replica is retried on another; its row names the replica that answered (docs/scale_out.md).
+
+The package: config.py (ProxyConfig), recorder.py (CallRecorder: buffer, shards, dead letters), replicas.py
+(Replicas: least-outstanding choice, health state), app.py (RolloutProxy, the FastAPI app, authentication),
+server.py (ProxyServer, ProxyThread), cli.py (the command line). Subprocesses are spawned and stopped by models/serving/process.py, shared with the engine.
 """
 
 from __future__ import annotations

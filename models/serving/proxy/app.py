@@ -12,7 +12,7 @@ import logging
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,6 +26,7 @@ from environments.core.grammar import show
 from models.records import RECORDED_CALLS_COLUMNS
 from models.serving.proxy.config import ProxyConfig
 from models.serving.proxy.recorder import CallRecorder
+from models.serving.proxy.replicas import Replicas
 from models.storage import TableStore
 
 log = logging.getLogger("socialrl.proxy")
@@ -154,6 +155,13 @@ class BodyTooLarge(Exception):
     pass
 
 
+class UpstreamFailure:
+    """A try that got no usable answer from an upstream: a timeout (504) or a transport failure (502)."""
+
+    def __init__(self, upstream: str, status: int, type_: str, cause: BaseException) -> None:
+        self.upstream, self.status, self.type_, self.cause = upstream, status, type_, cause
+
+
 # ---------------------------------------------------------------------------------------------- the proxy
 class RolloutProxy:
     """Forwarding, recording and the small amount of state (upstream models) the app needs."""
@@ -162,7 +170,8 @@ class RolloutProxy:
         self.config = config
         self.store = TableStore(config.table_root)
         self.recorder = CallRecorder(self.store, config.flush_every, config.flush_interval_s)
-        self._cycle = itertools.cycle(config.upstreams)
+        self.replicas = Replicas(config.upstreams)
+        self._health_task: asyncio.Task[None] | None = None
         self._models: dict[str, dict[str, str | None]] = {}  # upstream -> model id -> parent
         self._model_locks: dict[str, asyncio.Lock] = {}
         self.pools: list[httpx.AsyncClient] = []
@@ -188,18 +197,99 @@ class RolloutProxy:
         self.recorder.start()
         # Learn the upstreams' models in the background: a slow or dead upstream must not delay start-up.
         self._startup = [asyncio.create_task(self.refresh_models(u)) for u in self.config.upstreams]
+        if len(self.config.upstreams) > 1:
+            self._health_task = asyncio.create_task(self._probe_forever())
 
     async def stop(self) -> None:
-        for task in self._startup:
+        tasks = [*self._startup, *([self._health_task] if self._health_task else [])]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._startup, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         await self.recorder.close()
         for pool in self.pools:
             await pool.aclose()
 
     # ------------------------------------------------------------------------------------ routing
-    def route(self, model: str) -> str:
-        return self.config.routes.get(model) or next(self._cycle)
+    def route(self, model: str, tried: Sequence[str] = ()) -> str | None:
+        """The upstream for the next try of a call for `model`: its pinned upstream (`routes`; only once), else
+        the replica with the fewest calls in flight not yet tried (replicas.py); None when none is left."""
+        pinned = self.config.routes.get(model)
+        if pinned is not None:
+            return None if tried else pinned
+        return self.replicas.choose(exclude=tried)
+
+    async def probe(self, upstream: str) -> bool:
+        """GET the upstream's /health (its base URL without `/v1`); alive unless no answer or HTTP 5xx (an
+        endpoint without a /health route answers 404 and counts as alive). Updates the rotation."""
+        try:
+            response = await self.pools[0].get(
+                f"{upstream.removesuffix('/v1')}/health", timeout=min(5.0, self.config.upstream_timeout_s)
+            )
+            alive, reason = response.status_code < 500, f"/health answered HTTP {response.status_code}"
+        except httpx.HTTPError as exc:
+            alive, reason = False, f"/health failed: {type(exc).__name__}: {exc}"
+        if alive:
+            was_down = not self.replicas.states[upstream].healthy
+            self.replicas.mark_up(upstream)
+            if was_down:  # perhaps a restarted engine: learn its models again
+                await self.refresh_models(upstream)
+        else:
+            self.replicas.mark_down(upstream, reason)
+        return alive
+
+    async def _probe_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.health_interval_s)
+            try:
+                await asyncio.gather(*(self.probe(u) for u in self.config.upstreams))
+            except Exception:  # a probe must never end the loop that brings replicas back
+                log.exception("health probe failed")
+
+    async def _try(
+        self, upstream: str, path: str, content: str, headers: Mapping[str, str]
+    ) -> httpx.Response | UpstreamFailure:
+        """One upstream's answer, retried `upstream_retries` times on the same upstream after a transport
+        failure before any answer (connection refused, a kept-alive connection closed as it was reused)."""
+        with self.replicas.outstanding(upstream):
+            for retry in range(self.config.upstream_retries + 1):
+                try:
+                    return await next(self._pool_cycle).post(f"{upstream}{path}", content=content, headers=headers)
+                except httpx.TimeoutException as exc:
+                    return UpstreamFailure(upstream, 504, "upstream_timeout", exc)
+                except httpx.TransportError as exc:
+                    if retry < self.config.upstream_retries:
+                        log.info("upstream %s failed in transport (%r); trying again", upstream, exc)
+                        continue
+                    return UpstreamFailure(upstream, 502, "upstream_unavailable", exc)
+        raise AssertionError("unreachable")
+
+    async def forward(
+        self, model: str, path: str, content: str, headers: Mapping[str, str]
+    ) -> tuple[str, httpx.Response | UpstreamFailure]:
+        """Send the call to replicas until one answers, and say which one did.
+
+        A transport failure takes the replica out of rotation; a timeout or an HTTP 5xx does when the replica's
+        /health then fails too (a dead engine), and the call moves on to another replica not yet tried. A timeout
+        or 5xx from a replica whose /health is fine is the call's answer (a slow generation, or a request the
+        engine rejects: retrying it elsewhere could only repeat it). When no replica is left to try, the last
+        failure is the answer."""
+        tried: list[str] = []
+        upstream = self.route(model) or self.config.upstreams[0]  # route() names one when nothing was tried
+        while True:
+            tried.append(upstream)
+            result = await self._try(upstream, path, content, headers)
+            if isinstance(result, httpx.Response) and result.status_code < 500:
+                self.replicas.mark_up(upstream)
+                return upstream, result
+            if model in self.config.routes or len(tried) == len(self.config.upstreams):
+                return upstream, result  # no other replica to try
+            if isinstance(result, UpstreamFailure) and result.status == 502:
+                self.replicas.mark_down(upstream, f"{type(result.cause).__name__}: {result.cause}")
+            elif await self.probe(upstream):
+                return upstream, result
+            what = result.status_code if isinstance(result, httpx.Response) else repr(result.cause)
+            log.warning("call to %s failed (%s); trying another replica", upstream, what)
+            upstream = self.route(model, tried) or tried[0]
 
     async def refresh_models(self, upstream: str) -> bool:
         """Re-read the upstream's /v1/models (model id -> parent); False when it cannot be read."""
@@ -400,26 +490,13 @@ class RolloutProxy:
                 400, exc.message, "invalid_request_error", {k: v for k, v in body.items() if k != "model"}
             )
 
-        upstream = self.route(model)
         forward_headers = {"content-type": "application/json", "x-request-id": request_id}
         content = json.dumps(self.upstream_body(endpoint, body))
-        for retry in range(self.config.upstream_retries + 1):
-            try:
-                response = await next(self._pool_cycle).post(
-                    f"{upstream}{path}", content=content, headers=forward_headers
-                )
-                break
-            except httpx.TimeoutException as exc:
-                return await self._failed(
-                    request_id, endpoint, upstream, tags, body, started, 504, "upstream_timeout", exc
-                )
-            except httpx.TransportError as exc:
-                if retry < self.config.upstream_retries:
-                    log.info("upstream %s failed in transport (%r); trying again", upstream, exc)
-                    continue
-                return await self._failed(
-                    request_id, endpoint, upstream, tags, body, started, 502, "upstream_unavailable", exc
-                )
+        upstream, response = await self.forward(model, path, content, forward_headers)
+        if isinstance(response, UpstreamFailure):
+            return await self._failed(
+                request_id, endpoint, upstream, tags, body, started, response.status, response.type_, response.cause
+            )
 
         status = response.status_code
         if status != 200:
@@ -491,6 +568,7 @@ class RolloutProxy:
             "calls": self.calls,
             **self.recorder.counters(),
             "upstreams": list(self.config.upstreams),
+            "replicas": self.replicas.snapshot(),
         }
 
 

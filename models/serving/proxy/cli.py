@@ -31,6 +31,7 @@ def parse_args(argv: Sequence[str] | None = None) -> ProxyConfig:
     p.add_argument("--upstream-kind", choices=UPSTREAM_KINDS, default=ProxyConfig.upstream_kind)
     p.add_argument("--upstream-timeout", type=float, default=ProxyConfig.upstream_timeout_s)
     p.add_argument("--upstream-retries", type=int, default=ProxyConfig.upstream_retries)
+    p.add_argument("--health-interval", type=float, default=ProxyConfig.health_interval_s)
     p.add_argument("--keepalive-expiry", type=float, default=ProxyConfig.keepalive_expiry_s)
     p.add_argument("--max-connections", type=int, default=ProxyConfig.max_connections)
     p.add_argument("--upstream-pools", type=int, default=ProxyConfig.upstream_pools)
@@ -60,6 +61,7 @@ def parse_args(argv: Sequence[str] | None = None) -> ProxyConfig:
         upstream_kind=args.upstream_kind,
         upstream_timeout_s=args.upstream_timeout,
         upstream_retries=args.upstream_retries,
+        health_interval_s=args.health_interval,
         keepalive_expiry_s=args.keepalive_expiry,
         max_connections=args.max_connections,
         upstream_pools=args.upstream_pools,

@@ -21,11 +21,15 @@ class ProxyConfig:
     """How the rollout proxy forwards and records calls."""
 
     upstreams: tuple[str, ...]
-    """OpenAI base URLs of the engines (including `/v1`, e.g. http://127.0.0.1:8000/v1); one or more."""
+    """OpenAI base URLs of the engines (including `/v1`, e.g. http://127.0.0.1:8000/v1); one or more. Several
+    upstreams are replicas serving the same models: calls go to the one with the fewest calls in flight
+    (models/serving/proxy/replicas.py), and a call that fails in transport on one is retried on another."""
     table_root: Path
     """Root of the TableStore the rows go to (table `recorded_calls`)."""
     routes: Mapping[str, str] = field(default_factory=dict)
-    """Model name -> upstream (one of `upstreams`). Models not listed go round-robin over all upstreams."""
+    """Model name -> upstream (one of `upstreams`). Models not listed go to the replica with the fewest calls
+    in flight (ties round-robin); a pinned model goes only to its upstream, also when that one is out of
+    rotation."""
     base_models: tuple[str, ...] = ()
     """Base model names, used for `adapter_version` only when an upstream's /v1/models cannot tell
     (see `RolloutProxy.adapter_version`)."""
@@ -47,6 +51,10 @@ class ProxyConfig:
     upstream_retries: int = 1
     """Extra tries of an upstream call that failed in transport before any answer (connection refused, or
     a kept-alive connection the engine closed just as it was reused); timeouts are not retried."""
+    health_interval_s: float = 5.0
+    """Seconds between health probes (GET <upstream without /v1>/health) of every upstream when there are
+    several: a replica whose probe fails (no answer, or HTTP 5xx) leaves the rotation, one out of it whose
+    probe succeeds comes back. A single upstream is never probed in the background."""
     keepalive_expiry_s: float = 4.0
     """Idle seconds after which the proxy drops a kept-alive upstream connection; keep it below the
     engine's own keep-alive timeout (vLLM: 5 s) so that the proxy, not the engine, closes idle ones."""
@@ -98,6 +106,8 @@ class ProxyConfig:
             raise ValueError(f"upstream_timeout_s must be > 0, got {self.upstream_timeout_s}")
         if self.upstream_retries < 0:
             raise ValueError(f"upstream_retries must be >= 0, got {self.upstream_retries}")
+        if not self.health_interval_s > 0:
+            raise ValueError(f"health_interval_s must be > 0, got {self.health_interval_s}")
         if not self.keepalive_expiry_s > 0:
             raise ValueError(f"keepalive_expiry_s must be > 0, got {self.keepalive_expiry_s}")
         if self.max_connections < 1:

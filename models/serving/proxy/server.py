@@ -80,6 +80,7 @@ class ProxyServer(_ProxyAddress):
             "--upstream-kind", c.upstream_kind,
             "--upstream-timeout", repr(c.upstream_timeout_s),
             "--upstream-retries", str(c.upstream_retries),
+            "--health-interval", repr(c.health_interval_s),
             "--keepalive-expiry", repr(c.keepalive_expiry_s),
             "--max-connections", str(c.max_connections),
             "--upstream-pools", str(c.upstream_pools),
