@@ -493,3 +493,35 @@ def test_a_proxy_does_not_outlive_a_killed_parent(tmp_path: Path) -> None:
         time.sleep(0.1)
     stat = Path(f"/proc/{proxy_pid}/stat")
     assert not stat.exists() or stat.read_text().split()[2] == "Z"
+
+
+def test_the_subprocess_command_carries_every_setting(tmp_path: Path) -> None:
+    """ProxyServer's command line, read back by the proxy's own CLI, gives the same config (tokens travel in
+    the environment, never on the command line)."""
+    import dataclasses
+
+    from models.serving.proxy.cli import parse_args
+    from models.serving.proxy.server import ProxyServer
+
+    config = ProxyConfig(
+        upstreams=("http://127.0.0.1:1/v1", "http://127.0.0.1:2/v1"),
+        routes={"m": "http://127.0.0.1:2/v1"},
+        base_models=("base",),
+        table_root=tmp_path,
+        flush_every=7,
+        flush_interval_s=0.25,
+        max_body_bytes=12345,
+        upstream_timeout_s=9.5,
+        upstream_retries=3,
+        health_interval_s=1.5,
+        keepalive_expiry_s=2.5,
+        max_connections=17,
+        upstream_pools=3,
+        max_json_depth=9,
+        port=8123,
+        log_level="debug",
+    )
+    server = ProxyServer(config)
+    command = server.command()
+    back = parse_args(command[command.index("models.serving.proxy") + 1 :])
+    assert back == dataclasses.replace(config, port=server.port)

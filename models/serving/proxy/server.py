@@ -84,6 +84,7 @@ class ProxyServer(_ProxyAddress):
             "--keepalive-expiry", repr(c.keepalive_expiry_s),
             "--max-connections", str(c.max_connections),
             "--upstream-pools", str(c.upstream_pools),
+            "--max-json-depth", str(c.max_json_depth),
             "--log-level", c.log_level,
         ]  # fmt: skip
         return cmd
