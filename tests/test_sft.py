@@ -104,7 +104,7 @@ def test_settings_are_checked() -> None:
 
 @pytest.mark.slow
 def test_sft_lowers_the_held_out_loss_and_saves_a_loadable_adapter(
-    tiny_model_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tiny_model_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
@@ -119,6 +119,7 @@ def test_sft_lowers_the_held_out_loss_and_saves_a_loadable_adapter(
     # Progress: one line per optimiser step with its loss and rate.
     progress = [r.getMessage() for r in caplog.records if r.getMessage().startswith("SFT step")]
     assert len(progress) == 15 and "loss" in progress[-1] and "tok/s" in progress[-1]
+    assert "{'loss'" not in capsys.readouterr().out  # the trainer's own log dicts stay off the console
     assert result.examples == 24 and result.steps == 15  # one example per conversation
     assert result.eval_loss_after < result.eval_loss_before - 0.3
     assert [s["step"] for s in steps] == list(range(1, 16)) and len(result.loss_curve) == 15

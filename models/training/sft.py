@@ -267,6 +267,7 @@ def run_sft(
     `on_step` receives each optimiser step's metrics (step, loss, learning_rate, seconds)."""
     import torch
     from datasets import Dataset
+    from transformers import PrinterCallback
     from trl import SFTTrainer
 
     settings = settings or SFTSettings()
@@ -305,6 +306,8 @@ def run_sft(
     tokens_per_step = train.tokens / steps_per_epoch
     step_log = _step_logger(total_steps, tokens_per_step, on_step)
     trainer.add_callback(step_log)
+    # With tqdm off the trainer prints every log dict; the step line above is the console's one line per step.
+    trainer.remove_callback(PrinterCallback)
     before = trainer.evaluate()["eval_loss"] if eval_rows else None
     train_start = time.perf_counter()
     outcome = trainer.train()
