@@ -118,6 +118,11 @@ class TeacherTraceSet:
     env_id: str
     run_id: str
     episodes: int
+    """Traces kept (episode x seat)."""
+    teacher: str = "teacher"
+    """Which teacher played: the code teacher, or the configured model or endpoint."""
+    failed: int = 0
+    """Episodes the teacher could not finish (request errors), left out."""
 
 
 @asset(partitions_def=DOMAINS, group_name=GROUP, kinds={"python", "duckdb"})
@@ -142,7 +147,7 @@ def teacher_traces(
     summary = stage1.trace_summary(traces)
     best = max(traces, key=lambda t: t.reward)
     return Output(
-        TeacherTraceSet(env_id, run_id, len(traces)),
+        TeacherTraceSet(env_id, run_id, len(traces), collection.teacher, collection.failed),
         metadata={
             **display_metadata(summary),
             "teacher": collection.teacher,

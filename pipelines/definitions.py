@@ -163,6 +163,10 @@ JOBS = [
     stage2_job,
     champion_evaluation_job,
     model_version_evaluation_job,
+    tom_job,
+    behaviour_job,
+    leaderboard_job,
+    yoao_job,
 ]
 
 LINEAGE = (("tournament_job", False), ("stage1_job", True), ("champion_evaluation_job", False))

@@ -52,7 +52,7 @@ def run_stage2(
     instance = DagsterInstance.from_config(str(paths.dagster_home))
     done = None if force else _materialised(instance, profile, domains)
     if done is not None:
-        step = StepResult("stage2", True, 0.0, done, skipped=True)
+        step = StepResult("stage2_job", "stage2_job", None, True, 0.0, done, skipped=True)
         print(f"[stage 2] already materialised with this profile and domains (run {done[:8]}), skipped", flush=True)
         return stage1, step, _outputs_of(instance, done)
     failed = [s.name for s in stage1 if not s.success]
@@ -71,7 +71,9 @@ def run_stage2(
     seconds = time.perf_counter() - start
     failures = [e.message or "" for e in result.all_events if e.is_failure]
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-    step = StepResult("stage2", result.success, seconds, result.run_id, "; ".join(failures)[:2000])
+    step = StepResult(
+        "stage2_job", "stage2_job", None, result.success, seconds, result.run_id, "; ".join(failures)[:2000]
+    )
     print(f"[stage 2] {'ok' if result.success else 'FAILED: ' + step.error} ({seconds:.0f} s, checks {checks})")
     if not result.success:
         return stage1, step, None

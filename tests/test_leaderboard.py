@@ -144,15 +144,17 @@ def test_an_endpoint_needs_a_name_a_model_and_an_http_url() -> None:
 
 @pytest.mark.slow
 def test_the_command_line_plays_the_local_engine_and_merges_its_row(
-    vllm_engine: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    vllm_engine: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from pipelines.evaluate_endpoint import main
 
     output = tmp_path / "leaderboard.json"
     output.write_text(json.dumps([{"endpoint": "other", "profile": "smoke", "mean_reward": 0.1, "domains": {}}]))
+    monkeypatch.setenv("TEST_ENGINE_KEY", vllm_engine.config.api_key)  # the test engine is keyed like the pipeline's
     code = main([
         "--base-url", vllm_engine.base_url, "--model", "tiny", "--name", "tiny-local", "--profile", "smoke",
         "--domains", "craigslist-v0,calendar-v0", "--output", str(output), "--data-dir", str(tmp_path / "data"),
+        "--api-key-env", "TEST_ENGINE_KEY",
     ])  # fmt: skip
     assert code == 0
     rows = json.loads(output.read_text())

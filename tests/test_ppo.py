@@ -113,7 +113,9 @@ def test_ppo_learns_the_deciding_first_turn_of_a_two_turn_task(
     config = dataclasses.replace(
         base, env_id="keyword-two-turn-v0", hyper=dataclasses.replace(base.hyper, credit=credit, critic=critic)
     )
-    services = Services(vllm_engine.client, proxy.base_url, TableStore(proxy.config.table_root))
+    services = Services(
+        vllm_engine.client, proxy.base_url, TableStore(proxy.config.table_root), proxy_api_key=proxy.config.api_key
+    )
     result = train_ppo(config, tiny_model_dir, services, tmp_path / "run")
     rewards = [m["reward_mean"] for m in result.history]
     early, late = sum(rewards[:2]) / 2, sum(rewards[-2:]) / 2

@@ -40,7 +40,17 @@ def proxy(vllm_engine: object, tmp_path_factory: pytest.TempPathFactory) -> Iter
     from models.serving.proxy import ProxyConfig, ProxyServer
 
     tables = tmp_path_factory.mktemp("stage2_tables")
-    config = ProxyConfig(upstreams=(vllm_engine.base_url,), base_models=("tiny",), table_root=tables, port=0)
+    from models.serving.engine import new_token
+
+    # Keyed like the pipeline's: agents send the proxy's token, the proxy sends the engine's.
+    config = ProxyConfig(
+        upstreams=(vllm_engine.base_url,),
+        base_models=("tiny",),
+        table_root=tables,
+        port=0,
+        api_key=new_token(),
+        upstream_api_key=vllm_engine.config.api_key,
+    )
     with ProxyServer(config) as server:
         yield server
 
@@ -91,7 +101,9 @@ def test_a_teacher_the_engine_cannot_load_fails_before_any_training_step(
 
     with pytest.raises(EngineError, match="dnd-v0 teacher: the engine cannot load the adapter"):
         serve(vllm_engine.client, "teacher-dnd", tmp_path / "missing", "dnd-v0 teacher")
-    services = Services(vllm_engine.client, proxy.base_url, TableStore(proxy.config.table_root))
+    services = Services(
+        vllm_engine.client, proxy.base_url, TableStore(proxy.config.table_root), proxy_api_key=proxy.config.api_key
+    )
     output = tmp_path / "mopd"
     with pytest.raises(EngineError, match="keyword-v0: teacher adapter 'never-loaded' is not loaded"):
         train_mopd(

@@ -257,7 +257,7 @@ def test_the_teacher_traces_asset_takes_an_endpoint_and_its_key_from_an_env_var(
     assert result.success
     output = result.output_for_node("teacher_traces")
     # SMOKE has 4 teacher episodes per domain: 4 scenarios x 2 seats, the buyer of scenario 1 fails.
-    assert output["collection"]["failed"] == 1 and output["episodes"] == 7
+    assert output.failed == 1 and output.episodes == 7 and "stub" in output.teacher
     stored = TableStore(tmp_path / "data" / "tables").query("SELECT agent, count(*) AS n FROM traces GROUP BY agent")
     assert stored.n.tolist() == [7] and "stub" in stored.agent[0]
     assert stub.with_key == stub.seen > 0
