@@ -328,6 +328,8 @@ def test_the_ui_lists_the_assets_in_headless_chromium(dagster_webserver: str, tm
         [
             chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            # A tall window: the catalog renders only the rows in view, and the code location has ~50 assets.
+            "--window-size=1400,6000",
             f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=20000", "--dump-dom", url,
         ],
         capture_output=True, text=True, timeout=120,
