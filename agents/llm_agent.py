@@ -66,6 +66,10 @@ HEADER_EPISODE = "X-Episode-Id"
 HEADER_AGENT = "X-Agent-Id"
 HEADER_TURN = "X-Turn-Index"
 HEADER_ATTEMPT = "X-Attempt"
+MAX_BACKOFF_S = 8.0
+"""Longest wait between two tries of a failed call (exponential back-off from 0.5 s)."""
+TURN_MARGIN_S = 30.0
+"""Slack on top of a turn's worst case (prompt building, parsing, the event loop)."""
 
 _TEMPLATE_FIELDS = {"env_id": "", "agent_id": "", "private": "", "grammar": "", "examples": "", "tom": ""}
 _RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
@@ -127,6 +131,15 @@ class LLMAgentConfig:
     """More request fields (e.g. {"stop": [...]}); they override the fields above."""
     name: str | None = None
     """Description used in episode records (default: llm(<model>) or llm-tom(<model>))."""
+
+    @property
+    def turn_budget_s(self) -> float:
+        """The longest one turn can take: each local try's call with all its retries and the back-off between
+        them, plus a margin. A runtime turn timeout shorter than this cuts answers the agent would still give:
+        on a busy engine they become timeouts, counted as invalid actions, and the engine keeps generating the
+        abandoned calls."""
+        call = (self.request_retries + 1) * self.request_timeout_s + MAX_BACKOFF_S * self.request_retries
+        return (self.max_retries + 1) * call + TURN_MARGIN_S
 
     def __post_init__(self) -> None:
         if not self.base_url.startswith(("http://", "https://")):
@@ -409,7 +422,7 @@ class LLMAgent:
         problem = ""
         for retry in range(c.request_retries + 1):
             if retry:
-                await asyncio.sleep(min(8.0, 0.5 * 2 ** (retry - 1)))
+                await asyncio.sleep(min(MAX_BACKOFF_S, 0.5 * 2 ** (retry - 1)))
             self.metrics["calls"] += 1
             try:
                 response = await self._client().post(

@@ -149,8 +149,13 @@ def measure_ppo(base: Path, examples, critic: str) -> dict[str, float]:
 
 
 async def _replay(base_url: str, model: str, calls: list[tuple[list[int], int]], concurrency: int) -> float:
-    """The recorded calls straight to the engine, `concurrency` in flight, in recorded order: tokens/s."""
+    """The recorded calls straight to the engine, `concurrency` in flight, in recorded order: tokens/s.
+
+    A rate needs only a sample: the caller passes a few waves of calls, not the whole iteration, which
+    would take as long as the rollout itself on this machine.
+    """
     gate = asyncio.Semaphore(concurrency)
+    done = 0
     async with httpx.AsyncClient(timeout=600) as client:
 
         async def one(prompt: list[int], n: int) -> int:
@@ -166,6 +171,10 @@ async def _replay(base_url: str, model: str, calls: list[tuple[list[int], int]],
                 response = await client.post(f"{base_url}/completions", json=body)
                 response.raise_for_status()
                 usage = response.json()["usage"]
+                nonlocal done
+                done += 1
+                if done % concurrency == 0 or done == len(calls):
+                    log.info("replay %d/%d calls, %.0f s", done, len(calls), time.perf_counter() - start)
                 return int(usage["prompt_tokens"]) + int(usage["completion_tokens"])
 
         start = time.perf_counter()
@@ -173,7 +182,9 @@ async def _replay(base_url: str, model: str, calls: list[tuple[list[int], int]],
         return total / (time.perf_counter() - start)
 
 
-def measure_engine(base: Path, sft_adapter: Path, episodes: int, eager: bool, work: Path) -> dict[str, Any]:
+def measure_engine(
+    base: Path, sft_adapter: Path, episodes: int, eager: bool, work: Path, replay_calls: int
+) -> dict[str, Any]:
     """One PPO iteration (rollout, update, sync) from the SFT adapter, then the replay of its calls."""
     from models.profiles import get_profile
     from models.serving.engine import EngineConfig, VLLMEngine
@@ -223,6 +234,8 @@ def measure_engine(base: Path, sft_adapter: Path, episodes: int, eager: bool, wo
                 (list(map(int, p)), len(c))
                 for p, c in zip(calls.prompt_token_ids, calls.completion_token_ids, strict=True)
             ]
+            recorded_calls = len(replay)
+            replay = replay[:replay_calls]
             engine_rate = asyncio.run(_replay(engine.base_url, result.served_name, replay, episodes))
     iteration_s = it["time_rollout_s"] + it["time_train_s"] + it["time_sync_s"]
     return {
@@ -235,7 +248,8 @@ def measure_engine(base: Path, sft_adapter: Path, episodes: int, eager: bool, wo
         "time_train_s": it["time_train_s"],
         "time_sync_s": it["time_sync_s"],
         "rollout_tokens": it["rollout_tokens"],
-        "calls": len(replay),
+        "calls": recorded_calls,
+        "replayed_calls": len(replay),
         "update_tokens_per_s_in_iteration": it["update_tokens_per_s"],
     }
 
@@ -245,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=6, help="packed 2048-token rows for the raw loop")
     parser.add_argument("--sft-steps", type=int, default=6)
     parser.add_argument("--episodes", type=int, default=16, help="rollout episodes, all in flight")
+    parser.add_argument("--replay-calls", type=int, default=64, help="recorded calls replayed for the engine rate")
     parser.add_argument("--skip-engine", action="store_true")
     parser.add_argument("--skip-compiled", action="store_true")
     args = parser.parse_args(argv)
@@ -286,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         for eager in (True,) if args.skip_compiled else (True, False):
             name = "eager" if eager else "compiled"
             log.info("engine %s: one PPO iteration of %d episodes + replay ...", name, args.episodes)
-            modes[name] = measure_engine(base, sft.adapter_dir, args.episodes, eager, work)
+            modes[name] = measure_engine(base, sft.adapter_dir, args.episodes, eager, work, args.replay_calls)
             log.info("engine %s: %s", name, json.dumps({k: round(v, 3) for k, v in modes[name].items()}))
         result["engine_modes"] = modes
         chosen = modes["eager"]  # the cpu profile's engine

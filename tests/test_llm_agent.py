@@ -14,7 +14,14 @@ from typing import Any, ClassVar
 import httpx
 import pytest
 
-from agents.llm_agent import LLMAgent, LLMAgentConfig, LLMAgentError, drop_oldest_exchange, parse_tom
+from agents.llm_agent import (
+    TURN_MARGIN_S,
+    LLMAgent,
+    LLMAgentConfig,
+    LLMAgentError,
+    drop_oldest_exchange,
+    parse_tom,
+)
 from agents.socialrl.code_agents import make_code_agent
 from environments.core.base import ActionSpec, Environment, Outcome, ParseError, PrivateFact, RoleOutcome, Scenario
 from environments.core.events import RAW_TEXT, Action, Event, Notification, NotificationKind, Observation
@@ -417,3 +424,35 @@ def test_an_unreachable_endpoint_raises_or_forfeits_as_configured() -> None:
     action = asyncio.run(ask(quiet))
     assert action.kind == RAW_TEXT and action.text == ""
     assert quiet.metrics["request_errors"] == 1
+
+
+def test_the_turn_budget_covers_the_agents_worst_case_against_a_hanging_endpoint() -> None:
+    """Evaluations give a turn `turn_budget_s`; the agent must be done by then, on its own, even when every
+    call hangs until its timeout (every local try, every retry, every back-off)."""
+    import socket
+    import time
+
+    hanging = socket.socket()
+    hanging.bind(("127.0.0.1", 0))
+    hanging.listen(64)  # accepts connections into the backlog, never answers
+    url = f"http://127.0.0.1:{hanging.getsockname()[1]}/v1"
+    agent = LLMAgent(config(url, request_timeout_s=0.2, request_retries=2, max_retries=1, fail_on_request_error=False))
+    request = Notification("buyer", NotificationKind.TURN, "Your turn.", ("message",))
+
+    async def ask() -> Action:
+        await agent.reset("buyer", "craigslist-v0", CraigslistEnv().action_spec("buyer"), "e")
+        await agent.observe(request)
+        try:
+            return await agent.act(request)
+        finally:
+            await agent.aclose()
+
+    start = time.perf_counter()
+    try:
+        action = asyncio.run(ask())
+    finally:
+        hanging.close()
+    elapsed = time.perf_counter() - start
+    assert action.text == "" and agent.metrics["request_errors"] >= 1  # it gave up by itself
+    assert agent.metrics["calls"] == 2 * 3  # the worst case happened: 2 local tries x (1 call + 2 retries)
+    assert elapsed <= agent.config.turn_budget_s - TURN_MARGIN_S + 0.5

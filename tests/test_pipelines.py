@@ -153,7 +153,9 @@ def test_make_ui_starts_no_heavy_work_unless_configured() -> None:
 
 
 @pytest.mark.slow
-def test_smoke_lineage_materialises_with_real_resources(tmp_path: Path, tiny_model_dir: Path) -> None:
+def test_smoke_lineage_materialises_with_real_resources(
+    tmp_path: Path, tiny_model_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """What `make run` does (pipelines/run_lineage.py), on the smoke profile and two domains."""
     from models.storage import TableStore
     from models.tracking import Tracker, TrackingConfig
@@ -168,7 +170,8 @@ def test_smoke_lineage_materialises_with_real_resources(tmp_path: Path, tiny_mod
 
     environment_before = ours()
     start = time.perf_counter()
-    steps = run_lineage("smoke", ("craigslist-v0", "dnd-v0"), with_monitoring=True, data=data)
+    with caplog.at_level("INFO", logger="socialrl.evaluation"):
+        steps = run_lineage("smoke", ("craigslist-v0", "dnd-v0"), with_monitoring=True, data=data)
     print(f"smoke lineage (tournament + 2 domains + champion evaluations): {time.perf_counter() - start:.0f} s")
     # A second run skips what this instance already materialised with the profile.
     again = run_lineage("smoke", ("craigslist-v0", "dnd-v0"), with_monitoring=True, data=data)
@@ -189,6 +192,13 @@ def test_smoke_lineage_materialises_with_real_resources(tmp_path: Path, tiny_mod
     for difference in craigslist["paired"].values():
         assert difference["n"] == craigslist["policies"]["ppo"]["n"]  # every evaluation episode is paired
     assert [it["iteration"] for it in craigslist["learning_curve"]] == [0, 1]
+    # The held-out evaluation prints one line per policy as it finishes (it is the lineage's longest silence).
+    evaluated = [r.getMessage().split("  ")[0] for r in caplog.records if r.getMessage().startswith("eval craigslist")]
+    assert evaluated == [
+        "eval craigslist-v0 base (1/3)",
+        "eval craigslist-v0 sft (2/3)",
+        "eval craigslist-v0 ppo (3/3)",
+    ]
     report = domain_report(steps[1])
     assert "| ppo |" in report and "below-target opening" in report and "ppo_minus_sft" in report
     assert "below_target_opening_rate" not in steps[2].report["policies"]["ppo"]  # Craigslist only

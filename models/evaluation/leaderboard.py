@@ -188,9 +188,8 @@ def agent_config(
 
 
 def _turn_timeout(profile: Profile) -> float:
-    """A turn may take every try of its call plus the back-off between them (LLMAgent caps one wait at 8 s)."""
-    lb = profile.leaderboard
-    return (lb.request_retries + 1) * lb.request_timeout_s + 8.0 * lb.request_retries + 30.0
+    """A turn may take every try of its call plus the back-off between them (LLMAgentConfig.turn_budget_s)."""
+    return agent_config("http://endpoint", "model", profile, seed=0).turn_budget_s
 
 
 def domain_plan(env_id: str, profile: Profile, seed: int = 0) -> EvaluationPlan:
