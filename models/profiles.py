@@ -3,7 +3,7 @@
 | profile | model | where | what it is for |
 | --- | --- | --- | --- |
 | `smoke` | tiny random Llama (SmolLM2 tokenizer) | CPU, minutes | tests and CI: the whole lineage end to end, numbers meaningless |
-| `cpu` | SmolLM2-135M-Instruct (shipped GGUF) | CPU, about an hour here (not yet completed; benchmarks/results/make_run_cpu_partial.json) | a real but small run on a laptop: the Craigslist specialist (one-epoch SFT warm-start, 6 PPO iterations of 16 episodes, 48 held-out episodes per policy); other domains on request; stage 2 on Craigslist, Marketplace and DnD (`python -m pipelines.run_stage2`) |
+| `cpu` | SmolLM2-135M-Instruct (shipped GGUF) | CPU, about 85 min here (benchmarks/results/make_run_cpu.json) | a real but small run on a laptop: the Craigslist specialist (one-epoch SFT warm-start, 6 PPO iterations of 16 episodes, 48 held-out episodes per policy); other domains on request; stage 2 on Craigslist, Marketplace and DnD (`python -m pipelines.run_stage2`) |
 | `paper` | Qwen3-4B-Instruct-2507, critic Qwen3-1.7B | GPUs with vLLM | the SocialRL paper's hyper-parameters (actor lr 2e-6, critic lr 1e-5, batch 144 / minibatch 36, grad-norm 5, <= 200 steps, critic warmed 30 steps) |
 
 The YOAO group's sizes are the `yoao` sub-settings (models/yoao/config.py, one table per profile there).
@@ -335,8 +335,8 @@ CPU = Profile(
     name="cpu",
     base_model="smollm2-135m-instruct",
     critic_model="smollm2-135m-instruct",
-    # Sized for `make run` on a 2-core machine (issue 10; a first, contended attempt measured in
-    # benchmarks/results/make_run_cpu_partial.json): one domain, a one-epoch packed warm-start, six PPO iterations of 16 episodes
+    # Sized for `make run` on a 2-core machine (issue 10; measured in benchmarks/results/make_run_cpu.json:
+    # about 85 min, PPO 50 of them, more than the 45 the issue asks): one domain, a one-epoch packed warm-start, six PPO iterations of 16 episodes
     # (the first warms the shared value head), 48 held-out episodes per policy (16 real CoCoA listings x 3
     # counterparts). Other domains: `make run DOMAINS=...` or their partitions in the UI.
     domains=("craigslist-v0",),

@@ -123,7 +123,10 @@ def test_sft_lowers_the_held_out_loss_and_saves_a_loadable_adapter(
     assert result.examples == 24 and result.steps == 15  # one example per conversation
     assert result.eval_loss_after < result.eval_loss_before - 0.3
     assert [s["step"] for s in steps] == list(range(1, 16)) and len(result.loss_curve) == 15
-    assert result.train_tokens > 0 and result.tokens_per_second > 0
+    # Tokens are counted as fed: the steps' counts add up to the result's, and 15 steps of 2 packed rows
+    # cannot hold more than 30 rows' worth.
+    assert sum(s["tokens"] for s in steps) == result.train_tokens > 0 and result.tokens_per_second > 0
+    assert result.train_tokens <= 15 * 2 * settings.max_length
     base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     adapted = PeftModel.from_pretrained(base, result.adapter_dir)
     assert adapted.peft_config["default"].r == 8

@@ -191,14 +191,16 @@ def load_lora_model(
 StepCallback = Callable[[dict[str, float]], None]
 
 
-def _step_logger(total_steps: int, tokens_per_step: float, on_step: StepCallback | None) -> Any:
+def _step_logger(total_steps: int, on_step: StepCallback | None) -> Any:
     from transformers import TrainerCallback
 
     class StepLog(TrainerCallback):
-        """One concise progress line per optimiser step, and the step's metrics to `on_step`."""
+        """One concise progress line per optimiser step, and the step's metrics to `on_step`. Tokens are the
+        trainer's count of the tokens it was fed (packed rows differ in length, so an epoch average misleads)."""
 
         def __init__(self) -> None:
             self.last = time.perf_counter()
+            self.seen = 0
             self.losses: list[float] = []
 
         def on_log(self, args, state, control, logs=None, **kwargs):
@@ -206,15 +208,21 @@ def _step_logger(total_steps: int, tokens_per_step: float, on_step: StepCallback
                 return
             now = time.perf_counter()
             seconds, self.last = now - self.last, now
+            tokens, self.seen = state.num_input_tokens_seen - self.seen, state.num_input_tokens_seen
             loss = float(logs["loss"])
             self.losses.append(loss)
-            metrics = {"loss": loss, "learning_rate": float(logs.get("learning_rate", math.nan)), "seconds": seconds}
+            metrics = {
+                "loss": loss,
+                "learning_rate": float(logs.get("learning_rate", math.nan)),
+                "seconds": seconds,
+                "tokens": float(tokens),
+            }
             log.info(
                 "SFT step %d/%d  loss %.3f  %.0f tok/s",
                 state.global_step,
                 total_steps,
                 loss,
-                tokens_per_step / seconds if seconds > 0 else 0.0,
+                tokens / seconds if seconds > 0 else 0.0,
             )
             if on_step is not None:
                 on_step({"step": float(state.global_step), **metrics})
@@ -251,6 +259,7 @@ def trainer_config(settings: SFTSettings, output_dir: Path, on_cpu: bool) -> Any
         report_to=[],
         disable_tqdm=True,
         dataloader_num_workers=0,
+        include_num_input_tokens_seen="all",  # packed padding-free rows: every token fed is real
     )
 
 
@@ -303,8 +312,7 @@ def run_sft(
     packed_rows = len(trainer.train_dataset)
     steps_per_epoch = max(1, math.ceil(packed_rows / (settings.batch_size * settings.grad_accumulation)))
     total_steps = settings.max_steps if settings.max_steps > 0 else math.ceil(steps_per_epoch * settings.epochs)
-    tokens_per_step = train.tokens / steps_per_epoch
-    step_log = _step_logger(total_steps, tokens_per_step, on_step)
+    step_log = _step_logger(total_steps, on_step)
     trainer.add_callback(step_log)
     # With tqdm off the trainer prints every log dict; the step line above is the console's one line per step.
     trainer.remove_callback(PrinterCallback)
@@ -328,7 +336,7 @@ def run_sft(
         steps=int(outcome.global_step),
         examples=len(train.examples),
         wall_seconds=time.perf_counter() - start,
-        train_tokens=round(train.tokens * passes),
+        train_tokens=int(trainer.state.num_input_tokens_seen) or round(train.tokens * passes),
         train_seconds=train_seconds,
         loss_curve=tuple(step_log.losses),
     )
