@@ -41,6 +41,8 @@ import httpx
 RESULTS = Path(__file__).resolve().parent / "results" / "training.json"
 ENV = "craigslist-v0"
 log = logging.getLogger("socialrl.bench")
+ENGINE_KEYS = ("rollout_tokens_per_s", "engine_tokens_per_s_same_concurrency", "rollout_over_engine", "sync_share")
+"""The engine run's top-level figures (its details are under `engine_modes`)."""
 
 
 def _conversations() -> list[list[dict[str, str]]]:
@@ -310,18 +312,12 @@ def main(argv: list[str] | None = None) -> int:
             log.info("engine %s: %s", name, json.dumps({k: round(v, 3) for k, v in modes[name].items()}))
         result["engine_modes"] = modes
         chosen = modes["eager"]  # the cpu profile's engine
-        for key in (
-            "rollout_tokens_per_s",
-            "engine_tokens_per_s_same_concurrency",
-            "rollout_over_engine",
-            "sync_share",
-        ):
+        for key in ENGINE_KEYS:
             result[key] = chosen[key]
     elif RESULTS.exists():
         # Every ratio still compares figures of one run: the engine's with its own replay, the trainers' with raw.
         previous = json.loads(RESULTS.read_text())
-        engine_keys = ("engine_modes", "rollout_tokens_per_s", "engine_tokens_per_s_same_concurrency")
-        for key in (*engine_keys, "rollout_over_engine", "sync_share"):
+        for key in ("engine_modes", *ENGINE_KEYS):
             if key in previous:
                 result[key] = previous[key]
         written = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(RESULTS.stat().st_mtime))

@@ -406,22 +406,23 @@ def test_concurrent_episodes_share_one_client_and_are_tagged_apart(recording_pro
         assert sorted({r["turn_index"] for r in rows}) == list(range(len({r["turn_index"] for r in rows})))
 
 
+async def ask_one_turn(agent: LLMAgent) -> Action:
+    """One Craigslist buyer turn from a fresh agent, closing its client afterwards."""
+    request = Notification("buyer", NotificationKind.TURN, "Your turn.", ("message",))
+    await agent.reset("buyer", "craigslist-v0", CraigslistEnv().action_spec("buyer"), "e")
+    await agent.observe(request)
+    try:
+        return await agent.act(request)
+    finally:
+        await agent.aclose()
+
+
 def test_an_unreachable_endpoint_raises_or_forfeits_as_configured() -> None:
     dead = f"http://127.0.0.1:{free_port()}/v1"
-    request = Notification("buyer", NotificationKind.TURN, "Your turn.", ("message",))
-
-    async def ask(agent: LLMAgent) -> Action:
-        await agent.reset("buyer", "craigslist-v0", CraigslistEnv().action_spec("buyer"), "e")
-        await agent.observe(request)
-        try:
-            return await agent.act(request)
-        finally:
-            await agent.aclose()
-
     with pytest.raises(LLMAgentError, match="failed"):
-        asyncio.run(ask(LLMAgent(config(dead, request_retries=1))))
+        asyncio.run(ask_one_turn(LLMAgent(config(dead, request_retries=1))))
     quiet = LLMAgent(config(dead, request_retries=0, fail_on_request_error=False, max_retries=0))
-    action = asyncio.run(ask(quiet))
+    action = asyncio.run(ask_one_turn(quiet))
     assert action.kind == RAW_TEXT and action.text == ""
     assert quiet.metrics["request_errors"] == 1
 
@@ -437,19 +438,9 @@ def test_the_turn_budget_covers_the_agents_worst_case_against_a_hanging_endpoint
     hanging.listen(64)  # accepts connections into the backlog, never answers
     url = f"http://127.0.0.1:{hanging.getsockname()[1]}/v1"
     agent = LLMAgent(config(url, request_timeout_s=0.2, request_retries=2, max_retries=1, fail_on_request_error=False))
-    request = Notification("buyer", NotificationKind.TURN, "Your turn.", ("message",))
-
-    async def ask() -> Action:
-        await agent.reset("buyer", "craigslist-v0", CraigslistEnv().action_spec("buyer"), "e")
-        await agent.observe(request)
-        try:
-            return await agent.act(request)
-        finally:
-            await agent.aclose()
-
     start = time.perf_counter()
     try:
-        action = asyncio.run(ask())
+        action = asyncio.run(ask_one_turn(agent))
     finally:
         hanging.close()
     elapsed = time.perf_counter() - start

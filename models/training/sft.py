@@ -327,7 +327,6 @@ def run_sft(
     loss = float(outcome.training_loss)
     if not math.isfinite(loss):
         raise RuntimeError(f"SFT diverged: training loss {loss}")
-    passes = int(outcome.global_step) / steps_per_epoch
     return SFTResult(
         adapter_dir=adapter_dir,
         train_loss=loss,
@@ -336,7 +335,7 @@ def run_sft(
         steps=int(outcome.global_step),
         examples=len(train.examples),
         wall_seconds=time.perf_counter() - start,
-        train_tokens=int(trainer.state.num_input_tokens_seen) or round(train.tokens * passes),
+        train_tokens=int(trainer.state.num_input_tokens_seen),
         train_seconds=train_seconds,
         loss_curve=tuple(step_log.losses),
     )
