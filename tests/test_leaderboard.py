@@ -7,21 +7,19 @@ import asyncio
 import dataclasses
 import itertools
 import json
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from environments import SOCIALRL_ENV_IDS
 from models.evaluation.leaderboard import Endpoint, evaluate_endpoint, markdown_table, merge_rows
 from models.profiles import get_profile
-from models.serving.engine import free_port
+from models.serving.process import ServerThread
 
 REPLIES = ("OFFER $100", "ACCEPT", "I am not sure what to do here.", "PROPOSE book=1 hat=1 ball=1", "VOTE: BLACK")
 
@@ -57,26 +55,18 @@ class StubEndpoint:
             text = REPLIES[(n // 5) % len(REPLIES)]
             return {"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
 
-        self.port = free_port()
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.served = ServerThread(app, name="stub endpoint", startup_timeout_s=20)
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"{self.served.url}/v1"
 
     def __enter__(self) -> StubEndpoint:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            if time.monotonic() > deadline:
-                raise RuntimeError("stub endpoint did not start")
-            time.sleep(0.05)
+        self.served.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
+        self.served.stop(join_s=10)
 
 
 @pytest.fixture

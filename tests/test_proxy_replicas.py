@@ -21,7 +21,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from models.serving.engine import EngineClient, EngineError, EngineGroup, VLLMEngine
-from models.serving.process import free_port, kill_server
+from models.serving.process import ServerThread, free_port, kill_server
 from models.serving.proxy import ProxyConfig, ProxyThread
 from models.serving.proxy.replicas import Replicas
 from models.storage import TableStore
@@ -70,8 +70,7 @@ class FakeEngine:
         self.name, self.port = name, port or free_port()
         self.status, self.health_status, self.delay_s = 200, 200, 3.0
         self.calls = 0
-        self.server: Any = None
-        self.thread: threading.Thread | None = None
+        self.served: ServerThread | None = None
 
     @property
     def base_url(self) -> str:
@@ -102,23 +101,13 @@ class FakeEngine:
         return app
 
     def start(self) -> FakeEngine:
-        import uvicorn
-
-        config = uvicorn.Config(self.app(), host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            assert time.monotonic() < deadline, f"{self.name} did not start"
-            time.sleep(0.02)
+        self.served = ServerThread(self.app(), port=self.port, lifespan="off", name=self.name, startup_timeout_s=10)
+        self.served.start()
         return self
 
     def stop(self) -> None:
-        if self.server is not None:
-            self.server.should_exit = True
-        if self.thread is not None:
-            self.thread.join(10)
+        if self.served is not None:
+            self.served.stop(join_s=10)
 
 
 @pytest.fixture()

@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
@@ -30,8 +27,8 @@ from agents.socialrl.teacher.agent import StrategicTeacher
 from environments import SOCIALRL_ENV_IDS, make, seats
 from models.evaluation.scenarios import training_scenarios
 from models.profiles import get_profile
-from models.serving.engine import free_port
 from models.serving.local import ServedModel
+from models.serving.process import ServerThread
 from models.socialrl import teachers
 from models.socialrl.teachers import TeacherConfig, TeacherError, open_teacher, sft_messages
 
@@ -66,25 +63,18 @@ class StubTeacherEndpoint:
                 return JSONResponse({"error": "slow down"}, status_code=429 if n % 2 else 503)
             return {"choices": [{"message": {"role": "assistant", "content": SCAFFOLDED}, "finish_reason": "stop"}]}
 
-        self.port = free_port()
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.served = ServerThread(app, name="stub teacher", startup_timeout_s=20)
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"{self.served.url}/v1"
 
     def __enter__(self) -> StubTeacherEndpoint:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            assert time.monotonic() < deadline, "stub did not start"
-            time.sleep(0.05)
+        self.served.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
+        self.served.stop(join_s=10)
 
 
 @pytest.fixture

@@ -9,9 +9,7 @@ import asyncio
 import os
 import re
 import shutil
-import socket
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,6 +20,7 @@ import pytest
 
 from agents.web_play import CodeOpponents, GameRoom, PlayError, create_app
 from models.play import ModelOpponents, ModelServing, record_played_episode
+from models.serving.process import ServerThread
 from models.storage import TableStore
 
 CHROMIUM = "/usr/bin/chromium"
@@ -34,23 +33,8 @@ CHROMIUM_FLAGS = [
 @contextmanager
 def serve(app) -> Iterator[str]:
     """The app on a free loopback port in a background thread (uvicorn's own event loop)."""
-    import uvicorn
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the play server did not start"
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(30)
+    with ServerThread(app, name="play server") as served:
+        yield served.url
 
 
 @pytest.fixture

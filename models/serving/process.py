@@ -1,4 +1,5 @@
-"""Server subprocesses (the vLLM engine, the rollout proxy): one spawner, one registry of live servers.
+"""Server subprocesses (the vLLM engine, the rollout proxy): one spawner, one registry of live servers; and
+`ServerThread`, the one way an ASGI app is served inside this process (the in-process proxy, test stubs).
 
 Every server is started by `spawn_server` in its own session, so that it is the leader of a process group
 that holds its workers too; it is registered as live until `stop_server` stops the whole group (SIGTERM,
@@ -144,3 +145,60 @@ def log_tail(path: Path, lines: int = 40) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return "(no log)"
+
+
+class ServerThread:
+    """An ASGI app served by uvicorn on the loopback in a daemon thread of this process (uvicorn's own event
+    loop): the in-process proxy and the tests' stub endpoints. `start` returns once uvicorn reports started
+    and raises RuntimeError if the thread dies first or `startup_timeout_s` passes; `stop` asks uvicorn to
+    exit and joins the thread."""
+
+    def __init__(
+        self,
+        app: Any,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        log_level: str = "warning",
+        lifespan: str = "on",
+        name: str = "server",
+        startup_timeout_s: float = 30.0,
+    ) -> None:
+        import uvicorn
+
+        self.app = app
+        self.host = host
+        self.port = port or free_port()
+        self.name = name
+        self.startup_timeout_s = startup_timeout_s
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, host=host, port=self.port, log_level=log_level, access_log=False, lifespan=lifespan)
+        )
+        self.thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """http://host:port, no path."""
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> ServerThread:
+        self.thread = threading.Thread(target=self.server.run, name=f"{self.name}-{self.port}", daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + self.startup_timeout_s
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the in-process {self.name} on port {self.port} did not start")
+            time.sleep(0.02)
+        return self
+
+    def stop(self, join_s: float = 30.0) -> None:
+        self.server.should_exit = True
+        if self.thread is not None:
+            self.thread.join(join_s)
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

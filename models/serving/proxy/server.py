@@ -8,13 +8,12 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import httpx
 
-from models.serving.process import free_port, kill_server, log_tail, spawn_server, stop_server
+from models.serving.process import ServerThread, free_port, kill_server, log_tail, spawn_server, stop_server
 from models.serving.proxy.app import RolloutProxy, create_app
 from models.serving.proxy.config import API_KEY_ENV, UPSTREAM_API_KEY_ENV, ProxyConfig
 from models.settings import REPO_ROOT
@@ -141,41 +140,31 @@ class ProxyServer(_ProxyAddress):
 
 
 class ProxyThread(_ProxyAddress):
-    """The proxy in this process: uvicorn.Server in a background thread (for tests and notebooks)."""
+    """The proxy in this process: a `ServerThread` (for tests and notebooks)."""
 
     def __init__(self, config: ProxyConfig, startup_timeout_s: float = 30.0) -> None:
-        import uvicorn
-
         self.config = config
-        self.port = config.port or free_port()
         self.app = create_app(config)
-        self.server = uvicorn.Server(
-            uvicorn.Config(
-                self.app, host=config.host, port=self.port, log_level=config.log_level, access_log=False, lifespan="on"
-            )
+        self.served = ServerThread(
+            self.app,
+            host=config.host,
+            port=config.port,
+            log_level=config.log_level,
+            name="proxy",
+            startup_timeout_s=startup_timeout_s,
         )
-        self.startup_timeout_s = startup_timeout_s
-        self.thread: threading.Thread | None = None
+        self.port = self.served.port
 
     @property
     def proxy(self) -> RolloutProxy:
         return self.app.state.proxy
 
     def start(self) -> ProxyThread:
-        self.thread = threading.Thread(target=self.server.run, name=f"proxy-{self.port}", daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + self.startup_timeout_s
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"the in-process proxy on port {self.port} did not start")
-            time.sleep(0.02)
+        self.served.start()
         return self
 
     def stop(self) -> None:
-        self.server.should_exit = True
-        if self.thread is not None:
-            self.thread.join(30)
+        self.served.stop()
 
     def __enter__(self) -> ProxyThread:
         return self.start()
