@@ -33,24 +33,9 @@ from models.plots import markdown_image
 from models.profiles import Profile
 from models.serving.model_store import resolve_model
 from models.socialrl import stage1
-from models.yoao import report
+from models.yoao import experiments, report
 from models.yoao.config import Endpoint, YoaoSettings
-from models.yoao.experiments import (
-    ExperimentResult,
-    PlayerModels,
-)
-from models.yoao.experiments import (
-    propagation_by_seed_count as run_by_seed_count,
-)
-from models.yoao.experiments import (
-    propagation_mute as run_mute,
-)
-from models.yoao.experiments import (
-    propagation_persistence as run_persistence,
-)
-from models.yoao.experiments import (
-    propagation_prompting_baseline as run_baseline,
-)
+from models.yoao.experiments import ExperimentResult, ExperimentSetup, PlayerModels
 from models.yoao.seed import (
     SEED_MODEL_NAME,
     FormatWarmup,
@@ -274,6 +259,23 @@ def _players(
     )
 
 
+def _setup(
+    context: AssetExecutionContext,
+    settings: SettingsResource,
+    engine: EngineResource,
+    store: StoreResource,
+    warmup: FormatWarmup,
+    seed: TrainedAdapter,
+    selection: TeacherSelection | None = None,
+) -> ExperimentSetup:
+    """This partition's experiment setup, the adapters served."""
+    profile, yoao = _yoao(settings)
+    models = _players(engine, warmup, seed, selection)
+    return ExperimentSetup(
+        context.partition_key, yoao, models, profile.name, seed.version, store.store(), _run_id(context)
+    )
+
+
 def _experiment_output(
     result: ExperimentResult, settings: SettingsResource, mlflow: MlflowResource, png: bytes
 ) -> Output[ExperimentResult]:
@@ -315,11 +317,8 @@ def propagation_by_seed_count(
     """k = 0..5 seeds among untrained teammates (base model + the format warm-up) on this held-out frame against
     the scripted opponent teams: team cooperation, decided cooperation (not carried by ties or abstentions),
     collective welfare, influence of the first seed, every arm's abstention and invalid-vote rates."""
-    profile, yoao = _yoao(settings)
-    models = _players(engine, yoao_format_warmup, yoao_seed_agent)
-    result = run_by_seed_count(
-        context.partition_key, yoao, models, profile.name, yoao_seed_agent.version, store.store(), _run_id(context)
-    )
+    setup = _setup(context, settings, engine, store, yoao_format_warmup, yoao_seed_agent)
+    result = experiments.propagation_by_seed_count(setup)
     return _experiment_output(result, settings, mlflow, report.seed_count_plot([result]))
 
 
@@ -356,12 +355,8 @@ def propagation_mute(
     mlflow: MlflowResource,
 ) -> Output[ExperimentResult]:
     """The seed muted (it votes, but only says "I vote BLACK." in the frame's words) vs unmuted vs no seed."""
-    profile, yoao = _yoao(settings)
-    models = _players(engine, yoao_format_warmup, yoao_seed_agent)
-    result = run_mute(
-        context.partition_key, yoao, models, propagation_by_seed_count, profile.name, yoao_seed_agent.version,
-        store.store(), _run_id(context),
-    )  # fmt: skip
+    setup = _setup(context, settings, engine, store, yoao_format_warmup, yoao_seed_agent)
+    result = experiments.propagation_mute(setup, propagation_by_seed_count)
     return _experiment_output(result, settings, mlflow, report.arms_plot("Mute test", result.arms))
 
 
@@ -378,12 +373,8 @@ def propagation_persistence(
 ) -> Output[ExperimentResult]:
     """Seeds for the first rounds, then untrained members in their seats: cooperation after the removal vs the
     seeds kept all game and vs no seeds."""
-    profile, yoao = _yoao(settings)
-    models = _players(engine, yoao_format_warmup, yoao_seed_agent)
-    result = run_persistence(
-        context.partition_key, yoao, models, propagation_by_seed_count, profile.name, yoao_seed_agent.version,
-        store.store(), _run_id(context),
-    )  # fmt: skip
+    setup = _setup(context, settings, engine, store, yoao_format_warmup, yoao_seed_agent)
+    result = experiments.propagation_persistence(setup, propagation_by_seed_count)
     png = report.arms_plot("Persistence test", result.arms, result.window)
     return _experiment_output(result, settings, mlflow, png)
 
@@ -402,12 +393,8 @@ def propagation_prompting_baseline(
 ) -> Output[ExperimentResult]:
     """The teacher, and the untrained model with the cooperative meta-prompt, in the seed's seat: does the SFT
     seed beat prompting?"""
-    profile, yoao = _yoao(settings)
-    models = _players(engine, yoao_format_warmup, yoao_seed_agent, yoao_teacher_selection)
-    result = run_baseline(
-        context.partition_key, yoao, models, propagation_by_seed_count, profile.name, yoao_seed_agent.version,
-        store.store(), _run_id(context),
-    )  # fmt: skip
+    setup = _setup(context, settings, engine, store, yoao_format_warmup, yoao_seed_agent, yoao_teacher_selection)
+    result = experiments.propagation_prompting_baseline(setup, propagation_by_seed_count)
     return _experiment_output(result, settings, mlflow, report.arms_plot("Prompting baseline", result.arms))
 
 

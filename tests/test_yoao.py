@@ -29,7 +29,7 @@ from models.evaluation.stats import Estimate
 from models.profiles import get_profile
 from models.yoao import report, seed
 from models.yoao.config import Endpoint, YoaoSettings
-from models.yoao.experiments import ExperimentResult, PlayerModels, propagation_by_seed_count
+from models.yoao.experiments import ExperimentResult, ExperimentSetup, PlayerModels, propagation_by_seed_count
 from models.yoao.games import Arm, game_specs, play_arms, seed_seats, summarise, team_roles
 from models.yoao.sugarscape import WorldRecord, seed_ids, summarise_fraction
 
@@ -150,9 +150,9 @@ def test_a_frame_that_does_not_exist_is_an_error_naming_it() -> None:
         YoaoSettings(train_frames=("trade_war",))  # a held-out frame cannot train
     models = PlayerModels("http://127.0.0.1:1/v1", "u", "s")
     with pytest.raises(FrameError, match="moon_base"):
-        propagation_by_seed_count("moon_base", SMOKE, models)
+        ExperimentSetup("moon_base", SMOKE, models)
     with pytest.raises(ValueError, match="baseline"):
-        propagation_by_seed_count("baseline", SMOKE, models)
+        ExperimentSetup("baseline", SMOKE, models)  # a training frame
 
 
 def test_held_out_frames_never_appear_in_the_seed_dataset() -> None:
@@ -479,25 +479,28 @@ def test_the_four_experiments_reuse_pair_and_window_their_arms() -> None:
     )  # fmt: skip
     models = PlayerModels("http://unused.invalid/v1", "u", "s", seed.TeacherChoice(seed.CODE_TEACHER, "code"))
     players = code_players()
-    by_count = propagation_by_seed_count("trade_war", settings, models, "smoke", 1, players=players)
+    setup = ExperimentSetup("trade_war", settings, models, "smoke", 1, players=players)
+    by_count = propagation_by_seed_count(setup)
     coop = {a.arm: a.cooperation.mean for a in by_count.arms}
     # Followers start RED and follow their team's stated majority: three principled cooperators carry the team.
     assert coop["k=0"] == 0.0 and coop["k=3"] == 1.0 and coop["k=5"] == 1.0
     assert by_count.comparisons["k=3 vs k=0"].mean == 1.0 and by_count.comparisons["k=3 vs k=0"].n == 3
     assert all(a.abstention_rate == 0.0 and a.decided_cooperation.mean == a.cooperation.mean for a in by_count.arms)
 
-    mute = propagation_mute("trade_war", settings, models, by_count, "smoke", 1, players=players)
+    mute = propagation_mute(setup, by_count)
     assert [a.arm for a in mute.arms] == ["k=0", "k=1", "k=1 muted"]
     assert {g.episode_id for g in mute.records("k=0")} == {g.episode_id for g in by_count.records("k=0")}  # reused
 
-    persistence = propagation_persistence("trade_war", settings, models, by_count, "smoke", 1, players=players)
+    persistence = propagation_persistence(setup, by_count)
     assert persistence.removal_round == 3 and set(persistence.window) == {"k=0", "k=3", "k=3 removed"}
     removed = persistence.records("k=3 removed")
     assert [g.cooperation_in(range(4, 7)) for g in removed] == [persistence.window["k=3 removed"].mean] * 3
 
     with pytest.raises(ValueError, match="teacher"):
-        propagation_prompting_baseline("trade_war", settings, dataclasses.replace(models, teacher=None), by_count)
-    baseline = propagation_prompting_baseline("trade_war", settings, models, by_count, "smoke", 1, players=players)
+        propagation_prompting_baseline(
+            dataclasses.replace(setup, models=dataclasses.replace(models, teacher=None)), by_count
+        )
+    baseline = propagation_prompting_baseline(setup, by_count)
     assert [a.arm for a in baseline.arms] == ["k=0", "k=1", "k=1 teacher", "k=1 prompted"]
     assert set(baseline.comparisons) == {"seed vs teacher", "seed vs prompted", "teacher vs k=0", "prompted vs k=0"}
 

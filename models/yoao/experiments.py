@@ -7,7 +7,7 @@
 | `propagation_persistence` | `persistence_seeds` seeds for the first `persistence_rounds` rounds, then untrained members in their seats | cooperation in the rounds after the removal, vs the same seeds kept all game and vs k = 0, paired |
 | `propagation_prompting_baseline` | the teacher, or the untrained model with the cooperative meta-prompt, in the seed's place | cooperation vs the SFT seed and vs k = 0, paired |
 
-`players` replaces the LLM players (role -> maker), e.g. by code agents in tests. Every arm plays the same games (`games.game_specs`: `games_per_arm` per frame, opponents cycled), so arms are
+`ExperimentSetup.players` replaces the LLM players (role -> maker), e.g. by code agents in tests. Every arm plays the same games (`games.game_specs`: `games_per_arm` per frame, opponents cycled), so arms are
 compared by paired differences over games. Arms an experiment needs that `propagation_by_seed_count` already
 played (k = 0, an unmuted k) are taken from its result, not replayed. Every game goes to the `yoao_games`
 table and the episode tables when a store is given.
@@ -180,43 +180,57 @@ def _store(store: TableStore | None, plays: Sequence[ArmPlay], run_id: str, expe
     store.append_all(rows_for([e for p in plays for e in p.episodes], run_id))
 
 
-def _run(
-    experiment: str,
-    frame: str,
-    arms: Sequence[Arm],
-    reused: Mapping[str, Sequence[GameRecord]],
-    settings: YoaoSettings,
-    models: PlayerModels,
-    store: TableStore | None,
-    run_id: str,
-    seed: int,
-    players: Mapping[str, Maker] | None = None,
-) -> tuple[list[ArmPlay], dict[str, list[GameRecord]], float]:
-    if load_frame(frame).split != "heldout":  # a frame that does not exist raises FrameError naming it
-        raise ValueError(f"{experiment}: frame {frame!r} is a training frame; experiments use held-out frames only")
-    start = time.perf_counter()
-    games = game_specs([frame], settings.opponents, settings.games_per_arm, seed)
-    to_play = [a for a in arms if a.name not in reused]
-    chosen = players if players is not None else makers(models, settings)
-    plays = play_arms(to_play, games, chosen, settings, f"{experiment}:{run_id}") if to_play else []
-    _store(store, plays, run_id, experiment)
-    records = {name: list(r) for name, r in reused.items()}
-    records.update({p.arm.name: list(p.games) for p in plays})
-    return plays, records, time.perf_counter() - start
+@dataclass(frozen=True)
+class ExperimentSetup:
+    """What every propagation experiment on one held-out frame is given."""
+
+    frame: str
+    """The held-out frame (the experiments' partition); a training frame or an unknown one is an error."""
+    settings: YoaoSettings
+    """The profile's YOAO settings (arms, games per arm, rounds, opponents)."""
+    models: PlayerModels
+    """Where the LLM players are served."""
+    profile: str = ""
+    """Profile name, recorded with the result."""
+    seed_version: int | None = None
+    """Registered version of the seed adapter, recorded with the result."""
+    store: TableStore | None = None
+    """Where games and episodes are appended (`yoao_games`, the episode tables); None: not stored."""
+    run_id: str = "yoao"
+    """Run id of the stored rows and of the episode ids."""
+    seed: int = 0
+    """Seed of the game draw (the same games for every arm)."""
+    players: Mapping[str, Maker] | None = None
+    """Role -> maker replacing the LLM players (code agents in tests); None: the served models."""
+
+    def __post_init__(self) -> None:
+        if load_frame(self.frame).split != "heldout":  # a frame that does not exist raises FrameError naming it
+            raise ValueError(f"frame {self.frame!r} is a training frame; experiments use held-out frames only")
 
 
-def _result(
+def _experiment(
     experiment: str,
-    frame: str,
-    profile: str,
-    seed_version: int | None,
+    setup: ExperimentSetup,
     arms: Sequence[Arm],
-    plays: Sequence[ArmPlay],
-    records: Mapping[str, Sequence[GameRecord]],
     comparisons: Mapping[str, tuple[str, str]],
-    wall_s: float,
+    reference: ExperimentResult | None = None,
+    reusable: Sequence[str] = (),
     removal_round: int | None = None,
 ) -> ExperimentResult:
+    """Play `arms` (those in `reusable` that `reference` already played are taken from it), store the games,
+    summarise each arm and the paired `comparisons` (name -> (arm, arm)); with `removal_round`, cooperation is
+    also summarised on the rounds after it."""
+    start = time.perf_counter()
+    reused = _reuse(reference, reusable)
+    games = game_specs([setup.frame], setup.settings.opponents, setup.settings.games_per_arm, setup.seed)
+    to_play = [a for a in arms if a.name not in reused]
+    chosen = setup.players if setup.players is not None else makers(setup.models, setup.settings)
+    plays = play_arms(to_play, games, chosen, setup.settings, f"{experiment}:{setup.run_id}") if to_play else []
+    _store(setup.store, plays, setup.run_id, experiment)
+    records = {name: list(r) for name, r in reused.items()}
+    records.update({p.arm.name: list(p.games) for p in plays})
+    wall_s = time.perf_counter() - start
+
     played = {p.arm.name: p for p in plays}
     summaries = tuple(
         summarise(played[a.name]) if a.name in played else summarise_records(a, records[a.name]) for a in arms
@@ -234,9 +248,9 @@ def _result(
             )
     return ExperimentResult(
         experiment=experiment,
-        frame=frame,
-        profile=profile,
-        seed_version=seed_version,
+        frame=setup.frame,
+        profile=setup.profile,
+        seed_version=setup.seed_version,
         arms=summaries,
         games=tuple(g for a in arms for g in records[a.name]),
         comparisons=diffs,
@@ -252,24 +266,11 @@ def settings_rounds(records: Mapping[str, Sequence[GameRecord]]) -> int:
     return next((len(g.team_choices) for recs in records.values() for g in recs), 0)
 
 
-def propagation_by_seed_count(
-    frame: str,
-    settings: YoaoSettings,
-    models: PlayerModels,
-    profile: str = "",
-    seed_version: int | None = None,
-    store: TableStore | None = None,
-    run_id: str = "yoao",
-    seed: int = 0,
-    players: Mapping[str, Maker] | None = None,
-) -> ExperimentResult:
+def propagation_by_seed_count(setup: ExperimentSetup) -> ExperimentResult:
     """k = 0..5 seeds among untrained teammates on one held-out frame (module docstring)."""
-    arms = [seed_arm(settings, k) for k in settings.seed_counts]
-    plays, records, wall = _run(
-        "propagation_by_seed_count", frame, arms, {}, settings, models, store, run_id, seed, players
-    )
-    comparisons = {f"k={k} vs k=0": (f"k={k}", "k=0") for k in settings.seed_counts if k}
-    return _result("propagation_by_seed_count", frame, profile, seed_version, arms, plays, records, comparisons, wall)
+    arms = [seed_arm(setup.settings, k) for k in setup.settings.seed_counts]
+    comparisons = {f"k={k} vs k=0": (f"k={k}", "k=0") for k in setup.settings.seed_counts if k}
+    return _experiment("propagation_by_seed_count", setup, arms, comparisons)
 
 
 def _reuse(reference: ExperimentResult | None, names: Sequence[str]) -> dict[str, list[GameRecord]]:
@@ -280,97 +281,48 @@ def _reuse(reference: ExperimentResult | None, names: Sequence[str]) -> dict[str
     return {name: reference.records(name) for name in names if name in have}
 
 
-def propagation_mute(
-    frame: str,
-    settings: YoaoSettings,
-    models: PlayerModels,
-    reference: ExperimentResult | None = None,
-    profile: str = "",
-    seed_version: int | None = None,
-    store: TableStore | None = None,
-    run_id: str = "yoao",
-    seed: int = 0,
-    players: Mapping[str, Maker] | None = None,
-) -> ExperimentResult:
+def propagation_mute(setup: ExperimentSetup, reference: ExperimentResult | None = None) -> ExperimentResult:
     """Muted seeds vs the same number of unmuted seeds and vs none (module docstring)."""
-    arms = [seed_arm(settings, 0)]
+    arms = [seed_arm(setup.settings, 0)]
     comparisons = {}
-    for k in settings.mute_seed_counts:
-        arms += [seed_arm(settings, k), seed_arm(settings, k, "muted")]
+    for k in setup.settings.mute_seed_counts:
+        arms += [seed_arm(setup.settings, k), seed_arm(setup.settings, k, "muted")]
         comparisons[f"k={k} muted vs k={k}"] = (f"k={k} muted", f"k={k}")
         comparisons[f"k={k} muted vs k=0"] = (f"k={k} muted", "k=0")
     arms = list({a.name: a for a in arms}.values())
-    reused = _reuse(reference, [a.name for a in arms])
-    plays, records, wall = _run("propagation_mute", frame, arms, reused, settings, models, store, run_id, seed, players)
-    return _result("propagation_mute", frame, profile, seed_version, arms, plays, records, comparisons, wall)
+    return _experiment("propagation_mute", setup, arms, comparisons, reference, [a.name for a in arms])
 
 
-def propagation_persistence(
-    frame: str,
-    settings: YoaoSettings,
-    models: PlayerModels,
-    reference: ExperimentResult | None = None,
-    profile: str = "",
-    seed_version: int | None = None,
-    store: TableStore | None = None,
-    run_id: str = "yoao",
-    seed: int = 0,
-    players: Mapping[str, Maker] | None = None,
-) -> ExperimentResult:
+def propagation_persistence(setup: ExperimentSetup, reference: ExperimentResult | None = None) -> ExperimentResult:
     """Seeds removed after `persistence_rounds` rounds vs kept all game vs never there, on the later rounds."""
-    k = settings.persistence_seeds
-    arms = [seed_arm(settings, 0), seed_arm(settings, k), seed_arm(settings, k, "swap")]
-    reused = _reuse(reference, [a.name for a in arms[:2]])
-    plays, records, wall = _run(
-        "propagation_persistence", frame, arms, reused, settings, models, store, run_id, seed, players
-    )
+    k = setup.settings.persistence_seeds
+    arms = [seed_arm(setup.settings, 0), seed_arm(setup.settings, k), seed_arm(setup.settings, k, "swap")]
     comparisons = {"removed vs never": (arms[2].name, "k=0"), "removed vs kept": (arms[2].name, arms[1].name)}
-    return _result(
-        "propagation_persistence",
-        frame,
-        profile,
-        seed_version,
-        arms,
-        plays,
-        records,
-        comparisons,
-        wall,
-        settings.persistence_rounds,
-    )
+    return _experiment(
+        "propagation_persistence", setup, arms, comparisons, reference, [a.name for a in arms[:2]],
+        setup.settings.persistence_rounds,
+    )  # fmt: skip
 
 
 def propagation_prompting_baseline(
-    frame: str,
-    settings: YoaoSettings,
-    models: PlayerModels,
-    reference: ExperimentResult | None = None,
-    profile: str = "",
-    seed_version: int | None = None,
-    store: TableStore | None = None,
-    run_id: str = "yoao",
-    seed: int = 0,
-    players: Mapping[str, Maker] | None = None,
+    setup: ExperimentSetup, reference: ExperimentResult | None = None
 ) -> ExperimentResult:
     """The teacher and the prompted untrained model in the seeds' seats, vs the SFT seed and vs k = 0."""
-    if models.teacher is None:
+    if setup.models.teacher is None:
         raise ValueError("the prompting baseline needs the selected teacher (PlayerModels.teacher)")
-    k = settings.baseline_seed_count
+    k = setup.settings.baseline_seed_count
     arms = [
-        seed_arm(settings, 0),
-        seed_arm(settings, k),
-        seed_arm(settings, k, "teacher"),
-        seed_arm(settings, k, "prompted"),
+        seed_arm(setup.settings, 0),
+        seed_arm(setup.settings, k),
+        seed_arm(setup.settings, k, "teacher"),
+        seed_arm(setup.settings, k, "prompted"),
     ]
-    reused = _reuse(reference, [a.name for a in arms[:2]])
-    plays, records, wall = _run(
-        "propagation_prompting_baseline", frame, arms, reused, settings, models, store, run_id, seed, players
-    )
     comparisons = {
         "seed vs teacher": (arms[1].name, arms[2].name),
         "seed vs prompted": (arms[1].name, arms[3].name),
         "teacher vs k=0": (arms[2].name, "k=0"),
         "prompted vs k=0": (arms[3].name, "k=0"),
     }
-    return _result(
-        "propagation_prompting_baseline", frame, profile, seed_version, arms, plays, records, comparisons, wall
+    return _experiment(
+        "propagation_prompting_baseline", setup, arms, comparisons, reference, [a.name for a in arms[:2]]
     )
