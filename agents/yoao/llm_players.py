@@ -64,6 +64,21 @@ def red_black_config(
     """The LLM agent config of a Red-Black seat (neutral prompt, or with the cooperative meta-prompt);
     `api_key` is the token itself (e.g. the rollout proxy's), else `api_key_env` names where it is."""
     template = RED_BLACK_TEMPLATE + (COOPERATIVE_META_PROMPT if cooperative_prompt else "")
+    return _player_config(template, base_url, model, seed, max_tokens, temperature, api_key_env, name, api_key)
+
+
+def _player_config(
+    template: str,
+    base_url: str,
+    model: str,
+    seed: int | None,
+    max_tokens: int,
+    temperature: float,
+    api_key_env: str | None,
+    name: str | None,
+    api_key: str | None,
+) -> LLMAgentConfig:
+    """The one LLM agent config of a YOAO game seat (Red-Black or Sugarscape), given its system prompt."""
     return LLMAgentConfig(
         base_url=base_url,
         model=model,
@@ -101,18 +116,8 @@ def sugarscape_config(
     api_key: str | None = None,
 ) -> LLMAgentConfig:
     """The LLM agent config of a Sugarscape trader (the exploitative prompt); `api_key`: the server's token."""
-    return LLMAgentConfig(
-        base_url=base_url,
-        model=model,
-        api_key=api_key,
-        api_key_env=None,
-        temperature=temperature,
-        max_tokens=max_tokens,
-        seed=seed,
-        fail_on_request_error=False,
-        request_retries=1,
-        system_prompt_template=SUGARSCAPE_EXPLOITATIVE_TEMPLATE,
-        name=name,
+    return _player_config(
+        SUGARSCAPE_EXPLOITATIVE_TEMPLATE, base_url, model, seed, max_tokens, temperature, None, name, api_key
     )
 
 
