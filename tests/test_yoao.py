@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import random
 from collections.abc import Mapping
 
@@ -470,7 +471,7 @@ def code_players() -> dict[str, object]:
     }
 
 
-def test_the_four_experiments_reuse_pair_and_window_their_arms() -> None:
+def test_the_four_experiments_reuse_pair_and_window_their_arms(caplog: pytest.LogCaptureFixture) -> None:
     from models.yoao.experiments import propagation_mute, propagation_persistence, propagation_prompting_baseline
 
     settings = dataclasses.replace(
@@ -480,7 +481,12 @@ def test_the_four_experiments_reuse_pair_and_window_their_arms() -> None:
     models = PlayerModels("http://unused.invalid/v1", "u", "s", seed.TeacherChoice(seed.CODE_TEACHER, "code"))
     players = code_players()
     setup = ExperimentSetup("trade_war", settings, models, "smoke", 1, players=players)
+    caplog.set_level(logging.INFO, logger="socialrl.yoao")
     by_count = propagation_by_seed_count(setup)
+    # One progress line per game as it ends: 4 arms x 3 games.
+    ended = [r.getMessage() for r in caplog.records if " ended (" in r.getMessage()]
+    assert [int(m.split("game ")[1].split("/")[0]) for m in ended] == list(range(1, 13))
+    assert all("/12 ended (k=" in m for m in ended)
     coop = {a.arm: a.cooperation.mean for a in by_count.arms}
     # Followers start RED and follow their team's stated majority: three principled cooperators carry the team.
     assert coop["k=0"] == 0.0 and coop["k=3"] == 1.0 and coop["k=5"] == 1.0

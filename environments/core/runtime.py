@@ -156,16 +156,22 @@ class EpisodeSpec:
 
 
 async def run_episodes(
-    specs: Sequence[EpisodeSpec], concurrency: int = 32, turn_timeout: float | None = 60.0
+    specs: Sequence[EpisodeSpec],
+    concurrency: int = 32,
+    turn_timeout: float | None = 60.0,
+    on_result: Callable[[int, EpisodeResult], None] | None = None,
 ) -> list[EpisodeResult]:
-    """Run many episodes concurrently (at most `concurrency` at once); results in input order."""
+    """Run many episodes concurrently (at most `concurrency` at once); results in input order. `on_result`,
+    if given, is called as each episode ends with the number ended so far and its result (progress lines)."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     gate = asyncio.Semaphore(concurrency)
+    ended = 0
 
     async def one(spec: EpisodeSpec) -> EpisodeResult:
+        nonlocal ended
         async with gate:
-            return await run_episode(
+            result = await run_episode(
                 spec.make_env(),
                 spec.make_agents(),
                 spec.scenario,
@@ -173,5 +179,9 @@ async def run_episodes(
                 turn_timeout=turn_timeout,
                 episode_id=spec.episode_id,
             )
+        ended += 1
+        if on_result is not None:
+            on_result(ended, result)
+        return result
 
     return list(await asyncio.gather(*(one(s) for s in specs)))

@@ -282,8 +282,17 @@ class ArmPlay:
         return sum(g.llm_calls for g in self.games)
 
 
-async def _play(specs: list[EpisodeSpec], concurrency: int) -> list[EpisodeResult]:
-    return await run_episodes(specs, concurrency=concurrency, turn_timeout=None)
+async def _play(specs: list[EpisodeSpec], concurrency: int, label: str) -> list[EpisodeResult]:
+    start = time.perf_counter()
+
+    def progress(ended: int, result: EpisodeResult) -> None:
+        # One line per game: these batches run for minutes on CPU.
+        log.info(
+            "%s: game %d/%d ended (%s), %.0f s", label, ended, len(specs), result.episode_id.removeprefix(f"{label}:"),
+            time.perf_counter() - start,
+        )  # fmt: skip
+
+    return await run_episodes(specs, concurrency=concurrency, turn_timeout=None, on_result=progress)
 
 
 def play_arms(
@@ -315,7 +324,7 @@ def play_arms(
             )
             jobs.append((arm, game, agents, spec))
     start = time.perf_counter()
-    results = asyncio.run(_play([j[3] for j in jobs], settings.concurrency))
+    results = asyncio.run(_play([j[3] for j in jobs], settings.concurrency, episode_prefix))
     wall = time.perf_counter() - start
     by_arm: dict[str, list[tuple[GameRecord, EpisodeResult]]] = {a.name: [] for a in arms}
     for (arm, game, agents, _), result in zip(jobs, results, strict=True):
