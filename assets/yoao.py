@@ -515,7 +515,7 @@ def yoao_results(
     run_id = report.log_run(
         tracker,
         "yoao_results",
-        {"profile": profile.name, "frames": ",".join(yoao.heldout_frames), "seed_version": version or 0},
+        {"profile": profile.name, "frames": ",".join(results.frames), "seed_version": version or 0},
         metrics,
         {**pngs, "yoao_results.md": results.markdown(), "benchmark.json": json.dumps(benchmark, indent=1)},
     )

@@ -511,9 +511,11 @@ def test_the_four_experiments_reuse_pair_and_window_their_arms(caplog: pytest.Lo
     assert set(baseline.comparisons) == {"seed vs teacher", "seed vs prompted", "teacher vs k=0", "prompted vs k=0"}
 
     results = report.build_results(
-        "smoke", ("trade_war",), 1, {"trade_war": by_count}, {"trade_war": mute}, {"trade_war": persistence},
-        {"trade_war": baseline}, None, {},
+        "smoke", ("trade_war", "gpu_contention"), 1, {"trade_war": by_count}, {"trade_war": mute},
+        {"trade_war": persistence}, {"trade_war": baseline}, None, {},
     )  # fmt: skip
+    # A profile frame whose experiments have not run is named, not claimed as pooled.
+    assert results.frames == ("trade_war",) and results.extra["frames_not_run"] == ["gpu_contention"]
     benchmark = results.benchmark()
     assert benchmark["persistence"]["k=3 removed"]["mean"] == persistence.window["k=3 removed"].mean
     assert benchmark["cooperation_by_seed_count"]["3"] == {"mean": 1.0, "ci_low": 1.0, "ci_high": 1.0, "games": 3}

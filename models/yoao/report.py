@@ -137,6 +137,8 @@ class YoaoResults:
 
     def markdown(self) -> str:
         lines = [f"YOAO results ({self.profile}, frames {', '.join(self.frames)}, seed v{self.seed_version})", ""]
+        if self.extra.get("frames_not_run"):
+            lines[1:1] = [f"Not run yet (not pooled): {', '.join(self.extra['frames_not_run'])}"]
         for title, arms in (
             ("propagation by seed count", self.by_seed_count),
             ("mute", self.mute),
@@ -213,9 +215,13 @@ def build_results(
             ("propagation_prompting_baseline", baseline),
         )
     }
+    # The frames actually pooled: a frame of the profile whose experiments have not run yet is named, not
+    # claimed.
+    pooled = tuple(r.frame for r in pick(by_seed_count))
+    missing = [f for f in frames if f not in pooled]
     return YoaoResults(
         profile=profile,
-        frames=tuple(frames),
+        frames=pooled,
         seed_version=seed_version,
         by_seed_count=tuple(pooled_arms(pick(by_seed_count))),
         mute=tuple(pooled_arms(pick(mute))),
@@ -224,7 +230,7 @@ def build_results(
         baseline=tuple(pooled_arms(pick(baseline))),
         sugarscape={f"{f.fraction:g}": f.as_dict() for f in sugarscape.fractions} if sugarscape else {},
         wall_s=dict(wall_s),
-        extra={"comparisons": comparisons, "calls": calls, **(extra or {})},
+        extra={"comparisons": comparisons, "calls": calls, "frames_not_run": missing, **(extra or {})},
     )
 
 
