@@ -490,7 +490,9 @@ def test_adversarial_agents_never_push_a_stock_below_zero() -> None:
         return Adversary(info.agent_id) if info.origin == "exploiter" else AltruistTrader()
 
     world = SugarscapeWorld(config)
-    result = run_simulation(config, factory, world=world, keep_reports=True)
+    ticks = []
+    result = run_simulation(config, factory, world=world, keep_reports=True, on_tick=ticks.append)
+    assert ticks == list(result.reports) and [t.tick for t in ticks] == list(range(len(ticks)))
     assert (world.stock >= 0).all()
     assert all(d.sugar >= 0 and d.spice >= 0 for d in result.deaths)
     assert result.metrics["trade"]["invalid_actions"] > 0

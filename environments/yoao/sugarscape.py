@@ -798,9 +798,11 @@ async def run_simulation_async(
     max_invalid_retries: int = 2,
     world: SugarscapeWorld | None = None,
     keep_reports: bool = False,
+    on_tick: Callable[[TickReport], None] | None = None,
 ) -> SimulationResult:
     """Run a world to the end. With `trade_agents` every meeting is negotiated as a `sugarscape-v0` episode
-    (the meetings of a tick in rounds of disjoint pairs, each round concurrently); without, by the MRS rule."""
+    (the meetings of a tick in rounds of disjoint pairs, each round concurrently); without, by the MRS rule.
+    `on_tick`, if given, gets each negotiated tick's report as it ends (progress lines)."""
     world = world or SugarscapeWorld(config)
     if trade_agents is None:
         return _run_mrs(world, keep_reports)
@@ -812,6 +814,8 @@ async def run_simulation_async(
                 world, meetings, trade_agents, concurrency, turn_timeout, max_invalid_retries
             )
         report = world.end_tick()
+        if on_tick is not None:
+            on_tick(report)
         if keep_reports:
             reports.append(report)
     return _result(world, True, episodes, reports)
@@ -835,7 +839,8 @@ def run_simulation(
     **options: Any,
 ) -> SimulationResult:
     """Run a world to the end: by the MRS rule without `trade_agents` (no event loop involved), otherwise as
-    `run_simulation_async` in a fresh event loop (`options`: concurrency, turn_timeout, max_invalid_retries)."""
+    `run_simulation_async` in a fresh event loop (`options`: concurrency, turn_timeout, max_invalid_retries,
+    on_tick)."""
     if trade_agents is None:
         return _run_mrs(world or SugarscapeWorld(config), keep_reports)
     try:

@@ -36,6 +36,7 @@ from environments.yoao.sugarscape import (
     STARVATION,
     SugarscapeConfig,
     SugarscapeWorld,
+    TickReport,
     TraderInfo,
     run_simulation_async,
 )
@@ -201,10 +202,19 @@ async def run_world(
         made.append(agent)
         return agent
 
+    def progress(report: TickReport) -> None:
+        # One line per tick and world: the worlds run at once and take minutes on CPU.
+        log.info(
+            "sugarscape seed share %.0f%% world %d: tick %d/%d, %d encounters, %d trades, %d alive, %.0f s",
+            100 * fraction, seed, report.tick + 1, config.max_ticks, report.encounters, report.trades, report.alive,
+            time.perf_counter() - start,
+        )  # fmt: skip
+
     world = SugarscapeWorld(config)
     result = await run_simulation_async(
-        config, factory, concurrency=settings.concurrency, turn_timeout=None, world=world, keep_reports=True
-    )
+        config, factory, concurrency=settings.concurrency, turn_timeout=None, world=world, keep_reports=True,
+        on_tick=progress,
+    )  # fmt: skip
     n = settings.n_agents
     starved, lifespan = [False] * n, [0] * n
     for death in world.deaths:
