@@ -5,7 +5,7 @@ before it), on one vLLM engine.
 Both orders play the same games (held-out frames, scripted opponents, team A = five LLM teammates with the
 neutral prompt: the base model, or with `--adapter` the format warm-up adapter of a YOAO run, i.e. the k = 0
 arm); all games run concurrently so their calls batch in the engine. Reported
-per order: LLM calls per game (the same count by construction), wall time, calls per second and completion
+per order: LLM calls per game (equal but for invalid-answer retries, which the order can change), wall time, calls per second and completion
 tokens per second, to compare with the engine's raw throughput (benchmarks/results/engine.json). Results to
 benchmarks/results/red_black_order.json.
 
