@@ -63,7 +63,8 @@ __all__ = [
 ]
 
 GUARD_DIR = Path(__file__).resolve().parent / "vllm_guard"
-"""Holds the middleware module vLLM loads so that /health is its only open route."""
+"""On every engine's PYTHONPATH: the middleware module vLLM loads so that /health is its only open route, and
+the CPU LoRA ops plugin (found through its entry point; socialrl_vllm_cpu_lora.py)."""
 PARENT_ENV_PASSED = (
     "PATH",
     "HOME",
@@ -366,7 +367,7 @@ class VLLMEngine:
 
     def environment(self) -> dict[str, str]:
         """The server's whole environment: `PARENT_ENV_PASSED` from this process, the engine's settings, the
-        token (VLLM_API_KEY) and the guard's PYTHONPATH when keyed, then `EngineConfig.env`."""
+        token (VLLM_API_KEY) when keyed, PYTHONPATH = GUARD_DIR (middleware, plugin), then `EngineConfig.env`."""
         env = {name: os.environ[name] for name in PARENT_ENV_PASSED if name in os.environ}
         env.update(
             {
@@ -377,9 +378,9 @@ class VLLMEngine:
                 "DO_NOT_TRACK": "1",
             }
         )
+        env["PYTHONPATH"] = str(GUARD_DIR)
         if self.config.api_key:
             env["VLLM_API_KEY"] = self.config.api_key
-            env["PYTHONPATH"] = str(GUARD_DIR)
         env.update(self.config.env)
         return env
 
