@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -34,23 +34,38 @@ def vllm_engine(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
         yield engine
 
 
-@pytest.fixture(scope="session")
-def tiny_lora_adapter(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real PEFT LoRA adapter (rank 8, q/v projections, random B so it changes outputs) of the tiny model,
-    saved by PEFT itself: its README.md is PEFT's template card and adapter_config.json names the base
-    model by this machine's absolute path, as a trained adapter does."""
+def make_tiny_lora(model_dir: Path, adapter: Path, seed: int = 0) -> Path:
+    """Save a real PEFT LoRA adapter (rank 8, q/v projections, random A and B so it changes outputs) of the
+    model at `model_dir` to `adapter`; different seeds give different adapters."""
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
     config = LoraConfig(
         r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM", init_lora_weights=False
     )
-    adapter = tmp_path_factory.mktemp("tiny-lora") / "adapter"
     get_peft_model(model, config).save_pretrained(adapter)
     return adapter
+
+
+@pytest.fixture(scope="session")
+def tiny_lora_adapter(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real PEFT LoRA adapter of the tiny model (`make_tiny_lora`, seed 0), saved by PEFT itself: its
+    README.md is PEFT's template card and adapter_config.json names the base model by this machine's absolute
+    path, as a trained adapter does."""
+    return make_tiny_lora(tiny_model_dir, tmp_path_factory.mktemp("tiny-lora") / "adapter")
+
+
+@pytest.fixture(scope="session")
+def tiny_lora_maker(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], Path]:
+    """seed -> a fresh `make_tiny_lora` adapter of the tiny model (distinct seeds, distinct adapters)."""
+
+    def make(seed: int) -> Path:
+        return make_tiny_lora(tiny_model_dir, tmp_path_factory.mktemp(f"tiny-lora-{seed}") / "adapter", seed)
+
+    return make
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

