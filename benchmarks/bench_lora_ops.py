@@ -2,9 +2,10 @@
 
 Two engines serve SmolLM2-135M side by side in one run: one with the plugin (the default: it is on the
 engine's PYTHONPATH), one with `VLLM_PLUGINS=none` (upstream's ops). Each gets the same batches, in
-alternating repeats: `--requests` concurrent chats of short (~40-token) or long (~1,100-token) prompts, each
+alternating repeats: `--requests` concurrent chats of short (~50-token) or long (~1,000-token) prompts, each
 answered with exactly `--max-tokens` tokens (greedy, ignore_eos), on the base weights and under a random
-rank-16 adapter on every projection (the shape SFT and PPO train). Results to
+rank-16 adapter on every projection (the shape SFT and PPO train); no batch repeats an earlier prompt, so
+prefill is measured, not the prefix cache. Results to
 benchmarks/results/engine_lora.json: median wall seconds per batch, and ratios.
 
     python -m benchmarks.bench_lora_ops [--requests 8] [--max-tokens 32] [--repeats 3]
@@ -29,8 +30,10 @@ from models.settings import DataPaths
 from models.training.config import LoraSettings
 
 RESULTS = Path(__file__).resolve().parent / "results" / "engine_lora.json"
-SHORT = "Propose a fair split of 3 books, 2 hats and 1 ball, case {i}."
-LONG = "{i} " + " ".join(
+# `{tag}` leads every prompt and differs per repeat and model, so that no batch is served from the prefix
+# cache of an earlier one (the same tag for both engines: they see the same prompts).
+SHORT = "{tag} Propose a fair split of 3 books, 2 hats and 1 ball, case {i}."
+LONG = "{tag} {i} " + " ".join(
     f"Teammate A{r % 5} said in round {r}: we should choose BLACK, because cooperation gives both teams more."
     for r in range(40)
 )
@@ -70,10 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     model_dir = resolve_model(args.model, DataPaths.from_env().models)
     adapter = random_adapter(model_dir, Path(tempfile.mkdtemp()) / "adapter", LoraSettings())
-    prompts = {
-        name: [[{"role": "user", "content": text.format(i=i)}] for i in range(args.requests)]
-        for name, text in (("short", SHORT), ("long", LONG))
-    }
+    texts = {"short": SHORT, "long": LONG}
+
+    def batch(length: str, tag: str) -> list[list[dict]]:
+        return [[{"role": "user", "content": texts[length].format(tag=tag, i=i)}] for i in range(args.requests)]
+
     engines = {
         "plugin": EngineConfig(model_path=model_dir, served_model_name="base"),
         "upstream": EngineConfig(model_path=model_dir, served_model_name="base", env={"VLLM_PLUGINS": "none"}),
@@ -84,18 +88,19 @@ def main(argv: list[str] | None = None) -> int:
         running = {"plugin": plugin, "upstream": upstream}
         for engine in running.values():
             EngineClient(engine.base_url).load_adapter("adapter", adapter)
-            vllm_batch_wall(engine.base_url, "adapter", prompts["short"][:2], 4)  # warm-up
-        for _ in range(args.repeats):
+            vllm_batch_wall(engine.base_url, "adapter", batch("short", "warm-up")[:2], 4)
+        for repeat in range(args.repeats):
             for ops, engine in running.items():
-                for length, batch in prompts.items():
+                for length in texts:
                     for model in ("base", "adapter"):
-                        wall = vllm_batch_wall(engine.base_url, model, batch, args.max_tokens)
+                        messages = batch(length, f"r{repeat}-{model}")
+                        wall = vllm_batch_wall(engine.base_url, model, messages, args.max_tokens)
                         samples.setdefault(f"{ops}/{length}/{model}", []).append(wall)
                         print(f"{ops:8s} {length:5s} {model:7s} {wall:6.1f} s", flush=True)
-        prompt_tokens = {name: count_prompt_tokens(plugin.base_url, batch[0]) for name, batch in prompts.items()}
+        prompt_tokens = {length: count_prompt_tokens(plugin.base_url, batch(length, "count")[0]) for length in texts}
     wall_s = {key: round(statistics.median(values), 2) for key, values in samples.items()}
     ratios = {}
-    for length in prompts:
+    for length in texts:
         ratios[f"{length}: adapter over base, upstream ops"] = (
             wall_s[f"upstream/{length}/adapter"] / wall_s[f"upstream/{length}/base"]
         )

