@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import itertools
 import json
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -83,7 +84,10 @@ def fast_profile():
 
 
 @pytest.mark.slow
-def test_the_leaderboard_survives_an_endpoint_of_errors_timeouts_and_malformed_text(stub: StubEndpoint) -> None:
+def test_the_leaderboard_survives_an_endpoint_of_errors_timeouts_and_malformed_text(
+    stub: StubEndpoint, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="socialrl.leaderboard")
     profile = fast_profile()
     endpoint = Endpoint("stub", "stub-model", stub.base_url, api_key="sk-test-secret")
     assert "sk-test-secret" not in repr(endpoint)
@@ -107,6 +111,14 @@ def test_the_leaderboard_survives_an_endpoint_of_errors_timeouts_and_malformed_t
     text = json.dumps(row)
     assert "sk-test-secret" not in text
     assert "| stub |" in markdown_table([row])
+    # One progress line per episode and game as it ends, numbered within its domain.
+    ended = [
+        r.getMessage() for r in caplog.records if r.name == "socialrl.leaderboard" and " ended (" in r.getMessage()
+    ]
+    for env_id in SOCIALRL_ENV_IDS:
+        lines = [m for m in ended if m.startswith(f"leaderboard:stub:{env_id}: episode ")]
+        assert sorted(int(m.split("episode ")[1].split("/")[0]) for m in lines) == list(range(1, per_domain + 1))
+    assert sum(": game " in m for m in ended) == games
 
 
 def test_rows_merge_by_endpoint_and_profile_best_first() -> None:

@@ -10,6 +10,7 @@ so the LLM calls of different episodes reach the inference engine together and b
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -153,6 +154,23 @@ class EpisodeSpec:
     scenario: Scenario
     seed: int
     episode_id: str | None = None
+
+
+def progress_logger(
+    log: logging.Logger, label: str, total: int, noun: str = "episode"
+) -> Callable[[int, EpisodeResult], None]:
+    """An `on_result` callback for `run_episodes`: one INFO line per ended episode, with the count, its id
+    (less the `label:` prefix) and the seconds since the callback was made. Batches of LLM episodes run for
+    minutes on CPU; these lines are their progress."""
+    start = time.perf_counter()
+
+    def line(ended: int, result: EpisodeResult) -> None:
+        log.info(
+            "%s: %s %d/%d ended (%s), %.0f s", label, noun, ended, total, result.episode_id.removeprefix(f"{label}:"),
+            time.perf_counter() - start,
+        )  # fmt: skip
+
+    return line
 
 
 async def run_episodes(

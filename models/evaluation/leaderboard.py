@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import math
 import time
 from collections.abc import Sequence
@@ -35,13 +36,15 @@ import numpy as np
 from agents.llm_agent import LLMAgent, LLMAgentConfig
 from agents.yoao.red_black_strategies import make_strategy_team
 from environments import SOCIALRL_ENV_IDS, make
-from environments.core.runtime import Agent, EpisodeResult, EpisodeSpec, run_episodes
+from environments.core.runtime import Agent, EpisodeResult, EpisodeSpec, progress_logger, run_episodes
 from environments.yoao.red_black import RedBlackScenario, list_frames
 from models.evaluation.policy import EvaluationPlan, EvaluationResult, evaluate_policy_async
 from models.evaluation.scenarios import held_out_scenarios
 from models.evaluation.stats import Estimate, mean_estimate
 from models.profiles import Profile
 from models.training.config import learning_seat
+
+logger = logging.getLogger("socialrl.leaderboard")
 
 RED_BLACK = "red-black-v0"
 
@@ -247,7 +250,10 @@ async def play_red_black(
                 )
             )
     results = await run_episodes(
-        specs, concurrency=profile.leaderboard.concurrency, turn_timeout=_turn_timeout(profile)
+        specs,
+        concurrency=profile.leaderboard.concurrency,
+        turn_timeout=_turn_timeout(profile),
+        on_result=progress_logger(logger, f"leaderboard:{model}:{RED_BLACK}", len(specs), noun="game"),
     )
     welfare = [float(r.outcome.metrics["welfare"]) for r in results]
     clusters = [f"{r.scenario.scenario_id}" for r in results]
@@ -310,7 +316,7 @@ def evaluate_endpoint(
         ]
         games = play_red_black(url, served, profile, seed, endpoint.api_key or None, calls) if red_black else None
         done = await asyncio.gather(
-            *(evaluate_policy_async(p, make_policy) for p in plans), *([games] if games else [])
+            *(evaluate_policy_async(p, make_policy, progress=logger) for p in plans), *([games] if games else [])
         )
         return list(done[: len(plans)]), (done[-1] if games else None)
 

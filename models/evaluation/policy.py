@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import math
 import uuid
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -52,7 +53,7 @@ import pandas as pd
 from agents.socialrl.code_agents import make_code_agent
 from environments.core.base import Scenario
 from environments.core.registry import make, seats
-from environments.core.runtime import Agent, EpisodeResult, EpisodeSpec, run_episodes
+from environments.core.runtime import Agent, EpisodeResult, EpisodeSpec, progress_logger, run_episodes
 from models.evaluation.scenarios import held_out_scenarios
 from models.evaluation.stats import CI_METHODS, Estimate, confidence_interval, mean_estimate
 from models.evaluation.stats import paired_difference as _paired_difference
@@ -296,8 +297,10 @@ async def evaluate_policy_async(
     plan: EvaluationPlan,
     make_policy: Callable[[int], Agent],
     make_counterpart: Callable[[str, int], Agent] = make_code_agent,
+    progress: logging.Logger | None = None,
 ) -> EvaluationResult:
-    """`evaluate_policy` for callers already inside an event loop."""
+    """`evaluate_policy` for callers already inside an event loop. `progress`: a logger that gets one line per
+    ended episode (`progress_logger`), for callers whose console shows nothing else while episodes run."""
     scenario_list = plan.scenario_list()
     env_config = dict(plan.env_config)
     prefix = plan.episode_prefix or f"eval:{plan.env_id}:{uuid.uuid4().hex[:12]}"
@@ -346,7 +349,10 @@ async def evaluate_policy_async(
             )
             labels.append((name, policy_seat, index))
 
-    results = await run_episodes(specs, concurrency=plan.concurrency, turn_timeout=plan.turn_timeout)
+    on_result = progress_logger(progress, prefix, len(specs)) if progress is not None else None
+    results = await run_episodes(
+        specs, concurrency=plan.concurrency, turn_timeout=plan.turn_timeout, on_result=on_result
+    )
     views = [policy_episode(r, s, c, i) for r, (c, s, i) in zip(results, labels, strict=True)]
     return EvaluationResult(
         env_id=plan.env_id,

@@ -42,7 +42,7 @@ from typing import Any
 
 from agents.llm_agent import LLMAgent
 from agents.yoao.red_black_strategies import make_strategy_team
-from environments.core.runtime import Agent, EpisodeResult, EpisodeSpec, run_episodes
+from environments.core.runtime import Agent, EpisodeResult, EpisodeSpec, progress_logger, run_episodes
 from environments.yoao.red_black import BLACK, DEFAULT_MULTIPLIERS, RED, RedBlackEnv, RedBlackScenario
 from models.evaluation.stats import Estimate, mean_estimate, paired_difference
 from models.yoao.config import YoaoSettings
@@ -283,15 +283,7 @@ class ArmPlay:
 
 
 async def _play(specs: list[EpisodeSpec], concurrency: int, label: str) -> list[EpisodeResult]:
-    start = time.perf_counter()
-
-    def progress(ended: int, result: EpisodeResult) -> None:
-        # One line per game: these batches run for minutes on CPU.
-        log.info(
-            "%s: game %d/%d ended (%s), %.0f s", label, ended, len(specs), result.episode_id.removeprefix(f"{label}:"),
-            time.perf_counter() - start,
-        )  # fmt: skip
-
+    progress = progress_logger(log, label, len(specs), noun="game")  # these batches run for minutes on CPU
     return await run_episodes(specs, concurrency=concurrency, turn_timeout=None, on_result=progress)
 
 
