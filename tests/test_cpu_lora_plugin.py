@@ -48,11 +48,18 @@ OPS_CHECK = textwrap.dedent(
             old, new = both(name, make, *args, indices=indices)
             assert torch.allclose(old, new, atol=1e-5), name
 
-    seq_lens, per_seq = torch.tensor([10, 20, 7]), torch.tensor([2, 0, 1])
+    # upstream's sgmv_* (prefill) call bgmv_* through lora_ops' globals: once patched, they run the plugin's
+    # (the base sequence in the middle tells the two apart)
+    seq_lens, per_seq = torch.tensor([10, 20, 7]), torch.tensor([2, -1, 1])
     old, new = torch.zeros(tokens, rank), torch.zeros(tokens, rank)
     upstream.sgmv_shrink(x, a, old, None, seq_lens, per_seq, 3, 20, tokens, 1.0)
-    plugin.sgmv_shrink(x, a, new, None, seq_lens, per_seq, 3, 20, tokens, 1.0)
-    assert torch.allclose(old, new, atol=1e-5), "sgmv_shrink"
+    original = upstream.bgmv_shrink
+    upstream.bgmv_shrink = plugin.bgmv_shrink
+    upstream.sgmv_shrink(x, a, new, None, seq_lens, per_seq, 3, 20, tokens, 1.0)
+    upstream.bgmv_shrink = original
+    assert bool((old[10:30] != 0).any()) and bool((new[10:30] == 0).all()), "sgmv_shrink routes to the plugin"
+    kept = torch.cat([torch.arange(0, 10), torch.arange(30, tokens)])
+    assert torch.allclose(old[kept], new[kept], atol=1e-5), "sgmv_shrink"
 
     with_base = mixed.clone()
     with_base[:5] = -1  # base-model rows

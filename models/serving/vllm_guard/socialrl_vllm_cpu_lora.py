@@ -27,7 +27,9 @@ import logging
 logger = logging.getLogger("vllm.socialrl_cpu_lora")  # under "vllm": the server's own log handler prints it
 LOADED_MESSAGE = "socialrl_cpu_lora: grouped LoRA ops installed (one matmul per adapter, no delta for index -1)"
 
-OP_NAMES = ("bgmv_shrink", "bgmv_expand", "bgmv_expand_slice", "sgmv_shrink", "sgmv_expand", "sgmv_expand_slice")
+OP_NAMES = ("bgmv_shrink", "bgmv_expand", "bgmv_expand_slice")
+"""The ops replaced. Upstream's sgmv_* (prefill) expand the per-sequence indices to per-token ones and call
+these through lora_ops' module globals, so patching the bgmv_* there covers them too."""
 
 
 def grouped_lora_product(inputs, weights, indices, dtype):
@@ -94,60 +96,6 @@ def bgmv_expand_slice(
         output_tensor[:, slice_offset : slice_offset + slice_size] = outputs[:]
 
 
-def _explode(lora_indices_tensor, seq_len_tensor):
-    import torch
-
-    return torch.repeat_interleave(lora_indices_tensor, seq_len_tensor)
-
-
-def sgmv_shrink(
-    inputs,
-    lora_a_weights,
-    output_tensor,
-    b_seq_start_loc,
-    seq_len_tensor,
-    lora_indices_tensor,
-    batches,
-    max_seq_length,
-    token_nums,
-    scaling,
-):
-    bgmv_shrink(inputs, lora_a_weights, output_tensor, _explode(lora_indices_tensor, seq_len_tensor), scaling)
-
-
-def sgmv_expand(
-    inputs,
-    lora_b_weights,
-    output_tensor,
-    b_seq_start_loc,
-    seq_len_tensor,
-    lora_indices_tensor,
-    batches,
-    max_seq_length,
-    token_nums,
-    add_inputs=False,
-):
-    bgmv_expand(inputs, lora_b_weights, output_tensor, _explode(lora_indices_tensor, seq_len_tensor), add_inputs)
-
-
-def sgmv_expand_slice(
-    inputs,
-    lora_b_weights,
-    output_tensor,
-    b_seq_start_loc,
-    seq_len_tensor,
-    lora_indices_tensor,
-    batches,
-    max_seq_length,
-    token_nums,
-    slice_offset,
-    slice_size,
-    add_inputs=False,
-):
-    exploded = _explode(lora_indices_tensor, seq_len_tensor)
-    bgmv_expand_slice(inputs, lora_b_weights, output_tensor, exploded, slice_offset, slice_size, add_inputs)
-
-
 def register() -> None:
     """vLLM calls this in every process it starts; patching twice is harmless."""
     from vllm.platforms import current_platform
@@ -159,7 +107,7 @@ def register() -> None:
     import vllm.lora.punica_wrapper.punica_cpu as punica_cpu
 
     replacements = {name: globals()[name] for name in OP_NAMES}
-    for module in (ops, package, punica_cpu):  # punica_cpu imported the names: patch its copies too
+    for module in (ops, package, punica_cpu):  # package and punica_cpu imported the names: patch their copies
         for name, function in replacements.items():
             setattr(module, name, function)
     logger.info(LOADED_MESSAGE)
