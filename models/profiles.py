@@ -94,6 +94,14 @@ class Stage2Settings:
     be defined there."""
     mopd: MOPDConfig = field(default_factory=MOPDConfig)
     """Multi-teacher on-policy distillation."""
+    specialist_ppo_iterations: int = 0
+    """PPO iterations of the specialists `run_stage2` trains for its domains (0: the profile's PPO setting).
+    Stage 1 at `make run` size takes about an hour per domain here; stage 2 needs three of them."""
+    specialist_episodes_per_iteration: int = 0
+    """Rollout episodes per PPO iteration of those specialists (0: the profile's PPO setting)."""
+    specialist_heldout_scenarios: int = 0
+    """Held-out scenarios of those specialists' own stage-1 evaluation (0: the profile's
+    `heldout_scenarios`); the transfer matrix evaluates every specialist again on its own plan."""
 
     def __post_init__(self) -> None:
         unknown = set(self.domains) - set(SOCIALRL_ENV_IDS)
@@ -111,6 +119,9 @@ class Stage2Settings:
             raise ValueError(f"parallel_evaluations must be >= 1, got {self.parallel_evaluations}")
         if self.adjacency_weight < 0 or self.min_advantage < 0:
             raise ValueError("adjacency_weight and min_advantage must be >= 0")
+        sizes = (self.specialist_ppo_iterations, self.specialist_episodes_per_iteration)
+        if min(*sizes, self.specialist_heldout_scenarios) < 0:
+            raise ValueError(f"specialist sizes must be >= 0 (0: the profile's), got {sizes}")
 
 
 @dataclass(frozen=True)
@@ -248,6 +259,20 @@ class Profile:
         if self.train_scenarios < 1 or self.heldout_scenarios < 1 or self.teacher_episodes < 1:
             raise ValueError("scenario and episode counts must be >= 1")
 
+    def for_stage2_specialists(self) -> Profile:
+        """This profile with stage 1 sized as `run_stage2` trains its specialists (`Stage2Settings.specialist_*`;
+        an unset size keeps this profile's)."""
+        s2 = self.stage2
+        return replace(
+            self,
+            heldout_scenarios=s2.specialist_heldout_scenarios or self.heldout_scenarios,
+            ppo=replace(
+                self.ppo,
+                iterations=s2.specialist_ppo_iterations or self.ppo.iterations,
+                episodes_per_iteration=s2.specialist_episodes_per_iteration or self.ppo.episodes_per_iteration,
+            ),
+        )
+
     def ppo_for(self, env_id: str) -> PPOConfig:
         """The PPO config of one domain's specialist."""
         return replace(
@@ -375,9 +400,11 @@ CPU = Profile(
     max_new_tokens=64,
     # Prompts longer than the context are shortened by the LLM agent (oldest exchange first).
     engine=EngineSettings(max_model_len=2048, kv_cache_gib=2.0),
-    # Three domains (python -m pipelines.run_stage2): 8 held-out episodes per policy and domain (4 scenarios
+    # Three domains (python -m pipelines.run_stage2), sized to about 90 min from an empty instance: the
+    # specialists it trains get 2 PPO iterations of 8 episodes (the first warms the value head) and a
+    # 12-episode stage-1 evaluation; stage 2 evaluates 8 held-out episodes per policy and domain (4 scenarios
     # x 2 counterparts), a 2-episode validation probe, cascade stages of an 8-step SFT mix-in and 2 PPO
-    # iterations, 4 MOPD steps of 6 episodes.
+    # iterations of 8 episodes, 4 MOPD steps of 6 episodes.
     stage2=Stage2Settings(
         domains=("craigslist-v0", "marketplace-v0", "dnd-v0"),
         heldout_scenarios=4,
@@ -385,7 +412,11 @@ CPU = Profile(
         probe_scenarios=2,
         probe_counterparts=("boulware",),
         cascade_ppo_iterations=2,
+        cascade_episodes_per_iteration=8,
         cascade_sft_steps=8,
+        specialist_ppo_iterations=2,
+        specialist_episodes_per_iteration=8,
+        specialist_heldout_scenarios=4,
         mopd=MOPDConfig(
             steps=4,
             episodes_per_step=6,

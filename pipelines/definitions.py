@@ -42,9 +42,14 @@ from models.profiles import get_profile
 from resources import EngineResource, MlflowResource, SettingsResource, StoreResource
 
 
-def build_resources(profile: str | None = None, data_dir: str = "") -> dict[str, object]:
-    """The resources of the code location (profile from $SOCIALRL_PROFILE unless given)."""
-    settings = SettingsResource(profile=get_profile(profile).name, data_dir=data_dir)
+def build_resources(
+    profile: str | None = None, data_dir: str = "", stage2_specialists: bool = False
+) -> dict[str, object]:
+    """The resources of the code location (profile from $SOCIALRL_PROFILE unless given; `stage2_specialists`:
+    stage 1 sized as `run_stage2` trains its specialists)."""
+    settings = SettingsResource(
+        profile=get_profile(profile).name, data_dir=data_dir, stage2_specialists=stage2_specialists
+    )
     engine = EngineResource(settings=settings, remote_api_key=EnvVar("SOCIALRL_REMOTE_API_KEY").get_value("") or "")
     return {
         "settings": settings,
@@ -173,16 +178,16 @@ LINEAGE = (("tournament_job", False), ("stage1_job", True), ("champion_evaluatio
 """What `make run` launches, in order: (job, partitioned by domain). The UI runs the same jobs."""
 
 
-def build_definitions(profile: str | None = None, data_dir: str = "") -> Definitions:
+def build_definitions(profile: str | None = None, data_dir: str = "", stage2_specialists: bool = False) -> Definitions:
     """The code location with resources for `profile` and `data_dir` (defaults: $SOCIALRL_PROFILE and
-    $SOCIALRL_DATA_DIR, read at this edge); `make run` builds it for its own arguments."""
+    $SOCIALRL_DATA_DIR, read at this edge); `make run` and `run_stage2` build it for their own arguments."""
     return Definitions(
         assets=all_assets,
         asset_checks=all_checks,
         jobs=JOBS,
         schedules=[nightly_champion_evaluation],
         sensors=[new_model_version_sensor],
-        resources=build_resources(profile, data_dir),
+        resources=build_resources(profile, data_dir, stage2_specialists),
         loggers={"console": colored_console_logger, "file": file_logger},
     )
 

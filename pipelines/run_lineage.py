@@ -65,6 +65,11 @@ _MARKER = {"tournament_job": "code_agent_tournament", "stage1_job": "specialist_
 _MARKER["champion_evaluation_job"] = "champion_evaluations"
 
 
+def profile_tag(profile: str, stage2_specialists: bool = False) -> str:
+    """The `PROFILE_TAG` value of a lineage run: the profile, marked when stage 1 is sized for stage 2."""
+    return f"{profile}+stage2-specialists" if stage2_specialists else profile
+
+
 def _latest(instance, asset: str, profile: str, partition: str | None = None):
     """The newest materialisation record of `asset` (`partition`) made by a run tagged with `profile`."""
     from dagster import AssetKey, AssetRecordsFilter
@@ -135,17 +140,21 @@ def run_lineage(
     data: Path | None = None,
     force: bool = False,
     log_file: Path | None = None,
+    stage2_specialists: bool = False,
 ) -> list[StepResult]:
     """Launch the lineage's jobs; one StepResult per Dagster run. Without `force`, what this instance already
     materialised with the same profile is skipped (the tournament, each domain's `specialist_eval`, and
-    `champion_evaluations` if it ran today, UTC), so a second `make run` only completes what is missing."""
+    `champion_evaluations` if it ran today, UTC), so a second `make run` only completes what is missing.
+    `stage2_specialists` sizes stage 1 as `run_stage2` trains its specialists; such runs are tagged apart
+    (`profile_tag`), so `make run` does not take them for its own."""
     from dagster import DagsterInstance
 
     from pipelines.definitions import LINEAGE, build_definitions
 
     paths = DataPaths(data) if data is not None else DataPaths.from_env()
     log_file = log_file or paths.logs / f"make-run-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.log"
-    defs = build_definitions(profile, str(paths.root))
+    defs = build_definitions(profile, str(paths.root), stage2_specialists)
+    tag = profile_tag(profile, stage2_specialists)
     instance = DagsterInstance.from_config(str(paths.dagster_home))  # the same instance `make ui` opens
     today = time.strftime("%Y-%m-%d", time.gmtime())
     steps: list[StepResult] = []
@@ -154,7 +163,7 @@ def run_lineage(
             continue
         for partition in domains if partitioned else (None,):
             name = f"{job}[{partition}]" if partition else job
-            done = None if force else _latest(instance, _MARKER[job], profile, partition)
+            done = None if force else _latest(instance, _MARKER[job], tag, partition)
             if done is not None and job == "champion_evaluation_job":
                 done = done if time.strftime("%Y-%m-%d", time.gmtime(done.timestamp)) == today else None
             if done is not None:
@@ -162,7 +171,7 @@ def run_lineage(
                 steps.append(StepResult(name, job, partition, True, 0.0, done.run_id, report=report, skipped=True))
             else:
                 log.info("%s: starting", name)
-                steps.append(_execute(defs, job, partition, instance, profile, log_file))
+                steps.append(_execute(defs, job, partition, instance, tag, log_file))
             _announce(steps[-1])
     return steps
 

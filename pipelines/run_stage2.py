@@ -39,7 +39,8 @@ def _materialised(instance, profile: str, domains: tuple[str, ...]) -> str | Non
 def run_stage2(
     profile: str, domains: tuple[str, ...], data: Path, force: bool = False, with_stage1: bool = True
 ) -> tuple[list[StepResult], StepResult, dict[str, Any] | None]:
-    """Stage 1 for `domains` (unless `with_stage1` is False: stage 2 then uses what the registry holds), then
+    """Stage 1 for `domains`, sized by the profile's `stage2.specialist_*` (unless `with_stage1` is False: stage 2
+    then uses what the registry holds, e.g. `make run`'s champions), then
     the stage-2 assets; returns the stage-1 steps, the stage-2 step and the stage-2 outputs (None when it
     failed)."""
     from dagster import AssetSelection, DagsterInstance, materialize
@@ -48,7 +49,11 @@ def run_stage2(
     from pipelines.definitions import all_assets, all_checks, build_resources
 
     paths = DataPaths(data)
-    stage1 = run_lineage(profile, domains, with_monitoring=False, data=paths.root, force=force) if with_stage1 else []
+    stage1 = (
+        run_lineage(profile, domains, with_monitoring=False, data=paths.root, force=force, stage2_specialists=True)
+        if with_stage1
+        else []
+    )
     instance = DagsterInstance.from_config(str(paths.dagster_home))
     done = None if force else _materialised(instance, profile, domains)
     if done is not None:

@@ -12,9 +12,14 @@ class SettingsResource(ConfigurableResource):
 
     profile: str = Field(default="cpu", description=f"One of {', '.join(PROFILE_NAMES)}.")
     data_dir: str = Field(default="", description="Project data directory; empty = $SOCIALRL_DATA_DIR or ./data.")
+    stage2_specialists: bool = Field(
+        default=False,
+        description="Size stage 1 as `run_stage2` trains its specialists (the profile's `stage2.specialist_*`).",
+    )
 
     def get_profile(self) -> Profile:
-        return get_profile(self.profile)
+        profile = get_profile(self.profile)
+        return profile.for_stage2_specialists() if self.stage2_specialists else profile
 
     def paths(self) -> DataPaths:
         """The data layout every library function is given explicitly (models/settings.py)."""

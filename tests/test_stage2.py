@@ -346,3 +346,24 @@ def test_student_log_distributions_equal_the_full_log_softmax_at_the_agent_posit
             expected = full[torch.tensor(segment.agent_positions) - 1]
             assert result.shape == expected.shape
             assert torch.allclose(result, expected, atol=1e-4)
+
+
+def test_run_stage2_sizes_its_specialists_apart_from_make_run() -> None:
+    """The cpu profile trains stage 2's specialists smaller than `make run` (three domains must fit the stage-2
+    budget): the resource built for them sees the smaller PPO and evaluation, and their runs carry their own
+    profile tag, so `make run` on the same instance neither skips its own run nor reports theirs."""
+    from models.profiles import get_profile
+    from pipelines.definitions import build_resources
+    from pipelines.run_lineage import profile_tag
+
+    cpu = get_profile("cpu")
+    sized = build_resources("cpu", stage2_specialists=True)["settings"].get_profile()
+    plain = build_resources("cpu")["settings"].get_profile()
+    assert plain == cpu
+    assert (sized.ppo.iterations, sized.ppo.episodes_per_iteration, sized.heldout_scenarios) == (2, 8, 4)
+    assert (cpu.ppo.iterations, cpu.ppo.episodes_per_iteration, cpu.heldout_scenarios) == (6, 16, 16)
+    assert sized.sft == cpu.sft and sized.ppo.hyper == cpu.ppo.hyper  # only the sizes change
+    assert profile_tag("cpu", stage2_specialists=True) != profile_tag("cpu") == "cpu"
+    # A profile that sets no specialist sizes trains stage 2's specialists as `make run` does.
+    smoke = get_profile("smoke")
+    assert smoke.for_stage2_specialists() == smoke
