@@ -3,7 +3,7 @@
 | profile | model | where | what it is for |
 | --- | --- | --- | --- |
 | `smoke` | tiny random Llama (SmolLM2 tokenizer) | CPU, minutes | tests and CI: the whole lineage end to end, numbers meaningless |
-| `cpu` | SmolLM2-135M-Instruct (shipped GGUF) | CPU, about 85 min here (benchmarks/results/make_run_cpu.json) | a real but small run on a laptop: the Craigslist specialist (one-epoch SFT warm-start, 6 PPO iterations of 16 episodes, 48 held-out episodes per policy); other domains on request; stage 2 on Craigslist, Marketplace and DnD (`python -m pipelines.run_stage2`) |
+| `cpu` | SmolLM2-135M-Instruct (shipped GGUF) | CPU, about 85 min here (benchmarks/results/make_run_cpu.json) | a real but small run on a laptop: the Craigslist specialist (one-epoch SFT warm-start, 6 PPO iterations of 16 episodes, 48 held-out episodes per policy); other domains on request; stage 2 on Craigslist, Marketplace and DnD with smaller specialists (`python -m pipelines.run_stage2`) |
 | `paper` | Qwen3-4B-Instruct-2507, critic Qwen3-1.7B | GPUs with vLLM | the SocialRL paper's hyper-parameters (actor lr 2e-6, critic lr 1e-5, batch 144 / minibatch 36, grad-norm 5, <= 200 steps, critic warmed 30 steps) |
 
 The YOAO group's sizes are the `yoao` sub-settings (models/yoao/config.py, one table per profile there).

@@ -242,7 +242,7 @@ def write_report(paths: DataPaths, profile: str, steps: list[StepResult], elapse
     return path
 
 
-def _configure_logging(log_file: Path) -> None:
+def configure_logging(log_file: Path) -> None:
     """Concise INFO lines of our loggers on the console; everything at DEBUG in the log file."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
     root = logging.getLogger()
@@ -274,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown domains {sorted(unknown)}; choose from {', '.join(SOCIALRL_ENV_IDS)}")
     paths = DataPaths(args.data_dir) if args.data_dir else DataPaths.from_env()
     log_file = paths.logs / f"make-run-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.log"
-    _configure_logging(log_file)
+    configure_logging(log_file)
     log.info("profile %s, domains %s, data %s; full log %s", profile.name, ", ".join(domains), paths.root, log_file)
     start = time.perf_counter()
     steps = run_lineage(profile.name, domains, not args.skip_monitoring, paths.root, args.force, log_file)

