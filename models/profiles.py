@@ -119,8 +119,12 @@ class Stage2Settings:
             raise ValueError(f"parallel_evaluations must be >= 1, got {self.parallel_evaluations}")
         if self.adjacency_weight < 0 or self.min_advantage < 0:
             raise ValueError("adjacency_weight and min_advantage must be >= 0")
-        sizes = (self.specialist_ppo_iterations, self.specialist_episodes_per_iteration)
-        if min(*sizes, self.specialist_heldout_scenarios) < 0:
+        sizes = (
+            self.specialist_ppo_iterations,
+            self.specialist_episodes_per_iteration,
+            self.specialist_heldout_scenarios,
+        )
+        if min(sizes) < 0:
             raise ValueError(f"specialist sizes must be >= 0 (0: the profile's), got {sizes}")
 
 
@@ -400,7 +404,8 @@ CPU = Profile(
     max_new_tokens=64,
     # Prompts longer than the context are shortened by the LLM agent (oldest exchange first).
     engine=EngineSettings(max_model_len=2048, kv_cache_gib=2.0),
-    # Three domains (python -m pipelines.run_stage2), sized to about 90 min from an empty instance: the
+    # Three domains (python -m pipelines.run_stage2; measured 153 min from an empty instance, over the 90 min
+    # issue 11 sets, docs/stage2.md): the
     # specialists it trains get 2 PPO iterations of 8 episodes (the first warms the value head) and a
     # 12-episode stage-1 evaluation; stage 2 evaluates 8 held-out episodes per policy and domain (4 scenarios
     # x 2 counterparts), a 2-episode validation probe, cascade stages of an 8-step SFT mix-in and 2 PPO
