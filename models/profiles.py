@@ -3,7 +3,7 @@
 | profile | model | where | what it is for |
 | --- | --- | --- | --- |
 | `smoke` | tiny random Llama (SmolLM2 tokenizer) | CPU, minutes | tests and CI: the whole lineage end to end, numbers meaningless |
-| `cpu` | SmolLM2-135M-Instruct (shipped GGUF) | CPU, about 85 min here (benchmarks/results/make_run_cpu.json) | a real but small run on a laptop: the Craigslist specialist (one-epoch SFT warm-start, 6 PPO iterations of 16 episodes, 48 held-out episodes per policy); other domains on request; stage 2 on Craigslist, Marketplace and DnD with smaller specialists (`python -m pipelines.run_stage2`) |
+| `cpu` | SmolLM2-135M-Instruct (shipped GGUF) | CPU, about 85 min here (benchmarks/results/make_run_cpu.json) | a real but small run on a laptop: the Craigslist specialist (one-epoch SFT warm-start, 6 PPO iterations of 16 episodes, 48 held-out episodes per policy); other domains on request; stage 2 on Craigslist and Marketplace with smaller specialists (`python -m pipelines.run_stage2`) |
 | `paper` | Qwen3-4B-Instruct-2507, critic Qwen3-1.7B | GPUs with vLLM | the SocialRL paper's hyper-parameters (actor lr 2e-6, critic lr 1e-5, batch 144 / minibatch 36, grad-norm 5, <= 200 steps, critic warmed 30 steps) |
 
 The YOAO group's sizes are the `yoao` sub-settings (models/yoao/config.py, one table per profile there).
@@ -404,14 +404,15 @@ CPU = Profile(
     max_new_tokens=64,
     # Prompts longer than the context are shortened by the LLM agent (oldest exchange first).
     engine=EngineSettings(max_model_len=2048, kv_cache_gib=2.0),
-    # Three domains (python -m pipelines.run_stage2; measured 153 min from an empty instance, over the 90 min
-    # issue 11 sets, docs/stage2.md): the
+    # Two domains, the price-bargaining pair the paper's order trains back to back (python -m
+    # pipelines.run_stage2, docs/stage2.md; three domains, Craigslist, Marketplace and DnD, measured 153 min
+    # from an empty instance, over the 90 min issue 11 sets): the
     # specialists it trains get 2 PPO iterations of 8 episodes (the first warms the value head) and a
     # 12-episode stage-1 evaluation; stage 2 evaluates 8 held-out episodes per policy and domain (4 scenarios
     # x 2 counterparts), a 2-episode validation probe, cascade stages of an 8-step SFT mix-in and 2 PPO
     # iterations of 8 episodes, 4 MOPD steps of 6 episodes.
     stage2=Stage2Settings(
-        domains=("craigslist-v0", "marketplace-v0", "dnd-v0"),
+        domains=("craigslist-v0", "marketplace-v0"),
         heldout_scenarios=4,
         eval_counterparts=("boulware", "conceder"),
         probe_scenarios=2,
