@@ -96,7 +96,7 @@ class Stage2Settings:
     """Multi-teacher on-policy distillation."""
     specialist_ppo_iterations: int = 0
     """PPO iterations of the specialists `run_stage2` trains for its domains (0: the profile's PPO setting).
-    Stage 1 at `make run` size takes about an hour per domain here; stage 2 needs three of them."""
+    Stage 1 at `make run` size takes about an hour per domain here; the cpu stage 2 needs two of them."""
     specialist_episodes_per_iteration: int = 0
     """Rollout episodes per PPO iteration of those specialists (0: the profile's PPO setting)."""
     specialist_heldout_scenarios: int = 0
@@ -405,8 +405,8 @@ CPU = Profile(
     # Prompts longer than the context are shortened by the LLM agent (oldest exchange first).
     engine=EngineSettings(max_model_len=2048, kv_cache_gib=2.0),
     # Two domains, the price-bargaining pair the paper's order trains back to back (python -m
-    # pipelines.run_stage2, docs/stage2.md; three domains, Craigslist, Marketplace and DnD, measured 153 min
-    # from an empty instance, over the 90 min issue 11 sets): the
+    # pipelines.run_stage2, docs/stage2.md): measured 62.5 min from a fresh clone and an empty instance, setup
+    # included, inside the 90 min issue 11 sets (three domains, with DnD, took 153 min). The
     # specialists it trains get 2 PPO iterations of 8 episodes (the first warms the value head) and a
     # 12-episode stage-1 evaluation; stage 2 evaluates 8 held-out episodes per policy and domain (4 scenarios
     # x 2 counterparts), a 2-episode validation probe, cascade stages of an 8-step SFT mix-in and 2 PPO

@@ -349,8 +349,8 @@ def test_student_log_distributions_equal_the_full_log_softmax_at_the_agent_posit
 
 
 def test_run_stage2_sizes_its_specialists_apart_from_make_run() -> None:
-    """The cpu profile trains stage 2's specialists smaller than `make run` (three domains must fit the stage-2
-    budget): the resource built for them sees the smaller PPO and evaluation, and their runs carry their own
+    """The cpu profile trains stage 2's specialists smaller than `make run` (its stage-2 domains must fit the
+    stage-2 budget): the resource built for them sees the smaller PPO and evaluation, and their runs carry their own
     profile tag, so `make run` on the same instance neither skips its own run nor reports theirs."""
     from models.profiles import get_profile
     from pipelines.definitions import build_resources
