@@ -92,14 +92,17 @@ def _report_of(record) -> dict[str, Any] | None:
     return entry.value if entry is not None else None
 
 
+# The `loggers` run config that keeps Dagster's event stream off the console of every run our commands launch:
+# the console is for people (the socialrl loggers print one line per step); the events are in the Dagster UI
+# and, for the code location's jobs, in the log file.
+QUIET_CONSOLE: dict[str, Any] = {"console": {"config": {"log_level": "ERROR"}}}
+
+
 def _execute(defs, job: str, partition: str | None, instance, profile: str, log_file: Path) -> StepResult:
     name = f"{job}[{partition}]" if partition else job
     start = time.perf_counter()
     run_config = {
-        "loggers": {
-            "console": {"config": {"log_level": "ERROR"}},  # the console is for people; events go to the file
-            "file": {"config": {"path": str(log_file), "log_level": "DEBUG"}},
-        }
+        "loggers": {**QUIET_CONSOLE, "file": {"config": {"path": str(log_file), "log_level": "DEBUG"}}},
     }
     try:
         result = defs.resolve_job_def(job).execute_in_process(

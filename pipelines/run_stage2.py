@@ -18,7 +18,7 @@ from typing import Any
 from environments import SOCIALRL_ENV_IDS
 from models.profiles import PROFILE_NAMES, get_profile
 from models.settings import DataPaths
-from pipelines.run_lineage import PROFILE_TAG, StepResult, configure_logging, run_lineage
+from pipelines.run_lineage import PROFILE_TAG, QUIET_CONSOLE, StepResult, configure_logging, run_lineage
 
 DOMAINS_TAG = "socialrl/stage2_domains"
 STAGE2_ASSETS = ("transfer_matrix", "cascade_order", "cascade_policy", "mopd_student", "unified_evaluation")
@@ -76,9 +76,7 @@ def run_stage2(
         instance=instance,
         run_config={
             "ops": {"transfer_matrix": {"config": {"domains": list(domains)}}},
-            # Dagster's event stream stays off the console (the socialrl loggers print one line per step; the
-            # full log is the file `configure_logging` set up, and the run in the Dagster UI).
-            "loggers": {"console": {"config": {"log_level": "ERROR"}}},
+            "loggers": QUIET_CONSOLE,  # the full log is the file `configure_logging` set up
         },
         raise_on_error=False,
         tags={"socialrl/launched_by": "run_stage2", PROFILE_TAG: profile, DOMAINS_TAG: ",".join(domains)},

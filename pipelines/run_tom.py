@@ -11,8 +11,6 @@ domain, the four arms {mean, ci_low, ci_high, n} and `skill_outcome_correlation`
 """
 
 import argparse
-import logging
-import sys
 import time
 from pathlib import Path
 
@@ -20,8 +18,7 @@ from environments import SOCIALRL_ENV_IDS
 from models.profiles import PROFILE_NAMES, get_profile
 from models.settings import REPO_ROOT, DataPaths
 from models.socialrl.tom import ToMDomainResult, result_file, write_json
-
-PROFILE_TAG = "socialrl/profile"
+from pipelines.run_lineage import PROFILE_TAG, QUIET_CONSOLE, configure_logging
 
 
 def run_tom(profile: str, domains: tuple[str, ...], data: Path | None = None) -> dict[str, ToMDomainResult | str]:
@@ -49,6 +46,7 @@ def run_tom(profile: str, domains: tuple[str, ...], data: Path | None = None) ->
                 resources=resources,
                 instance=instance,
                 partition_key=domain,
+                run_config={"loggers": QUIET_CONSOLE},
                 raise_on_error=False,
                 tags={"socialrl/launched_by": "run_tom", PROFILE_TAG: profile},
             )
@@ -93,18 +91,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=None, help="overrides $SOCIALRL_DATA_DIR")
     parser.add_argument("--output", type=Path, default=None, help="default: benchmarks/results/tom_<profile>.json")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
-    for noisy in ("httpx", "httpcore", "dagster"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
     profile = get_profile(args.profile)
     domains = tuple(d for d in args.domains.split(",") if d) or profile.tom.domains
     unknown = set(domains) - set(SOCIALRL_ENV_IDS)
     if unknown:
         parser.error(f"unknown domains {sorted(unknown)}; choose from {', '.join(SOCIALRL_ENV_IDS)}")
     output = args.output or REPO_ROOT / "benchmarks" / "results" / f"tom_{profile.name}.json"
-    print(f"[tom] profile {profile.name}, domains {', '.join(domains)}", flush=True)
+    paths = DataPaths(args.data_dir) if args.data_dir is not None else DataPaths.from_env()
+    log_file = paths.logs / f"tom-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.log"
+    configure_logging(log_file)
+    print(f"[tom] profile {profile.name}, domains {', '.join(domains)}; full log {log_file}", flush=True)
     start = time.perf_counter()
-    results = run_tom(profile.name, domains, args.data_dir)
+    results = run_tom(profile.name, domains, paths.root)
     elapsed = time.perf_counter() - start
     done = [r for r in results.values() if isinstance(r, ToMDomainResult)]
     for r in done:

@@ -13,7 +13,6 @@ benchmarks/results/yoao_<profile>.json, exactly the keys of models/yoao/report.p
 
 import argparse
 import json
-import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,8 +20,8 @@ from pathlib import Path
 from models.profiles import PROFILE_NAMES, get_profile
 from models.settings import REPO_ROOT, DataPaths
 from models.yoao.report import BENCHMARK_KEYS, write_json
+from pipelines.run_lineage import PROFILE_TAG, QUIET_CONSOLE, configure_logging
 
-PROFILE_TAG = "socialrl/profile"
 SEED_PIPELINE = ("yoao_teacher_selection", "yoao_seed_traces", "yoao_seed_dataset", "yoao_format_warmup",
                  "yoao_seed_agent", "sugarscape_zero_shot")  # fmt: skip
 EXPERIMENTS = ("propagation_by_seed_count", "propagation_mute", "propagation_persistence",
@@ -82,6 +81,7 @@ def run_yoao(profile_name: str, data: Path | None = None, results_path: Path | N
                 resources=resources,
                 instance=instance,
                 partition_key=frame,
+                run_config={"loggers": QUIET_CONSOLE},
                 raise_on_error=False,
                 tags={"socialrl/launched_by": "run_yoao", PROFILE_TAG: profile.name},
             )
@@ -131,12 +131,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=None, help="overrides $SOCIALRL_DATA_DIR")
     parser.add_argument("--results", type=Path, default=None, help="default: benchmarks/results/yoao_<profile>.json")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    for noisy in ("httpx", "dagster", "mlflow", "alembic"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
     profile = get_profile(args.profile)
-    root = (DataPaths(args.data_dir) if args.data_dir else DataPaths.from_env()).root
-    print(f"[yoao] profile {profile.name}, held-out frames {', '.join(profile.yoao.heldout_frames)}, data {root}")
+    paths = DataPaths(args.data_dir) if args.data_dir else DataPaths.from_env()
+    root = paths.root
+    log_file = paths.logs / f"yoao-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.log"
+    configure_logging(log_file)
+    frames = ", ".join(profile.yoao.heldout_frames)
+    print(f"[yoao] profile {profile.name}, held-out frames {frames}, data {root}; full log {log_file}", flush=True)
     start = time.perf_counter()
     runs, results, written = run_yoao(profile.name, root, args.results)
     print(f"\n[yoao] finished in {(time.perf_counter() - start) / 60:.1f} min")
