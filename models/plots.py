@@ -24,6 +24,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # headless: no display here, and Dagster runs in worker processes
 import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
 
 MAX_INLINE_BYTES = 400_000
 """Largest PNG inlined into Dagster metadata (larger ones are only written as files/artifacts)."""
@@ -72,6 +73,14 @@ def line_with_band(
         (line,) = axes.plot(s.x, _finite(s.y), marker="o", markersize=3, label=s.label)
         if s.low is not None and s.high is not None:
             axes.fill_between(s.x, _finite(s.low), _finite(s.high), alpha=0.2, color=line.get_color())
+    if not any(math.isfinite(v) for s in series for v in _finite(s.y)):
+        # An empty frame reads as a broken plot; say that every value is undefined.
+        axes.text(0.5, 0.5, "no defined value to plot", ha="center", va="center", transform=axes.transAxes)
+        xs = [float(x) for s in series for x in s.x]
+        if xs and min(xs) < max(xs):
+            axes.set_xlim(min(xs), max(xs))  # NaN lines set no limits of their own
+    if all(float(x).is_integer() for s in series for x in s.x):
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps and iterations, not 0.25s
     axes.set_title(title)
     axes.set_xlabel(xlabel)
     axes.set_ylabel(ylabel)

@@ -367,3 +367,13 @@ def test_run_stage2_sizes_its_specialists_apart_from_make_run() -> None:
     # A profile that sets no specialist sizes trains stage 2's specialists as `make run` does.
     smoke = get_profile("smoke")
     assert smoke.for_stage2_specialists() == smoke
+
+
+def test_the_gap_plot_names_a_domain_whose_gap_is_never_defined() -> None:
+    """The cpu run's specialists did not beat the base on the probe, and the gap plot was an empty frame; a
+    domain without a defined gap now says why in its legend, a defined one keeps its values."""
+    curve = [(0, {"craigslist-v0": 1.0, "marketplace-v0": None}), (2, {"craigslist-v0": 0.4, "marketplace-v0": None})]
+    closing, undefined = stage2.gap_series(curve, ["craigslist-v0", "marketplace-v0"])
+    assert (closing.label, list(closing.x), list(closing.y)) == ("craigslist", [0, 2], [1.0, 0.4])
+    assert undefined.label.startswith("marketplace (undefined") and all(math.isnan(y) for y in undefined.y)
+    assert stage2.gap_curve_png(curve, ["craigslist-v0", "marketplace-v0"]).startswith(b"\x89PNG")

@@ -972,15 +972,22 @@ class MOPDStudentResult:
     wall_s: float
 
 
-def gap_curve_png(curve: Sequence[tuple[int, Mapping[str, float | None]]], domains: Sequence[str]) -> bytes:
+def gap_series(curve: Sequence[tuple[int, Mapping[str, float | None]]], domains: Sequence[str]) -> list[Series]:
+    """One gap curve per domain over the MOPD steps; a domain whose gap is never defined (its specialist does
+    not beat the base on the probe) says so in its label instead of leaving an unexplained empty line."""
     series = []
     for domain in domains:
-        points = [(step, gaps.get(domain)) for step, gaps in curve]
-        series.append(
-            Series(short(domain), [p[0] for p in points], [math.nan if p[1] is None else p[1] for p in points])
-        )
+        gaps = [g.get(domain) for _, g in curve]
+        label = short(domain)
+        if all(g is None or not math.isfinite(g) for g in gaps):
+            label += " (undefined: specialist not above base on the probe)"
+        series.append(Series(label, [step for step, _ in curve], [math.nan if g is None else g for g in gaps]))
+    return series
+
+
+def gap_curve_png(curve: Sequence[tuple[int, Mapping[str, float | None]]], domains: Sequence[str]) -> bytes:
     return line_with_band(
-        series,
+        gap_series(curve, domains),
         "MOPD: teacher advantage not yet absorbed, (teacher - student) / (teacher - base), validation probe",
         "step",
         "gap",
