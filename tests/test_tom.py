@@ -5,6 +5,7 @@ its results-file keys, and the four arms on the real engine in all six domains."
 from __future__ import annotations
 
 import dataclasses
+import logging
 import random
 from pathlib import Path
 from types import SimpleNamespace
@@ -138,8 +139,13 @@ def test_anticipation_is_scored_against_the_counterparts_next_accepted_action() 
 
 # --------------------------------------------------------------------------------- probe + real episodes
 @pytest.mark.parametrize("env_id", SMOKE.tom.domains)
-def test_the_probed_code_teacher_predicts_its_counterparts_next_move_well_above_chance(env_id: str) -> None:
-    run = tom.play_arm(env_id, SMOKE, "sft_tom", "teacher", True, make_teacher)
+def test_the_probed_code_teacher_predicts_its_counterparts_next_move_well_above_chance(
+    env_id: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="socialrl.tom"):
+        run = tom.play_arm(env_id, SMOKE, "sft_tom", "teacher", True, make_teacher)
+    ended = [r.getMessage() for r in caplog.records if " ended (" in r.getMessage()]
+    assert len(ended) == run.result.summary.n  # one progress line per episode of the arm
     scored = [s for s in run.skills if s is not None]
     assert len(scored) == run.result.summary.n
     replies = sum(s.replies for s in scored)

@@ -486,7 +486,8 @@ async def play_arm_async(
         return probe
 
     plan = dataclasses.replace(study_plan(env_id, profile, seed), episode_prefix=f"tom:{arm}:{env_id}:{seed}")
-    result = await evaluate_policy_async(plan, make_policy)
+    # The arms play at once for minutes on CPU: one line per ended episode is their progress.
+    result = await evaluate_policy_async(plan, make_policy, progress=log)
     by_episode = {p.episode_id: p for p in probes}
     skills = tuple(
         episode_skills(env_id, episode, view.seat, view.counterpart, by_episode[episode.episode_id]) if tom else None
