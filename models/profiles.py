@@ -436,8 +436,9 @@ CPU = Profile(
             bf16=True,
         ),
     ),
-    # One domain in about an hour on 2 cores (docs/tom.md): two students with the warm-start's SFT settings
-    # and four arms x 8 held-out scenarios x 3 counterparts = 96 evaluation episodes.
+    # One domain, measured 45.7 min on 2 cores (docs/tom.md, benchmarks/results/tom_cpu.json): two students
+    # with the warm-start's SFT settings and four arms x 8 held-out scenarios x 3 counterparts = 96 evaluation
+    # episodes.
     tom=ToMSettings(
         domains=("craigslist-v0",),
         teacher_episodes=32,
