@@ -351,7 +351,9 @@ class LLMAgent:
             return self._system
         examples = ""
         if self.spec.examples:
-            examples = "\nExamples of valid replies:\n" + "\n---\n".join(self.spec.examples)
+            examples = "\nExamples of the format (use your own words and numbers):\n" + "\n---\n".join(
+                self.spec.examples
+            )
         text = self.config.system_prompt_template.format(
             env_id=self.env_id,
             agent_id=self.agent_id,

@@ -68,7 +68,7 @@ def test_the_prompt_holds_the_private_facts_and_grammar_and_only_the_seats_own_e
     system = buyer.system_prompt()
     assert "Your private target price is $224" in system
     assert env.action_spec("buyer").grammar in system
-    assert "OFFER $150" in system  # the spec's examples
+    assert "OFFER $<price>" in system  # the spec's examples
     assert '"buyer"' in system and "craigslist-v0" in system
     assert buyer.messages()[1:] == [{"role": "user", "content": "Your turn (1/4)."}]
     # The seller sees the full description but never the buyer's target; it has not been asked anything yet.

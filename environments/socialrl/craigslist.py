@@ -54,6 +54,8 @@ from environments.socialrl.price_offers import PriceHaggle, PriceMoves, check_pr
 
 BUYER, SELLER = "buyer", "seller"
 TARGET_FACTORS = (0.9, 0.7, 0.5)
+SELLER_FLOOR = 0.7
+"""Lowest price a code-agent seller takes, as a share of the listing (see `deal_space`)."""
 
 _ITEMS = (
     (
@@ -278,7 +280,7 @@ class CraigslistEnv(PriceHaggle, Environment[CraigslistScenario]):
                 "Write your message, then end with exactly one command line: `OFFER $<price>`, `ACCEPT`, "
                 "`REJECT` or `QUIT`. A reply without a command line is sent as a plain message."
             ),
-            examples=("It has a few scratches, so I can do less.\nOFFER $150", "Deal, thank you!\nACCEPT"),
+            examples=("It has a few scratches, so I can do less.\nOFFER $<price>", "Deal, thank you!\nACCEPT"),
         )
 
     def private_facts(self, agent_id: str) -> tuple[PrivateFact, ...]:
@@ -352,5 +354,8 @@ class CraigslistEnv(PriceHaggle, Environment[CraigslistScenario]):
             return PriceDealSpace(
                 best=round(target * 0.85, 2), worst=listing, private_text=f"My target is ${target:g}."
             )
-        # The seller does not know the buyer's target: half the listing is the lowest plausible one.
-        return PriceDealSpace(best=listing, worst=round(listing * 0.5, 2))
+        # The seller does not know the buyer's target. Its lowest price follows the data the domain stands for:
+        # CoCoA's human sellers open at the listing and settle at a median 0.85 of it, four deals in five above
+        # 0.71 (../shared/data/craigslistbargain/dev.json). A floor at half the listing made "offer the target
+        # and hold" nearly as good as the strategic teacher (0.854 vs 0.915 on the cpu held-out plan).
+        return PriceDealSpace(best=listing, worst=round(listing * SELLER_FLOOR, 2))

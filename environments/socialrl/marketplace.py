@@ -262,7 +262,7 @@ class MarketplaceEnv(PriceHaggle, Environment[MarketplaceScenario]):
                 "Write your message, then end with exactly one command line: `OFFER $<price>`, `ACCEPT`, "
                 "`REJECT` or `END`. A reply without a command line is sent as a plain message."
             ),
-            examples=("It is in great condition, but I can come down a little.\nOFFER $150", "Deal!\nACCEPT"),
+            examples=("It is in great condition, but I can come down a little.\nOFFER $<price>", "Deal!\nACCEPT"),
         )
 
     def private_facts(self, agent_id: str) -> tuple[PrivateFact, ...]:

@@ -30,6 +30,13 @@ def join_words(parts: Sequence[str]) -> str:
     return ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
+def clip_words(text: str, words: int) -> str:
+    """The first `words` words of `text` (with "..." when cut), so that a quoted title or description line
+    keeps a reply inside the rollouts' token budget (a student copying the teacher would be cut off)."""
+    parts = text.split()
+    return " ".join(parts) if len(parts) <= words else " ".join(parts[:words]) + "..."
+
+
 def money(price: float) -> str:
     """$150, $12.5 -> "$12.50", $1234 (no thousands separator, so the text is one token)."""
     if abs(price - round(price)) < 1e-9:
