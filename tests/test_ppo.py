@@ -96,7 +96,10 @@ def test_ppo_learns_the_keyword_task(
     assert result.served_name == "learn-v8" and "learn-v8" in vllm_engine.client.models()
 
 
-@pytest.mark.parametrize(("credit", "critic"), [("token", "separate"), ("turn", "shared")])
+@pytest.mark.parametrize(
+    ("credit", "critic", "advantage"),
+    [("token", "separate", "gae"), ("turn", "shared", "gae"), ("token", "shared", "group")],
+)
 def test_ppo_learns_the_deciding_first_turn_of_a_two_turn_task(
     vllm_engine: object,
     proxy: object,
@@ -105,13 +108,18 @@ def test_ppo_learns_the_deciding_first_turn_of_a_two_turn_task(
     tmp_path: Path,
     credit: str,
     critic: str,
+    advantage: str,
 ) -> None:
-    """Only the first of two replies is rewarded; the second is noise between the choice and the reward."""
+    """Only the first of two replies is rewarded; the second is noise between the choice and the reward. The
+    group-relative baseline (four samples per scenario, no critic in the advantages) learns it too."""
     import dataclasses
 
-    base = _config(yes_no_ids, f"twoturn-{credit}-{critic}", iterations=8)
+    base = _config(yes_no_ids, f"twoturn-{credit}-{critic}-{advantage}", iterations=8)
     config = dataclasses.replace(
-        base, env_id="keyword-two-turn-v0", hyper=dataclasses.replace(base.hyper, credit=credit, critic=critic)
+        base,
+        env_id="keyword-two-turn-v0",
+        group_size=4 if advantage == "group" else 1,
+        hyper=dataclasses.replace(base.hyper, credit=credit, critic=critic, advantage=advantage),
     )
     services = Services(
         vllm_engine.client, proxy.base_url, TableStore(proxy.config.table_root), proxy_api_key=proxy.config.api_key

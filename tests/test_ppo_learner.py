@@ -321,3 +321,47 @@ def test_a_shared_critic_is_one_forward_that_learns_policy_and_values(tiny_model
         learner.update(prepared, train_actor=True, generator=generator)
     assert prob_ratio() > 2 * before
     assert stats["entropy"] > 0
+
+
+def test_group_advantages_are_the_return_minus_the_groups_baseline_and_leave_the_policy_to_its_objective(
+    tiny_model_dir: Path,
+) -> None:
+    """advantage='group': every token of an episode gets reward - baseline (whitening off here to read it by
+    hand); the shared head learns on detached hidden states, so an episode whose return equals its baseline
+    gives the adapter no gradient at all, while the head still learns."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    actor = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32),
+        LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"]),
+    )
+    hyper = PPOHyper(
+        actor_lr=5e-3,
+        critic_lr=1e-2,
+        critic="shared",
+        advantage="group",
+        whiten_advantages=False,
+        old_logprobs="trainer",
+    )
+    learner = PPOLearner(actor, None, hyper, pad_id=0)
+    turns = [RecordedTurn((1, 2, 3), (100, 101), (-1.0, -1.0)), RecordedTurn((1, 2, 3, 100, 101, 7), (102,), (-1.0,))]
+    sample = episode_samples("e", turns, reward=0.75)
+    sample.baseline = 0.25
+    prepared, _ = learner.prepare([sample])
+    assert torch.allclose(torch.cat(prepared[0].advantages), torch.full((3,), 0.5))
+    assert torch.allclose(torch.cat(prepared[0].returns), torch.full((3,), 0.75))
+    # Return == baseline: zero advantage, so the update gives the adapter no gradient (AdamW's weight decay
+    # still shrinks its weights, so gradients are what is read); the head gets one and moves.
+    even = episode_samples("f", turns, reward=0.5)
+    even.baseline = 0.5
+    head_before = [p.detach().clone() for p in learner.critic.parameters()]
+    learner.update(learner.prepare([even])[0], train_actor=True, generator=torch.Generator().manual_seed(0))
+    adapter = [p for p in actor.parameters() if p.requires_grad]
+    assert all(p.grad is None or not torch.any(p.grad) for p in adapter)
+    assert not all(torch.equal(a, b) for a, b in zip(head_before, learner.critic.parameters(), strict=True))
+    # With the GAE advantage the same update would move the adapter through the value loss (shared head).
+    gae_learner = PPOLearner(actor, None, PPOHyper(critic="shared", whiten_advantages=False), pad_id=0)
+    gae_learner.update(gae_learner.prepare([even])[0], train_actor=True, generator=torch.Generator().manual_seed(0))
+    assert any(p.grad is not None and torch.any(p.grad) for p in adapter)

@@ -144,3 +144,30 @@ def test_the_trainer_checkpoints_gradients_only_when_the_settings_ask(tmp_path: 
     )
     assert default.gradient_checkpointing is False and asked.gradient_checkpointing is True
     assert default.packing and default.completion_only_loss and default.eval_strategy == "no"
+
+
+@pytest.mark.slow
+def test_checkpoints_every_k_steps_carry_their_held_out_loss_and_a_loadable_adapter(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """SFTSettings.checkpoint_every: the learning curve's points (held-out loss and adapter per k steps)."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    rng = random.Random(1)
+    train = [_conversation(rng) for _ in range(16)]
+    held_out = [_conversation(rng) for _ in range(4)]
+    settings = SFTSettings(
+        learning_rate=3e-3, max_steps=10, grad_accumulation=2, checkpoint_every=5, lora=LoraSettings(r=8, alpha=16)
+    )
+    steps: list[dict[str, float]] = []
+    result = run_sft(tiny_model_dir, train, tmp_path, settings, eval_conversations=held_out, on_step=steps.append)
+    assert [c.step for c in result.checkpoints] == [5, 10]
+    first, last = result.checkpoints
+    assert 0 < first.tokens < last.tokens == result.train_tokens
+    assert last.eval_loss == pytest.approx(result.eval_loss_after, rel=1e-4)  # the same windows, the same weights
+    assert last.eval_loss < first.eval_loss < result.eval_loss_before
+    assert [s["eval_loss"] for s in steps if "eval_loss" in s] == [first.eval_loss, last.eval_loss]
+    assert result.loss_tokens > 0
+    adapted = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model_dir), first.adapter_dir)
+    assert adapted.peft_config["default"].r == 8

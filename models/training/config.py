@@ -138,6 +138,9 @@ class SFTSettings:
     """Pack examples into `max_length` sequences (TRL best-fit-decreasing, padding-free)."""
     eval_windows: int = 16
     """Held-out examples evaluated before and after training (a small fixed set, not the whole split)."""
+    checkpoint_every: int = 0
+    """Every this many optimiser steps, measure the held-out loss and save the adapter as a checkpoint (the
+    learning curve's points; 0: only before and after training)."""
     bf16: bool = False
     """bfloat16: base weights loaded in bf16 (LoRA weights stay fp32) and bf16 autocast."""
     seed: int = 0
@@ -156,8 +159,24 @@ class SFTSettings:
             raise ValueError("batch_size and grad_accumulation must be >= 1")
         if self.max_length < 32:
             raise ValueError(f"max_length must be >= 32, got {self.max_length}")
-        if self.eval_windows < 0:
-            raise ValueError(f"eval_windows must be >= 0, got {self.eval_windows}")
+        if self.eval_windows < 0 or self.checkpoint_every < 0:
+            raise ValueError(
+                f"eval_windows and checkpoint_every must be >= 0, got {self.eval_windows}, {self.checkpoint_every}"
+            )
+
+
+@dataclass(frozen=True)
+class SFTCheckpoint:
+    """The adapter after `step` optimiser steps (SFTSettings.checkpoint_every)."""
+
+    step: int
+    """Optimiser steps taken."""
+    tokens: int
+    """Training tokens fed so far (every pass counted)."""
+    eval_loss: float | None
+    """Loss on the held-out windows at this step (None without held-out data)."""
+    adapter_dir: Path
+    """The adapter saved at this step."""
 
 
 @dataclass(frozen=True)
@@ -184,6 +203,10 @@ class SFTResult:
     """Wall time of the optimisation loop alone."""
     loss_curve: tuple[float, ...] = ()
     """Training loss per optimiser step."""
+    loss_tokens: int = 0
+    """Assistant tokens of one pass over the training examples (the tokens that carry the loss)."""
+    checkpoints: tuple[SFTCheckpoint, ...] = ()
+    """The adapters saved every `checkpoint_every` steps, with their held-out loss."""
 
     @property
     def tokens_per_second(self) -> float:
@@ -218,6 +241,12 @@ class PPOHyper:
     critic: str = "separate"
     """'separate': a critic model of its own (the paper's smaller model); 'shared': a value head on the
     actor's last hidden state, one forward for both (the value loss also trains the adapter, by vf_coef)."""
+    advantage: str = "gae"
+    """'gae': advantages from the critic's values (GAE, `credit`); 'group': each episode's return minus the
+    mean return of the other episodes of its group (same scenario and counterpart, other sampling seeds;
+    `PPOConfig.group_size`), given to every agent token. The group baseline needs no critic warm-up and
+    cancels scenario difficulty; the critic is then trained for its diagnostics only (on detached hidden
+    states when shared, so it does not move the policy)."""
     vf_coef: float = 0.5
     """Weight of the value loss in the joint loss of a shared critic."""
     kl_coef: float = 0.0
@@ -247,6 +276,8 @@ class PPOHyper:
             raise ValueError(f"credit must be 'token' or 'turn', got {self.credit!r}")
         if self.critic not in ("separate", "shared"):
             raise ValueError(f"critic must be 'separate' or 'shared', got {self.critic!r}")
+        if self.advantage not in ("gae", "group"):
+            raise ValueError(f"advantage must be 'gae' or 'group', got {self.advantage!r}")
         if self.vf_coef <= 0 or self.kl_coef < 0:
             raise ValueError("vf_coef must be > 0 and kl_coef >= 0")
 
@@ -265,6 +296,12 @@ class PPOConfig:
     """PPO iterations (rollout + update + sync); the paper runs <= 200 steps."""
     episodes_per_iteration: int = 16
     """Episodes per rollout batch (the paper's batch is 144)."""
+    group_size: int = 1
+    """Episodes per (scenario, counterpart) in a rollout batch, differing only in the policy's sampling seed
+    (the groups of `PPOHyper.advantage='group'`, which needs >= 2); divides `episodes_per_iteration`."""
+    invalid_action_penalty: float = 0.0
+    """Training only: subtracted from an episode's reward per invalid action of the learning seat (the
+    paper's reward is outcome-only, so its profile keeps 0; evaluation never applies it)."""
     critic_warmup_iterations: int = 0
     """Iterations that train only the critic, actor frozen (the paper warms the critic 30 steps)."""
     checkpoint_every: int = 1
@@ -306,6 +343,15 @@ class PPOConfig:
             raise ValueError("iterations and episodes_per_iteration must be >= 1")
         if not 0 <= self.critic_warmup_iterations < self.iterations:
             raise ValueError("critic_warmup_iterations must lie in [0, iterations)")
+        if self.group_size < 1 or self.episodes_per_iteration % self.group_size:
+            raise ValueError(
+                f"group_size must be >= 1 and divide episodes_per_iteration, got {self.group_size} "
+                f"and {self.episodes_per_iteration}"
+            )
+        if self.hyper.advantage == "group" and self.group_size < 2:
+            raise ValueError("advantage='group' needs group_size >= 2 (a baseline from the other episodes)")
+        if self.invalid_action_penalty < 0:
+            raise ValueError(f"invalid_action_penalty must be >= 0, got {self.invalid_action_penalty}")
         if self.checkpoint_every < 1 or self.keep_checkpoints < 1:
             raise ValueError("checkpoint_every and keep_checkpoints must be >= 1")
         unknown = [c for c in self.counterparts if c not in CODE_AGENTS]

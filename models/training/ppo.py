@@ -68,13 +68,15 @@ def rollout_specs(
     """The iteration's episodes: deterministic in (seed, iteration); `api_key` is the proxy's token."""
     seat = learning_seat(config)
     # The training partition only: rollouts never see a held-out scenario's content.
-    scenarios = training_scenarios(
-        config.env_id, config.episodes_per_iteration, config.seed * 100_003 + iteration, config.scenario_source
-    )
+    groups = config.episodes_per_iteration // config.group_size
+    scenarios = training_scenarios(config.env_id, groups, config.seed * 100_003 + iteration, config.scenario_source)
     specs = []
-    for index, scenario in enumerate(scenarios):
-        episode_seed = (config.seed * 1_000_003 + iteration) * 10_007 + index
-        counterpart = config.counterparts[index % len(config.counterparts)]
+    for index in range(config.episodes_per_iteration):
+        # A group shares its scenario, counterpart and counterpart seed; only the policy's sampling seed differs.
+        group, member = divmod(index, config.group_size)
+        scenario = scenarios[group]
+        episode_seed = (config.seed * 1_000_003 + iteration) * 10_007 + group
+        counterpart = config.counterparts[group % len(config.counterparts)]
         agent_config = LLMAgentConfig(
             base_url=proxy_base_url,
             model=model,
@@ -82,7 +84,7 @@ def rollout_specs(
             api_key=api_key,
             temperature=config.temperature,
             max_tokens=config.max_new_tokens,
-            seed=episode_seed % (2**31),
+            seed=(episode_seed * config.group_size + member) % (2**31),
             name=f"policy({model})",
             extra_body=dict(config.sampling_extra),
         )
@@ -134,6 +136,48 @@ def load_recorded_turns(store: TableStore, episode_ids: list[str], seat: str) ->
             )
         )
     return turns
+
+
+def recorded_call_errors(store: TableStore, episode_ids: list[str], seat: str) -> list[str]:
+    """The error of every failed recorded call of the seat in these episodes (e.g. the engine's HTTP 400)."""
+    frame = store.query(
+        """SELECT error FROM recorded_calls
+           WHERE agent_id = ? AND list_contains(?, episode_id) AND error IS NOT NULL
+           ORDER BY episode_id, turn_index, attempt, created_at""",
+        [seat, episode_ids],
+    )
+    return [str(e) for e in frame.error]
+
+
+def training_samples(
+    config: PPOConfig, results: list[EpisodeResult], recorded: dict[str, list[RecordedTurn]], seat: str
+) -> tuple[list[EpisodeSample], dict[str, Any]]:
+    """The iteration's batch: one sample per episode with recorded calls of the learning seat. Its reward is
+    the outcome's minus `invalid_action_penalty` per invalid action (training only); with group advantages
+    its baseline is the mean training reward of the other episodes of its group (results are in spec order,
+    `group_size` consecutive episodes per group). Episodes without a recorded call cannot be trained on: they
+    are counted (and still count in their group's baseline)."""
+    rewards = [
+        r.outcome.roles[seat].reward - config.invalid_action_penalty * r.outcome.roles[seat].invalid_actions
+        for r in results
+    ]
+    samples, skipped = [], []
+    for index, result in enumerate(results):
+        turns = recorded.get(result.episode_id)
+        if not turns:
+            skipped.append(result.episode_id)
+            continue
+        sample = episode_samples(result.episode_id, turns, rewards[index], pack=config.pack_episodes)
+        if config.hyper.advantage == "group":
+            start = index - index % config.group_size
+            others = [rewards[j] for j in range(start, start + config.group_size) if j != index]
+            sample.baseline = sum(others) / len(others)
+        samples.append(sample)
+    stats = {
+        "episodes_without_calls": len(skipped),
+        "training_reward_mean": sum(rewards) / len(rewards) if rewards else math.nan,
+    }
+    return samples, stats
 
 
 def _save_checkpoint(output: Path, state: PPOState, learner: PPOLearner, generator: torch.Generator, keep: int) -> Path:
@@ -217,10 +261,13 @@ def _progress(config: PPOConfig, m: dict[str, Any]) -> str:
         f"PPO {config.run_name} it {m['iteration'] + 1}/{config.iterations}"
         f"{' (critic warm-up)' if not m['actor_trained'] else ''}  "
         f"reward {m['reward_mean']:.3f} [{m['reward_ci_low']:.3f}, {m['reward_ci_high']:.3f}]  "
-        f"agree {m['agreement_rate']:.2f}  kl {m.get('kl', math.nan):.4f}  vloss {m['value_loss']:.4f}  "
+        f"agree {m['agreement_rate']:.2f}  invalid/ep {m['invalid_actions_per_episode']:.2f}  "
+        f"kl {m.get('kl', math.nan):.4f}  vloss {m['value_loss']:.4f}  "
         f"ent {m['entropy']:.2f}  rollout {m['time_rollout_s']:.0f}s ({m['rollout_tokens_per_s']:.0f} tok/s)  "
         f"train {m['time_train_s']:.0f}s ({m['update_tokens_per_s']:.0f} tok/s)  sync {m['time_sync_s']:.1f}s"
     )
+    if m.get("failed_calls") or m.get("episodes_without_calls"):
+        line += f"  failed calls {m['failed_calls']}, episodes left out {m['episodes_without_calls']}"
     return line.replace("nan", "-")
 
 
@@ -275,13 +322,17 @@ def train_ppo(
         metrics["time_rollout_s"] = time.perf_counter() - start
 
         start = time.perf_counter()
-        recorded = load_recorded_turns(services.store, [r.episode_id for r in results], seat)
-        samples: list[EpisodeSample] = []
-        for result in results:
-            turns = recorded.get(result.episode_id)
-            if turns:
-                reward = result.outcome.roles[seat].reward
-                samples.append(episode_samples(result.episode_id, turns, reward, pack=config.pack_episodes))
+        episode_ids = [r.episode_id for r in results]
+        recorded = load_recorded_turns(services.store, episode_ids, seat)
+        errors = recorded_call_errors(services.store, episode_ids, seat)
+        samples, batch_stats = training_samples(config, results, recorded, seat)
+        metrics.update(batch_stats, failed_calls=len(errors))
+        if errors or batch_stats["episodes_without_calls"]:
+            log.warning(
+                "PPO %s it %d: %d failed calls (first: %s), %d episodes without a recorded call left out",
+                config.run_name, iteration + 1, len(errors), errors[0][:300] if errors else "-",
+                batch_stats["episodes_without_calls"],
+            )  # fmt: skip
         if not samples:
             raise RuntimeError(f"iteration {iteration}: the proxy recorded no calls of seat {seat!r}")
         prepared, prepare_stats = learner.prepare(samples)

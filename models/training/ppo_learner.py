@@ -72,6 +72,8 @@ class EpisodeSample:
     reward: float
     packed: bool
     """Whether the whole episode is one packed sequence."""
+    baseline: float = 0.0
+    """With group advantages: the mean reward of the other episodes of its group (0 otherwise)."""
 
 
 def is_prefix_stable(turns: Sequence[RecordedTurn]) -> bool:
@@ -401,7 +403,10 @@ class PPOLearner:
             diffs += [(t.float().cpu() - e).abs() for t, e in zip(trainer_logprobs, engine_logprobs, strict=True)]
             old = engine_logprobs if h.old_logprobs == "engine" else [t.float().cpu() for t in trainer_logprobs]
             chain_values = torch.cat([v.float().cpu() for v in values])
-            if h.credit == "turn":
+            if h.advantage == "group":  # every agent token gets the episode's return minus its group's baseline
+                advantages = torch.full_like(chain_values, sample.reward - sample.baseline)
+                returns = torch.full_like(chain_values, sample.reward)
+            elif h.credit == "turn":
                 lengths = [n for s in sample.segments for n in s.turns()]
                 advantages, returns = turn_advantages(chain_values, lengths, sample.reward, h.gamma, h.lam)
             else:
@@ -481,7 +486,10 @@ class PPOLearner:
                     elif self.shared:
                         with self._autocast():
                             token_stats = self._stats(part, with_hidden=True)
-                            values = self.critic(token_stats.hidden).float()
+                            # Group advantages do not use the values: the head learns on its own, the
+                            # policy only from its objective.
+                            hidden = token_stats.hidden.detach() if h.advantage == "group" else token_stats.hidden
+                            values = self.critic(hidden).float()
                     else:
                         with self._autocast():
                             values = torch.cat(token_values(self.critic, part, self.pad_id)).float()

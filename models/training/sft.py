@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from models.training.config import ComputeSettings, LoraSettings, SFTResult, SFTSettings
+from models.training.config import ComputeSettings, LoraSettings, SFTCheckpoint, SFTResult, SFTSettings
 
 log = logging.getLogger("socialrl.sft")
 
@@ -202,8 +202,15 @@ def _step_logger(total_steps: int, on_step: StepCallback | None) -> Any:
             self.last = time.perf_counter()
             self.seen = 0
             self.losses: list[float] = []
+            self.evaluations: dict[int, tuple[int, float]] = {}
+            """step -> (tokens fed so far, held-out loss), from the trainer's evaluations between steps."""
 
         def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and "eval_loss" in logs and state.global_step > 0 and state.global_step not in self.evaluations:
+                self.evaluations[state.global_step] = (state.num_input_tokens_seen, float(logs["eval_loss"]))
+                log.info("SFT step %d/%d  held-out loss %.3f", state.global_step, total_steps, logs["eval_loss"])
+                if on_step is not None:
+                    on_step({"step": float(state.global_step), "eval_loss": float(logs["eval_loss"])})
             if not logs or "loss" not in logs:
                 return
             now = time.perf_counter()
@@ -230,11 +237,13 @@ def _step_logger(total_steps: int, on_step: StepCallback | None) -> Any:
     return StepLog()
 
 
-def trainer_config(settings: SFTSettings, output_dir: Path, on_cpu: bool) -> Any:
-    """TRL's SFTConfig for `settings`: packed (BFD) windows, loss on completions only, no evaluation or
-    checkpoints inside the trainer, gradient checkpointing only when `settings.compute` asks for it."""
+def trainer_config(settings: SFTSettings, output_dir: Path, on_cpu: bool, has_eval: bool = False) -> Any:
+    """TRL's SFTConfig for `settings`: packed (BFD) windows, loss on completions only, gradient checkpointing
+    only when `settings.compute` asks for it; inside the trainer, evaluation of the held-out windows and an
+    adapter checkpoint every `checkpoint_every` steps (none when 0)."""
     from trl import SFTConfig
 
+    every = settings.checkpoint_every
     return SFTConfig(
         output_dir=str(output_dir / "trainer"),
         learning_rate=settings.learning_rate,
@@ -254,8 +263,11 @@ def trainer_config(settings: SFTSettings, output_dir: Path, on_cpu: bool) -> Any
         seed=settings.seed,
         data_seed=settings.seed,
         logging_steps=1,
-        save_strategy="no",
-        eval_strategy="no",
+        save_strategy="steps" if every else "no",
+        save_steps=every or 500,
+        save_only_model=True,  # the adapter only: a checkpoint is a point of the learning curve
+        eval_strategy="steps" if every and has_eval else "no",
+        eval_steps=every or None,
         report_to=[],
         disable_tqdm=True,
         dataloader_num_workers=0,
@@ -301,7 +313,9 @@ def run_sft(
         train.tokens,
         train.loss_tokens,
     )
-    config = trainer_config(settings, output_dir, on_cpu=next(model.parameters()).device.type == "cpu")
+    config = trainer_config(
+        settings, output_dir, on_cpu=next(model.parameters()).device.type == "cpu", has_eval=bool(eval_rows)
+    )
     trainer = SFTTrainer(
         model=model,
         args=config,
@@ -327,6 +341,10 @@ def run_sft(
     loss = float(outcome.training_loss)
     if not math.isfinite(loss):
         raise RuntimeError(f"SFT diverged: training loss {loss}")
+    checkpoints = []
+    for step in sorted(int(p.name.removeprefix("checkpoint-")) for p in (output_dir / "trainer").glob("checkpoint-*")):
+        tokens, eval_loss = step_log.evaluations.get(step, (0, None))
+        checkpoints.append(SFTCheckpoint(step, tokens, eval_loss, output_dir / "trainer" / f"checkpoint-{step}"))
     return SFTResult(
         adapter_dir=adapter_dir,
         train_loss=loss,
@@ -338,4 +356,6 @@ def run_sft(
         train_tokens=int(trainer.state.num_input_tokens_seen),
         train_seconds=train_seconds,
         loss_curve=tuple(step_log.losses),
+        loss_tokens=train.loss_tokens,
+        checkpoints=tuple(checkpoints),
     )
