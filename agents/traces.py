@@ -107,12 +107,18 @@ def collect_traces(
     seed: int = 0,
     concurrency: int = 32,
     run_tag: str = "traces",
+    traced_seats: Sequence[str] | None = None,
 ) -> list[Trace]:
-    """Play the teacher in every seat of every scenario against the counterparts (cycled); trace it."""
+    """Play the teacher in every seat (or only `traced_seats`) of every scenario against the counterparts
+    (cycled by scenario and seat); trace it. An episode's seed and counterpart do not depend on which seats
+    are traced."""
     seat_ids = seats(env_id, scenarios[0]) if scenarios else ()
+    check_seats(env_id, seat_ids, traced_seats)
     jobs: list[tuple[EpisodeSpec, str, str, TracedAgent]] = []
     for index, scenario in enumerate(scenarios):
         for seat_index, seat in enumerate(seat_ids):
+            if traced_seats is not None and seat not in traced_seats:
+                continue
             counterpart = counterparts[(index + seat_index) % len(counterparts)]
             episode_seed = seed * 1_000_003 + index * 17 + seat_index
             traced = TracedAgent(make_teacher(episode_seed))
@@ -147,6 +153,15 @@ def collect_traces(
             )
         )
     return traces
+
+
+def check_seats(env_id: str, seat_ids: Sequence[str], traced_seats: Sequence[str] | None) -> None:
+    """Raise when `traced_seats` names a seat the environment does not have (or names none)."""
+    if traced_seats is None:
+        return
+    unknown = [s for s in traced_seats if s not in seat_ids]
+    if unknown or not traced_seats:
+        raise ValueError(f"{env_id}: cannot trace seats {list(traced_seats)}; its seats are {list(seat_ids)}")
 
 
 def _agents_for(

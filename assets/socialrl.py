@@ -23,13 +23,14 @@ from agents.socialrl.tournament import TournamentConfig, run_tournament
 from agents.traces import Trace
 from assets.configs import TeacherSourceConfig
 from environments import SOCIALRL_ENV_IDS
-from models.display import display_metadata, format_number, json_safe
+from models.display import display_metadata, json_safe
 from models.evaluation.policy import EvaluationResult, store_evaluation
 from models.evaluation.reports import environment_summary
 from models.plots import markdown_image
 from models.records import rows_for
 from models.serving.model_store import resolve_model
 from models.socialrl import stage1, teachers
+from models.socialrl.imitation import MIN_COMMAND_RATE
 from models.storage import TableStore
 from models.tracking import Tracker, git_commit, run_tags
 from models.training.config import Services
@@ -288,45 +289,92 @@ def completions_have_token_ids(context, specialist: stage1.Specialist, store: St
     return AssetCheckResult(passed=n > 0 and bad == 0, metadata={"recorded_calls": n, "incomplete": bad})
 
 
-def _evaluation_table(evaluation: stage1.SpecialistEvaluation) -> str:
-    rows = [
-        "| policy | n | mean reward | 95% CI | agreement | invalid/turn | leak | turns |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for label, p in evaluation.policies.items():
-        s = p.summary
-        rows.append(
-            f"| {label} | {s.n} | {format_number(s.mean_reward)} | [{format_number(s.ci_low)}, "
-            f"{format_number(s.ci_high)}] | {format_number(s.agreement_rate)} | "
-            f"{format_number(s.invalid_action_rate)} | {format_number(s.leakage_rate)} | {format_number(s.mean_rounds)} |"
-        )
-    rows += ["", "| paired difference | mean | 95% CI | n |", "|---|---|---|---|"]
-    for name, e in evaluation.paired.items():
-        rows.append(
-            f"| {name} | {format_number(e.mean)} | [{format_number(e.ci_low)}, {format_number(e.ci_high)}] | {e.n} |"
-        )
-    return "\n".join(rows)
+@asset(partitions_def=DOMAINS, group_name=GROUP, kinds={"vllm", "duckdb"})
+def warmstart_imitation(
+    context: AssetExecutionContext,
+    sft_warmstart: stage1.WarmStart,
+    settings: SettingsResource,
+    store: StoreResource,
+    engine: EngineResource,
+) -> Output[stage1.WarmStartImitation | None]:
+    """Has the warm-start learned its teacher? The warm-start, the strategic teacher and the trivial baselines
+    (accept the first offer, hold the target, split the difference) on the domain's held-out plan, paired:
+    command rate, offer rate, opening over target, reward and its paired difference with the teacher,
+    agreement, leaks, three transcripts. The specialist's evaluation reuses these episodes (same plan)."""
+    env_id, profile = context.partition_key, settings.get_profile()
+    if not sft_warmstart.adapter_dir:
+        return Output(None, metadata={"skipped": sft_warmstart.skipped})
+    run_id = _run_id(context)
+    served = stage1.serve_adapter(engine.client, f"{env_id}-sft", Path(sft_warmstart.adapter_dir)).name
+    table = store.store()
+
+    def store_result(result: EvaluationResult, label: str) -> None:
+        store_evaluation(table, result, f"{env_id}:{label}", f"eval-{run_id}-{label}")
+
+    imitation = stage1.measure_imitation(
+        env_id, profile, engine.proxy_base_url, served, run_id, engine.proxy_api_key, store_result
+    )
+    report = imitation.report
+    return Output(
+        imitation,
+        metadata={
+            "imitation": MetadataValue.md(report.markdown()),
+            "transcripts": MetadataValue.md(report.transcripts_markdown or "*no episodes*"),
+            "report": MetadataValue.json(json_safe(report.as_json())),
+            "plan": imitation.plan,
+            **display_metadata(
+                {
+                    "command_rate": report.command_rate,
+                    "reward_over_teacher": report.reward_over_teacher,
+                    "sft_mean_reward": imitation.sft.summary.mean_reward,
+                    "teacher_mean_reward": imitation.teacher.summary.mean_reward,
+                }
+            ),
+        },
+    )
+
+
+@asset_check(asset=warmstart_imitation, partitions_def=DOMAINS)
+def warmstart_imitates_teacher(context, warmstart_imitation: stage1.WarmStartImitation | None) -> AssetCheckResult:
+    """At least 90% of the warm-start's held-out replies end in a valid command line (models/socialrl/imitation.py);
+    its reward as a share of the teacher's on the same episodes is reported beside it."""
+    if warmstart_imitation is None:
+        return AssetCheckResult(passed=True, metadata={"skipped": "no warm-start in this profile's domain"})
+    report = warmstart_imitation.report
+    return AssetCheckResult(
+        passed=report.passed(),
+        severity=AssetCheckSeverity.ERROR,
+        metadata=display_metadata(
+            {
+                "command_rate": report.command_rate,
+                "min_command_rate": MIN_COMMAND_RATE,
+                "reward_over_teacher": report.reward_over_teacher,
+            }
+        ),
+    )
 
 
 @asset(partitions_def=DOMAINS, group_name=GROUP, kinds={"vllm", "duckdb"})
 def specialist_eval(
     context: AssetExecutionContext,
     sft_warmstart: stage1.WarmStart,
+    warmstart_imitation: stage1.WarmStartImitation | None,
     specialist: stage1.Specialist,
     settings: SettingsResource,
     store: StoreResource,
     engine: EngineResource,
     mlflow: MlflowResource,
 ) -> Output[stage1.SpecialistEvaluation]:
-    """Base model, SFT warm-start and PPO specialist on the same held-out episodes (scenarios, counterparts
-    and seeds), in the specialist's seat: each policy's mean reward with a bootstrap CI, the paired
-    differences ppo-sft, sft-base, ppo-base with scenario-clustered bootstrap CIs, behaviour (agreement,
-    invalid actions, leaks, turns; Craigslist: buyer openings below target), representative transcripts.
-    Stored in the `evaluations` table, on the model version (description, model card) and its MLflow run."""
+    """Every policy of the domain on the same held-out episodes (scenarios, counterparts and seeds), in the
+    specialist's seat: the base model (on the first `base_heldout_scenarios` scenarios), the SFT warm-start,
+    the PPO specialist, the teacher and the trivial baselines (the last three from `warmstart_imitation`, same
+    plan). Paired differences of reward (ppo-sft, sft-base, ppo-base, ppo-best baseline, ppo-teacher) and of
+    every behaviour metric with scenario-clustered bootstrap CIs; representative transcripts. Stored in the
+    `evaluations` table, on the model version (description, model card) and its MLflow run."""
     env_id, profile = context.partition_key, settings.get_profile()
     run_id = _run_id(context)
     served = {"base": "base"}
-    if sft_warmstart.adapter_dir:
+    if sft_warmstart.adapter_dir and warmstart_imitation is None:
         served["sft"] = stage1.serve_adapter(engine.client, f"{env_id}-sft", Path(sft_warmstart.adapter_dir)).name
     served["ppo"] = stage1.serve_adapter(engine.client, f"{env_id}-ppo", Path(specialist.adapter_dir)).name
     table = store.store()
@@ -335,7 +383,15 @@ def specialist_eval(
         store_evaluation(table, result, f"{env_id}:{label}", f"eval-{run_id}-{label}")
 
     evaluation = stage1.evaluate_specialist(
-        env_id, profile, engine.proxy_base_url, served, specialist, run_id, store_result, api_key=engine.proxy_api_key
+        env_id,
+        profile,
+        engine.proxy_base_url,
+        served,
+        specialist,
+        run_id,
+        warmstart_imitation,
+        store_result,
+        api_key=engine.proxy_api_key,
     )
     tracker = mlflow.tracker()
     png = stage1.evaluation_plot(evaluation)
@@ -349,16 +405,10 @@ def specialist_eval(
     tracker.record_evaluation(
         specialist.model_name, specialist.model_version, {"mean_reward": evaluation.policies["ppo"].summary.mean_reward}
     )
-    behaviour = {
-        f"{label}_{name}": value
-        for label, p in evaluation.policies.items()
-        for name, value in p.behaviour.items()
-        if name in ("below_target_opening_rate", "buyer_offer_rate")
-    }
     return Output(
         evaluation,
         metadata={
-            "evaluation": MetadataValue.md(_evaluation_table(evaluation)),
+            "evaluation": MetadataValue.md(evaluation.markdown()),
             "plot": MetadataValue.md(markdown_image(png, "held-out reward")),
             "transcripts": MetadataValue.md(evaluation.transcripts_markdown or "*no episodes*"),
             "report": MetadataValue.json(json_safe(evaluation.report())),
@@ -367,7 +417,6 @@ def specialist_eval(
                 {
                     "ppo_mean_reward": evaluation.policies["ppo"].summary.mean_reward,
                     **{name: e.mean for name, e in evaluation.paired.items()},
-                    **behaviour,
                 }
             ),
             "mlflow_run_id": specialist.mlflow_run_id or "",

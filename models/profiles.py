@@ -220,6 +220,9 @@ class Profile:
     """Generated training scenarios per domain."""
     heldout_scenarios: int = 32
     """Held-out scenarios per domain for evaluation (each played against every evaluation counterpart)."""
+    base_heldout_scenarios: int = 0
+    """Held-out scenarios the base model plays: the first ones of the plan, so it pairs with every other
+    policy there (0, or more than the plan has: all of them)."""
     scenario_source: str = "generated"
     """"generated", or "dataset": real scenarios where a domain has a dataset and the shared data is present
     (training and held-out partitions split by content, models/evaluation/scenarios.py), else generated."""
@@ -262,6 +265,8 @@ class Profile:
             raise ValueError(f"scenario_source must be 'generated' or 'dataset', got {self.scenario_source!r}")
         if self.train_scenarios < 1 or self.heldout_scenarios < 1 or self.teacher_episodes < 1:
             raise ValueError("scenario and episode counts must be >= 1")
+        if self.base_heldout_scenarios < 0:
+            raise ValueError(f"base_heldout_scenarios must be >= 0, got {self.base_heldout_scenarios}")
 
     def for_stage2_specialists(self) -> Profile:
         """This profile with stage 1 sized as `run_stage2` trains its specialists (`Stage2Settings.specialist_*`;

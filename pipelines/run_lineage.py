@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from environments import SOCIALRL_ENV_IDS
-from models.display import format_number, strict_json
+from models.display import strict_json
 from models.profiles import PROFILE_NAMES, get_profile
 from models.settings import DataPaths
 from models.tracking import TrackingConfig
@@ -53,6 +53,10 @@ class StepResult:
     error: str = ""
     report: dict[str, Any] | None = None
     """A domain run's `specialist_eval` report (policies, paired differences, learning curve)."""
+    markdown: str = ""
+    """The same evaluation as `SpecialistEvaluation.markdown()` rendered it (its `evaluation` metadata)."""
+    step_seconds: dict[str, float] = field(default_factory=dict)
+    """Wall seconds of each step of the Dagster run, from the instance's step stats."""
     promoted: bool | None = None
     """Whether the domain's new specialist became `champion` (None: not a domain run)."""
     skipped: bool = False
@@ -84,12 +88,27 @@ def _latest(instance, asset: str, profile: str, partition: str | None = None):
     return None
 
 
-def _report_of(record) -> dict[str, Any] | None:
+def _metadata_of(record, key: str) -> Any:
+    """One metadata value of a materialisation record (None when absent)."""
     if record is None:
         return None
     materialization = record.asset_materialization
-    entry = materialization.metadata.get("report") if materialization else None
+    entry = materialization.metadata.get(key) if materialization else None
     return entry.value if entry is not None else None
+
+
+def _report_of(record) -> dict[str, Any] | None:
+    return _metadata_of(record, "report")
+
+
+def step_seconds(instance, run_id: str) -> dict[str, float]:
+    """Wall seconds of each step of a run, from Dagster's own step stats (the run's timeline)."""
+    stats = instance.get_run_step_stats(run_id) if run_id else []
+    return {
+        s.step_key: round(s.end_time - s.start_time, 1)
+        for s in stats
+        if s.start_time is not None and s.end_time is not None
+    }
 
 
 # The `loggers` run config that keeps Dagster's event stream off the console of every run our commands launch:
@@ -117,7 +136,8 @@ def _execute(defs, job: str, partition: str | None, instance, profile: str, log_
     seconds = time.perf_counter() - start
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     promoted = checks.get("beats_champion") if partition else None
-    report = _report_of(_latest(instance, "specialist_eval", profile, partition)) if partition else None
+    record = _latest(instance, "specialist_eval", profile, partition) if partition else None
+    report, markdown = _report_of(record), _metadata_of(record, "evaluation") or ""
     failed_steps = {e.step_key or "" for e in result.all_events if e.is_step_failure}
     # A candidate that does not beat the champion fails the blocking check (Dagster marks the run failed and
     # the alias stays); for `make run` that is an outcome, not an error.
@@ -132,6 +152,8 @@ def _execute(defs, job: str, partition: str | None, instance, profile: str, log_
         result.run_id,
         "" if not_promoted else "; ".join(failures)[:500],
         report if result.success or not_promoted else None,
+        markdown if result.success or not_promoted else "",
+        step_seconds(instance, result.run_id),
         promoted,
     )
 
@@ -171,7 +193,12 @@ def run_lineage(
                 done = done if time.strftime("%Y-%m-%d", time.gmtime(done.timestamp)) == today else None
             if done is not None:
                 report = _report_of(done) if partition else None
-                steps.append(StepResult(name, job, partition, True, 0.0, done.run_id, report=report, skipped=True))
+                markdown = (_metadata_of(done, "evaluation") or "") if partition else ""
+                steps.append(
+                    StepResult(
+                        name, job, partition, True, 0.0, done.run_id, report=report, markdown=markdown, skipped=True
+                    )
+                )
             else:
                 log.info("%s: starting", name)
                 steps.append(_execute(defs, job, partition, instance, tag, log_file))
@@ -188,49 +215,6 @@ def _announce(step: StepResult) -> None:
     log.info("%s: %s (%.0f s, run %s)", step.name, status, step.seconds, step.run_id[:8])
 
 
-def _interval(e: dict[str, Any] | None) -> str:
-    if not e:
-        return "-"
-    return f"{format_number(e.get('mean'))} [{format_number(e.get('ci_low'))}, {format_number(e.get('ci_high'))}]"
-
-
-def domain_report(step: StepResult) -> str:
-    """Base vs SFT vs PPO on the same held-out episodes, the paired differences and the learning curve."""
-    report = step.report
-    if not report:
-        return ""
-    lines = [
-        f"{report['env_id']} (seat {report['seat']}, {report['scenario_source']} held-out scenarios): {report['model']}",
-        "",
-        "| policy | n | mean reward [95% CI] | agreement | invalid/turn | leak | turns | below-target opening |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for label, p in report["policies"].items():
-        lines.append(
-            f"| {label} | {p['n']} | {format_number(p['mean_reward'])} [{format_number(p['ci_low'])}, "
-            f"{format_number(p['ci_high'])}] | {format_number(p['agreement_rate'])} | "
-            f"{format_number(p['invalid_action_rate'])} | {format_number(p['leakage_rate'])} | "
-            f"{format_number(p.get('mean_rounds'))} | {format_number(p.get('below_target_opening_rate'))} |"
-        )
-    lines += ["", "| paired (same episodes) | mean difference [95% CI] | n |", "| --- | --- | --- |"]
-    for name, e in report["paired"].items():
-        lines.append(f"| {name} | {_interval(e)} | {e.get('n')} |")
-    lines += [
-        "",
-        "| PPO iteration | reward [95% CI] | KL | value loss | entropy | rollout s | train s | sync s |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for it in report["learning_curve"]:
-        lines.append(
-            f"| {it['iteration']}{'' if it['actor_trained'] else ' (critic)'} | "
-            f"{_interval({'mean': it['reward_mean'], 'ci_low': it['reward_ci_low'], 'ci_high': it['reward_ci_high']})} | "
-            f"{format_number(it['kl'])} | {format_number(it['value_loss'])} | {format_number(it['entropy'])} | "
-            f"{format_number(it['time_rollout_s'])} | {format_number(it['time_train_s'])} | "
-            f"{format_number(it['time_sync_s'])} |"
-        )
-    return "\n".join(lines)
-
-
 def write_report(paths: DataPaths, profile: str, steps: list[StepResult], elapsed: float) -> Path:
     """The run's numbers as strict JSON under <data>/reports/: per domain `paired` and `learning_curve`."""
     path = paths.reports / f"make-run-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
@@ -239,7 +223,7 @@ def write_report(paths: DataPaths, profile: str, steps: list[StepResult], elapse
         "profile": profile,
         "wall_s": round(elapsed, 1),
         "domains": domains,
-        "steps": [{k: v for k, v in asdict(s).items() if k != "report"} for s in steps],
+        "steps": [{k: v for k, v in asdict(s).items() if k not in ("report", "markdown")} for s in steps],
     }
     path.write_text(strict_json(report, indent=1))
     return path
@@ -284,8 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - start
     print(f"\n[make run] lineage finished in {elapsed / 60:.1f} min\n")
     for step in steps:
-        if step.report:
-            print(domain_report(step) + "\n")
+        if step.markdown:
+            print(step.markdown + "\n")
     print(f"This run's numbers: {write_report(paths, profile.name, steps, elapsed)}")
     tracking = TrackingConfig.from_env(paths)
     print(

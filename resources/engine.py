@@ -63,17 +63,11 @@ class EngineResource(ConfigurableResource):
             return
         profile = self.settings.get_profile()
         self._model_dir = resolve_model(self.model or profile.base_model, paths.models, self._tracking())
-        config = EngineConfig(
-            model_path=self._model_dir,
+        config = EngineConfig.for_profile(
+            profile.engine,
+            self._model_dir,
             served_model_name=BASE_MODEL_NAME,
-            max_model_len=profile.engine.max_model_len,
-            kv_cache_gib=profile.engine.kv_cache_gib,
-            enforce_eager=profile.engine.enforce_eager,
-            max_lora_rank=profile.engine.max_lora_rank,
             api_key=new_token(),  # per run: held by the engine client and the proxy only
-            tensor_parallel_size=profile.engine.tensor_parallel_size,
-            data_parallel_size=profile.engine.data_parallel_size,
-            max_logprobs=profile.engine.max_logprobs,
         )
         with VLLMEngine(config, log_path=_log_path(paths, "vllm", context)) as engine:
             self._client = engine.client

@@ -65,7 +65,7 @@ def test_scenarios_and_traces_assets_store_their_rows(settings: SettingsResource
         build_asset_context(partition_key="craigslist-v0"), scenarios=split, settings=settings, store=store
     )
     traces = output.value
-    assert traces.episodes == 2 * profile.teacher_episodes  # every seat of every scenario
+    assert traces.episodes == profile.teacher_episodes  # the learning seat only: the seat the warm-start plays
     rows = store.store().query("SELECT count(*) AS n FROM traces WHERE run_id = ?", [traces.run_id])
     assert int(rows.n[0]) == traces.episodes
     assert "sample_negotiation" in output.metadata
@@ -92,8 +92,10 @@ def _evaluation(version: int, reward: float) -> stage1.SpecialistEvaluation:
     specialist = stage1.Specialist(
         "craigslist-v0", "buyer", "/a", "run", "run-v2", None, (), "mlflow", "socialrl-craigslist-specialist", version
     )
-    policies = {"ppo": stage1.PolicyEvaluation("ppo", "run-v2", summary, {})}
-    return stage1.SpecialistEvaluation("craigslist-v0", "buyer", "r", "generated", policies, {}, specialist)
+    policies = {"ppo": stage1.PolicyResult("ppo", "run-v2", "model", summary, {})}
+    return stage1.SpecialistEvaluation(
+        "craigslist-v0", "buyer", "r", "generated", policies, {}, {}, None, {}, specialist
+    )
 
 
 def test_the_champion_check_and_promotion_apply_one_rule(settings: SettingsResource) -> None:

@@ -159,7 +159,7 @@ def test_smoke_lineage_materialises_with_real_resources(
     """What `make run` does (pipelines/run_lineage.py), on the smoke profile and two domains."""
     from models.storage import TableStore
     from models.tracking import Tracker, TrackingConfig
-    from pipelines.run_lineage import domain_report, run_lineage
+    from pipelines.run_lineage import run_lineage
 
     data = tmp_path / "data"
     (data / "models").mkdir(parents=True)
@@ -186,23 +186,44 @@ def test_smoke_lineage_materialises_with_real_resources(
     # First specialists of an empty registry are always promoted.
     assert [s.promoted for s in steps] == [None, True, True, None]
     craigslist = steps[1].report
-    assert craigslist["seat"] == "buyer" and set(craigslist["policies"]) == {"base", "sft", "ppo"}
-    assert 0.0 <= craigslist["policies"]["ppo"]["below_target_opening_rate"] <= 1.0
-    assert set(craigslist["paired"]) == {"ppo_minus_sft", "sft_minus_base", "ppo_minus_base"}
-    for difference in craigslist["paired"].values():
-        assert difference["n"] == craigslist["policies"]["ppo"]["n"]  # every evaluation episode is paired
+    assert craigslist["seat"] == "buyer"
+    assert set(craigslist["policies"]) == {
+        "base", "sft", "ppo", "teacher", "accept_first", "hold_target", "split_difference"
+    }  # fmt: skip
+    ppo = craigslist["policies"]["ppo"]
+    assert 0.0 <= ppo["metrics"]["opening_below_target"]["mean"] <= 1.0
+    assert set(craigslist["paired"]) == {
+        "ppo_minus_sft", "sft_minus_base", "ppo_minus_base", "ppo_minus_best_baseline", "ppo_minus_teacher"
+    }  # fmt: skip
+    for name, difference in craigslist["paired"].items():
+        # every evaluation episode is paired; the base plays its part of the plan (all of it in smoke)
+        assert difference["n"] == ppo["n"], name
+    assert set(craigslist["behaviour_paired"]["command_rate"]) == {"ppo_minus_sft", "sft_minus_base", "ppo_minus_base"}
+    assert craigslist["best_baseline"] in {"accept_first", "hold_target", "split_difference"}
+    assert set(craigslist["baselines"]) == {"teacher", "accept_first", "hold_target", "split_difference"}
+    imitation = craigslist["warmstart_imitation"]
+    assert imitation["n"] == ppo["n"] and imitation["teacher_command_rate"] == 1.0  # the teacher always commands
+    assert 0.0 <= imitation["command_rate"] <= 1.0 and imitation["passed"] == (imitation["command_rate"] >= 0.9)
     assert [it["iteration"] for it in craigslist["learning_curve"]] == [0, 1]
     # The held-out evaluation prints one line per policy as it finishes (it is the lineage's longest silence).
-    evaluated = [r.getMessage().split("  ")[0] for r in caplog.records if r.getMessage().startswith("eval craigslist")]
+    evaluated = [r.getMessage().split(":")[0] for r in caplog.records if r.getMessage().startswith("eval craigslist")]
     assert evaluated == [
-        "eval craigslist-v0 base (1/3)",
-        "eval craigslist-v0 sft (2/3)",
-        "eval craigslist-v0 ppo (3/3)",
+        "eval craigslist-v0 sft",
+        "eval craigslist-v0 teacher",
+        "eval craigslist-v0 accept_first",
+        "eval craigslist-v0 hold_target",
+        "eval craigslist-v0 split_difference",
+        "eval craigslist-v0 base",
+        "eval craigslist-v0 ppo",
     ]
-    report = domain_report(steps[1])
-    assert "| ppo |" in report and "below-target opening" in report and "ppo_minus_sft" in report
-    assert "below_target_opening_rate" not in steps[2].report["policies"]["ppo"]  # Craigslist only
-    assert set(steps[2].report["paired"]) == {"ppo_minus_base"}  # DnD has no warm-start in the smoke profile
+    # The report renders itself once; make run prints that markdown.
+    assert "| ppo |" in steps[1].markdown and "ppo_minus_best_baseline" in steps[1].markdown
+    assert "opening_below_target" in steps[1].markdown and "| PPO iteration |" in steps[1].markdown
+    assert "opening_below_target" not in steps[2].report["policies"]["ppo"]["metrics"]  # Craigslist only
+    # DnD has no warm-start in the smoke profile: no SFT, no imitation, the code policies still play.
+    assert {"ppo_minus_base", "ppo_minus_best_baseline", "ppo_minus_teacher"} == set(steps[2].report["paired"])
+    assert steps[2].report["warmstart_imitation"] == {}
+    assert steps[1].step_seconds and all(v >= 0 for v in steps[1].step_seconds.values())
     assert [(s.skipped, s.run_id) for s in again] == [(True, s.run_id) for s in steps]
     assert again[1].report == steps[1].report  # read back from the asset's metadata
     # make run launches the code location's own jobs, with tags that say what they are.
@@ -235,9 +256,10 @@ def test_smoke_lineage_materialises_with_real_resources(
     )
     assert int(calls.n[0]) > 0
     evaluations = store.query("SELECT DISTINCT policy_name FROM evaluations")
-    assert {"craigslist-v0:base", "craigslist-v0:sft", "craigslist-v0:ppo", "dnd-v0:base", "dnd-v0:ppo"} <= set(
-        evaluations.policy_name
-    )
+    assert {
+        "craigslist-v0:base", "craigslist-v0:sft", "craigslist-v0:ppo", "craigslist-v0:teacher",
+        "craigslist-v0:accept_first", "dnd-v0:base", "dnd-v0:ppo", "dnd-v0:hold_target",
+    } <= set(evaluations.policy_name)  # fmt: skip
     tracker = Tracker(
         TrackingConfig(
             tracking_uri=f"sqlite:///{data}/mlflow/mlflow.db", artifact_root=str(data / "mlflow" / "artifacts")

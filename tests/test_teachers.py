@@ -149,8 +149,8 @@ def test_a_remote_teachers_failures_are_retried_and_the_failed_episode_counted_a
         request_timeout_s=5.0, max_tokens=32,
     )  # fmt: skip
     collection = teachers.teacher_traces("craigslist-v0", SMOKE, config, episodes=3, run_tag="t")
-    # 3 scenarios x 2 seats; the buyer of scenario 1 never gets an answer (3 tries of a 500).
-    assert (collection.attempted, collection.failed, len(collection.traces)) == (6, 1, 5)
+    # 3 scenarios in the learning seat (the buyer); the buyer of scenario 1 never gets an answer (3 tries of a 500).
+    assert (collection.attempted, collection.failed, len(collection.traces)) == (3, 1, 2)
     assert collection.failures[0].startswith("t:craigslist-v0:1:buyer: ") and "500" in collection.failures[0]
     assert "t:craigslist-v0:1:buyer" not in {t.episode_id for t in collection.traces}
     # Every call was refused once (429/503) and retried: twice as many calls as answers, all with the key.
@@ -174,7 +174,9 @@ def test_a_remote_teachers_failures_are_retried_and_the_failed_episode_counted_a
 def test_a_teacher_whose_every_episode_fails_raises_with_the_first_reason() -> None:
     config = TeacherConfig(source="endpoint", base_url="http://127.0.0.1:9/v1", model="m", request_retries=0)
     with pytest.raises(TeacherError, match="every one of 2 teacher episodes failed"):
-        teachers.teacher_traces("dnd-v0", SMOKE, config, episodes=1)
+        teachers.teacher_traces("dnd-v0", SMOKE, config, episodes=1, traced_seats=("alice", "bob"))
+    with pytest.raises(TeacherError, match="every one of 1 teacher episodes failed"):
+        teachers.teacher_traces("dnd-v0", SMOKE, config, episodes=1)  # the learning seat only, by default
 
 
 # ---------------------------------------------------------------------------------------- SFT formats
@@ -246,10 +248,10 @@ def test_the_teacher_traces_asset_takes_an_endpoint_and_its_key_from_an_env_var(
     )
     assert result.success
     output = result.output_for_node("teacher_traces")
-    # SMOKE has 4 teacher episodes per domain: 4 scenarios x 2 seats, the buyer of scenario 1 fails.
-    assert output.failed == 1 and output.episodes == 7 and "stub" in output.teacher
+    # SMOKE has 4 teacher episodes per domain in the learning seat (the buyer); the buyer of scenario 1 fails.
+    assert output.failed == 1 and output.episodes == 3 and "stub" in output.teacher
     stored = TableStore(tmp_path / "data" / "tables").query("SELECT agent, count(*) AS n FROM traces GROUP BY agent")
-    assert stored.n.tolist() == [7] and "stub" in stored.agent[0]
+    assert stored.n.tolist() == [3] and "stub" in stored.agent[0]
     assert stub.with_key == stub.seen > 0
     # Only the variable's name is stored with the run, never the key.
     assert SECRET not in str(result.dagster_run.run_config)

@@ -60,3 +60,17 @@ def test_filters_and_summary(craigslist_traces: list) -> None:
     clustered = mean_estimate(rewards, [t.scenario_id for t in craigslist_traces], (0.0, 1.0))
     assert (summary["ci_low"], summary["ci_high"]) == pytest.approx((clustered.ci_low, clustered.ci_high))
     assert trace_summary([]) == {"n": 0}
+
+
+def test_only_the_traced_seats_are_collected_with_the_same_seeds_and_counterparts(craigslist_traces: list) -> None:
+    buyers = collect_traces(
+        "craigslist-v0", sample_scenarios("craigslist-v0", 3, seed=4), make_teacher, seed=1, traced_seats=("buyer",)
+    )
+    assert [t.seat for t in buyers] == ["buyer"] * 3
+    both = [t for t in craigslist_traces if t.seat == "buyer"]
+    # The same episodes as when both seats are traced: tracing a seat does not change who plays whom.
+    assert [(t.counterpart, t.messages, t.reward) for t in buyers] == [
+        (t.counterpart, t.messages, t.reward) for t in both
+    ]
+    with pytest.raises(ValueError, match="cannot trace seats"):
+        collect_traces("craigslist-v0", sample_scenarios("craigslist-v0", 1, 0), make_teacher, traced_seats=("pilot",))

@@ -25,6 +25,7 @@ replica or on none (docs/scale_out.md, "Several engines behind one proxy").
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import secrets
 import subprocess
@@ -33,7 +34,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -47,6 +48,9 @@ from models.serving.process import (
     terminate_with_parent,
 )
 from models.settings import REPO_ROOT
+
+if TYPE_CHECKING:  # profiles import the training configs; the engine needs only the settings' fields
+    from models.profiles import EngineSettings
 
 __all__ = [
     "EngineClient",
@@ -151,6 +155,13 @@ class EngineConfig:
     api_key: str | None = field(default=None, repr=False)
     """Bearer token every route but /health requires (vLLM's --api-key, passed as VLLM_API_KEY); None = open,
     allowed only on a loopback `host`. Never logged."""
+
+    @classmethod
+    def for_profile(cls, settings: EngineSettings, model_path: Path, **overrides: Any) -> EngineConfig:
+        """The engine a profile's `EngineSettings` describe, every field carried over (the one mapping from
+        a profile to an engine); `overrides` set the rest (served name, api key, port, ...)."""
+        carried = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}
+        return cls(model_path=model_path, **{**carried, **overrides})
 
     def __post_init__(self) -> None:
         if self.max_model_len < 64:

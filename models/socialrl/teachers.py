@@ -41,7 +41,7 @@ from typing import Any
 from agents.llm_agent import TOM_INSTRUCTIONS, LLMAgent, LLMAgentConfig, LLMAgentError, parse_tom
 from agents.socialrl.code_agents import make_code_agent
 from agents.socialrl.teacher import make_teacher
-from agents.traces import Trace, collect_traces
+from agents.traces import Trace, check_seats, collect_traces
 from environments import make, seats
 from environments.core.base import Scenario
 from environments.core.runtime import Agent, EpisodeResult, run_episode
@@ -243,13 +243,17 @@ def collect(
     seed: int = 0,
     run_tag: str = "traces",
     concurrency: int = 8,
+    traced_seats: Sequence[str] | None = None,
 ) -> TraceCollection:
-    """The teacher in every seat of every scenario against the counterparts (cycled), as in
-    `agents.traces.collect_traces`; LLM teachers play directly and their failed episodes are counted."""
+    """The teacher in every seat (or only `traced_seats`) of every scenario against the counterparts
+    (cycled), as in `agents.traces.collect_traces`; LLM teachers play directly and their failed episodes
+    are counted."""
     if not teacher.llm:
-        traces = collect_traces(env_id, scenarios, teacher.make_agent, counterparts, seed=seed, run_tag=run_tag)
+        traces = collect_traces(
+            env_id, scenarios, teacher.make_agent, counterparts, seed=seed, run_tag=run_tag, traced_seats=traced_seats
+        )
         return TraceCollection(teacher.name, tuple(traces), attempted=len(traces), failed=0)
-    return asyncio.run(_collect_llm(env_id, scenarios, teacher, counterparts, seed, run_tag, concurrency))
+    return asyncio.run(_collect_llm(env_id, scenarios, teacher, counterparts, seed, run_tag, concurrency, traced_seats))
 
 
 async def _collect_llm(
@@ -260,13 +264,17 @@ async def _collect_llm(
     seed: int,
     run_tag: str,
     concurrency: int,
+    traced_seats: Sequence[str] | None = None,
 ) -> TraceCollection:
     # Not `run_episodes`: it gathers without return_exceptions, so one failed call would end every episode.
     gate = asyncio.Semaphore(concurrency)
     seat_ids = seats(env_id, scenarios[0]) if scenarios else ()
+    check_seats(env_id, seat_ids, traced_seats)
     jobs = []
     for index, scenario in enumerate(scenarios):
         for seat_index, seat in enumerate(seat_ids):
+            if traced_seats is not None and seat not in traced_seats:
+                continue
             counterpart = counterparts[(index + seat_index) % len(counterparts)]
             episode_seed = seed * 1_000_003 + index * 17 + seat_index  # as agents.traces.collect_traces
             jobs.append((scenario, seat, counterpart, episode_seed, f"{run_tag}:{env_id}:{index}:{seat}"))
@@ -343,18 +351,21 @@ def teacher_traces(
     run_tag: str = "traces",
     episodes: int | None = None,
     serve: Callable[[str], Any] | None = None,
+    traced_seats: Sequence[str] | None = None,
 ) -> TraceCollection:
     """The configured teacher on `episodes` (default: the profile's `teacher_episodes`) training scenarios of
-    the domain, in every seat, against the profile's evaluation counterparts."""
+    the domain against the profile's evaluation counterparts, in `traced_seats` (default: the learning seat,
+    the one PPO trains and evaluation plays: a warm-start learns the seat it will play)."""
+    traced_seats = traced_seats or (stage1.specialist_seat(env_id, profile),)
     if config.source == "code" and episodes is None:
         # The lineage's own teacher step, unchanged (stage 1 decides its scenarios).
-        traces = stage1.teacher_traces(env_id, profile, seed=seed, run_tag=run_tag)
+        traces = stage1.teacher_traces(env_id, profile, seed=seed, run_tag=run_tag, traced_seats=traced_seats)
         return TraceCollection("teacher", tuple(traces), attempted=len(traces), failed=0)
     scenarios = training_scenarios(env_id, episodes or profile.teacher_episodes, seed, profile.scenario_source)
     with open_teacher(config, profile, paths, serve) as teacher:
         return collect(
             env_id, scenarios, teacher, profile.eval_counterparts, seed=seed, run_tag=run_tag,
-            concurrency=config.concurrency,
+            concurrency=config.concurrency, traced_seats=traced_seats,
         )  # fmt: skip
 
 

@@ -1,0 +1,153 @@
+"""The SFT warm-start of a domain: LoRA SFT on the teacher's traces of the learning seat, as an MLflow run."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from agents.traces import Trace, filter_traces
+from models import plots
+from models.profiles import Profile
+from models.socialrl.imitation import ImitationReport, imitation_report
+from models.socialrl.stage1.evaluation import (
+    PolicyResult,
+    StoreResult,
+    evaluate_code_policies,
+    evaluate_served,
+    evaluation_plan,
+)
+from models.tracking import Tracker
+from models.training.config import SFTResult
+from models.training.sft import run_sft
+
+log = logging.getLogger("socialrl.evaluation")
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """A domain's SFT warm-start, or why it has none."""
+
+    env_id: str
+    adapter_dir: str | None
+    """The trained adapter; None when the profile does not warm-start this domain."""
+    mlflow_run_id: str | None = None
+    sft: SFTResult | None = None
+    traces_used: int = 0
+    """Teacher episodes kept by the filter (90% train, 10% held out for the loss)."""
+    skipped: str = ""
+    """Why there is no warm-start (empty when there is one)."""
+
+
+def warmstart(
+    env_id: str,
+    traces: Sequence[Trace],
+    profile: Profile,
+    base_model_dir: Path,
+    output: Path,
+    tracker: Tracker | None = None,
+    run_tags: Mapping[str, str] | None = None,
+) -> WarmStart:
+    """LoRA SFT on the filtered traces (90/10 train/held-out split); logged as an MLflow run with the loss
+    per step, the held-out loss before and after, and a loss-curve plot."""
+    if env_id not in profile.sft_domains:
+        return WarmStart(env_id, None, skipped=f"{env_id} is not warm-started in profile {profile.name}")
+    kept = filter_traces(traces, profile.trace_min_reward)
+    if len(kept) < 2:
+        raise ValueError(
+            f"{env_id}: only {len(kept)} usable traces after filtering (min reward {profile.trace_min_reward})"
+        )
+    cut = max(1, len(kept) // 10)
+    held_out, train = kept[:cut], kept[cut:]
+    conversations, eval_conversations = [t.messages for t in train], [t.messages for t in held_out]
+    if tracker is None:
+        result = run_sft(base_model_dir, conversations, output, profile.sft, eval_conversations)
+        return WarmStart(env_id, str(result.adapter_dir), None, result, len(kept))
+    params = {"sft": asdict(profile.sft), "profile": profile.name, "env_id": env_id, "traces": len(kept)}
+    with tracker.start_run(f"sft-{env_id}", params=params, tags=run_tags) as run:
+        result = run_sft(
+            base_model_dir,
+            conversations,
+            output,
+            profile.sft,
+            eval_conversations,
+            on_step=lambda m: run.log_metrics(int(m["step"]), {f"sft/{k}": v for k, v in m.items() if k != "step"}),
+        )
+        summary = {
+            "train_loss": result.train_loss,
+            "eval_loss_before": result.eval_loss_before,
+            "eval_loss_after": result.eval_loss_after,
+            "examples": result.examples,
+            "tokens_per_s": result.tokens_per_second,
+            "wall_seconds": result.wall_seconds,
+        }
+        run.log_metrics(result.steps, {k: float(v) for k, v in summary.items() if v is not None})
+        if result.loss_curve:
+            steps = list(range(1, len(result.loss_curve) + 1))
+            png = plots.line_with_band([plots.Series("train loss", steps, result.loss_curve)], "SFT", "step", "loss")
+            run.log_file("sft_loss.png", png, "plots")
+        run.log_artifact_dir(result.adapter_dir, "adapter")
+        run_id = run.run_id
+    return WarmStart(env_id, str(result.adapter_dir), run_id, result, len(kept))
+
+
+# ---------------------------------------------------------------------------------------- imitation
+@dataclass(frozen=True)
+class WarmStartImitation:
+    """The warm-start, its teacher and the trivial baselines on the domain's held-out plan: has the warm-start
+    learned its teacher (models/socialrl/imitation.py)? The records are reused by the specialist's evaluation,
+    which plays the same plan."""
+
+    env_id: str
+    seat: str
+    run_id: str
+    plan: str
+    """The plan in words: scenarios, counterparts, seed."""
+    sft: PolicyResult
+    teacher: PolicyResult
+    baselines: Mapping[str, PolicyResult]
+    report: ImitationReport
+
+    @property
+    def passed(self) -> bool:
+        return self.report.passed()
+
+
+def measure_imitation(
+    env_id: str,
+    profile: Profile,
+    base_url: str,
+    served_sft: str,
+    run_id: str,
+    api_key: str | None = None,
+    store_result: StoreResult | None = None,
+) -> WarmStartImitation:
+    """Play the served warm-start, the teacher and the baselines on the domain's held-out plan; compare the
+    warm-start with its teacher episode by episode."""
+    plan = evaluation_plan(env_id, profile)
+    sft, sft_result = evaluate_served("sft", plan, profile, base_url, served_sft, api_key, store_result)
+    code = evaluate_code_policies(plan, store_result=store_result)
+    teacher, teacher_result = code["teacher"]
+    report = imitation_report(sft_result, teacher_result, sft.records, teacher.records)
+    log.info(
+        "warm-start imitation %s: command rate %.2f (teacher %.2f), reward %.3f = %.0f%% of the teacher's, %s",
+        env_id,
+        report.command_rate,
+        teacher.metrics["command_rate"].mean,
+        sft.summary.mean_reward,
+        100 * report.reward_over_teacher if math.isfinite(report.reward_over_teacher) else math.nan,
+        "passed" if report.passed() else "FAILED",
+    )
+    described = f"{len(plan.scenario_list())} held-out {profile.scenario_source} scenarios x {', '.join(plan.counterparts)}, seat {plan.seat}, seed {plan.seed}"
+    return WarmStartImitation(
+        env_id,
+        plan.seat or "",
+        run_id,
+        described,
+        sft,
+        teacher,
+        {label: policy for label, (policy, _) in code.items() if label != "teacher"},
+        report,
+    )
