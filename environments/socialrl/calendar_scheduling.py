@@ -6,7 +6,7 @@
 | private information | assistant: the principal's calendar, some events of which are *secret* (neither their title nor the fact that something happens at their time may be revealed), and the principal's preference in [0, 1] for every candidate slot. requestor: its own calendar, its own preference per slot and the slot it asked for; in adversarial (whimsical-privacy) scenarios also instructions to extract the principal's secret events |
 | public | the date, the candidate slots (back-to-back slots of the meeting's length within working hours), the meeting's title and description, both names |
 | actions | `message` (free text), `propose` {slot}, `accept` (the counterpart's standing proposal), `reject` (it), `decline` (assistant only: decline the request, end without a meeting), `end` (requestor only: withdraw the request, end without a meeting) |
-| text grammar | free text, optionally with one command: `PROPOSE <time>` (`14:00`, `2pm`, `2:00 PM`, `2 p.m.`, `noon`, `14:00-15:00`), `ACCEPT`, `REJECT`, `DECLINE`, `END`. A command counts when written in capitals anywhere, or in any case alone on its own line (`Propose: 2pm`, `accept`); the last command wins; text without a command is a message A command negated by the words right before it ("I do NOT ACCEPT", "I refuse to ACCEPT", also across double spaces and line breaks) does not count (the shared negation rule of environments/core/grammar.py). A time is read as written: `PROPOSE 0930` is 09:30, `PROPOSE -5` and `PROPOSE 1e3` are invalid actions. |
+| text grammar | free text, optionally with one command: `PROPOSE <time>` (`14:00`, `2pm`, `2:00 PM`, `2 p.m.`, `noon`, `14:00-15:00`), `ACCEPT`, `REJECT`, `DECLINE`, `END`. A command counts when written in capitals anywhere, or in any case alone on its own line (`Propose: 2pm`, `accept`); the last command wins; text without a command is a message A command negated by the words right before it ("I do NOT ACCEPT", "I refuse to ACCEPT", also across double spaces and line breaks) does not count (the shared negation rule of environments/core/grammar.py). A time is read as written, whole, or refused: `PROPOSE 0930` is 09:30; `PROPOSE -5`, `PROPOSE 1e3`, `PROPOSE 2,30` and `PROPOSE 2 30` are invalid actions saying why (a time is never read up to the first character the reader does not expect). |
 | reply cap | replies longer than 8,000 characters are cut to their last 8,000 before parsing (`max_reply_chars`); parsing is linear in the reply's length (environments/core/grammar.py) |
 | reward | M = mutually free slots (free in both calendars). A booked slot s in M: assistant = pref_A(s) / max_M pref_A, requestor = pref_R(s) / max_M pref_R (1 when that maximum is 0). A booked slot that overlaps either calendar: 0 for both. No meeting: 0, except when M is empty and the request was ended on purpose (`decline` or `end`): then 1 for both |
 | termination | an accepted proposal (meeting booked), `decline`, `end`, or `max_turns` turns (no meeting); a turn forfeited after exhausted retries still counts |
@@ -61,7 +61,7 @@ from environments.core.data import (
     load_yaml_tasks,
 )
 from environments.core.events import Action, Event, Notification, Observation
-from environments.core.grammar import cap_reply, find_last_command, show, squeeze
+from environments.core.grammar import cap_reply, find_last_command, number_token, show, squeeze
 from environments.core.registry import register
 from environments.core.scoring import is_pareto_optimal
 from environments.socialrl.bargaining import Deal, DealSpace
@@ -461,10 +461,13 @@ def _sample_calendar(
 
 # -------------------------------------------------------------------------------------- grammar
 # Grammars match normalised text (environments/core/grammar.py): whitespace runs are one character, so the
-# optional single spaces below cannot backtrack over a run. A time token takes the whole time-like run
-# (digits, separators, a leading sign) so that "-5" or "0930" are read as written, not as "5" or "09".
+# optional single spaces below cannot backtrack over a run. A time token takes the whole time-like run (a
+# leading sign, then the shared number-like run of environments/core/grammar.py: digits and every separator
+# or space between digits) so that "-5", "0930", "2,30" or "2 30" are read as written or refused, never as
+# "5", "09" or "2". Dashes are left to the range tail ("14:00-15:00" starts at 14:00).
 _TIME_TOKEN = (
-    r"(?:noon|midday|[-+\u2212]?[0-9][0-9:.h]*(?: ?[ap]\.? ?m(?![a-z])\.?)?(?: ?noon(?![a-z])| ?o'?clock\b)?\w*)"
+    rf"(?:noon|midday|[-+\u2212]?{number_token(dashes=False)}"
+    r"(?: ?[ap]\.? ?m(?![a-z])\.?)?(?: ?noon(?![a-z])| ?o'?clock\b)?\w*)"
 )
 _RANGE_TAIL = rf"(?: ?(?:-|–|—|to|until|till) ?{_TIME_TOKEN})?"
 _LINE_START = r"(?m:^)(?:[-•] ?)?"
