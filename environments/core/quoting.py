@@ -1,9 +1,11 @@
 """Quoting a bad value in an error message: at most a short prefix, whatever the value's size.
 
 Every error path that quotes input (a model's reply, a payload, a data file's field or line) quotes it with
-`show`, so that no message grows with its input: a 20 MB line of a data file is reported as its first few
-characters and its length, not repeated. Text is quoted as written (whitespace runs collapsed), anything else
-by a bounded `repr` (`reprlib`: long lists and mappings are elided, never formatted whole).
+`show` (as written) or `quote` (as a repr, quotes around text), so that no message grows with its input: a
+20 MB line of a data file is reported as its first few characters and its length, not repeated. Text is
+quoted as written (whitespace runs collapsed), anything else by a bounded `repr` (`reprlib`: long lists and
+mappings are elided, never formatted whole). `clip` is the backstop for a whole message (the data-file and
+scenario errors clip theirs), for messages that embed another library's error text.
 """
 
 from __future__ import annotations
@@ -42,3 +44,18 @@ def show(value: object, limit: int = SHOW_CHARS) -> str:
     if len(value) <= limit and len(head) <= limit:
         return head
     return f"{head[: max(1, limit - 9)]}...({len(value)} chars)"
+
+
+def quote(value: object, limit: int = SHOW_CHARS) -> str:
+    """Like `show`, but text in quotes (`'abc'`), as `repr` would write it: for messages that quote a value of
+    any type, where the quotes tell text from a number."""
+    return repr(show(value, limit)) if isinstance(value, str) else show(value, limit)
+
+
+MAX_MESSAGE_CHARS = 2_000
+"""Longest error message `clip` lets through."""
+
+
+def clip(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """A whole error message cut to `limit` characters (line breaks kept), with its full length when cut."""
+    return message if len(message) <= limit else f"{message[:limit]}...({len(message)} chars)"

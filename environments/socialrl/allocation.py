@@ -27,6 +27,7 @@ from typing import Any
 
 from environments.core.events import Action, Notification
 from environments.core.grammar import NumberError, number_token, read_number, show, squeeze
+from environments.core.quoting import quote
 from environments.core.scoring import (
     complement,
     enumerate_allocations,
@@ -252,7 +253,7 @@ def check_payload(items: Sequence[str], counts: Sequence[int], payload: Mapping[
     for item, count in zip(items, counts, strict=True):
         n = mine[item]
         if isinstance(n, bool) or not isinstance(n, int):
-            return f"the count of {item} must be a whole number, got {n!r}"
+            return f"the count of {item} must be a whole number, got {quote(n)}"
         if not 0 <= n <= count:
             return f"you cannot get {n} {item}: the pool holds {count}"
     return None

@@ -48,6 +48,7 @@ from environments.core.data import (
 )
 from environments.core.events import Action, Event, Observation
 from environments.core.grammar import cap_reply, find_last_command, squeeze
+from environments.core.quoting import quote
 from environments.core.registry import register
 from environments.core.scoring import complement, normalise, points
 from environments.socialrl.allocation import (
@@ -136,17 +137,20 @@ class CasinoScenario(Scenario):
                 or sorted(value) != sorted(ITEMS)
             ):
                 raise ScenarioError(
-                    f"{self.scenario_id}: {name} must order {', '.join(ITEMS)} from High to Low, got {value!r}"
+                    f"{self.scenario_id}: {name} must order {', '.join(ITEMS)} from High to Low, got {quote(value, 60)}",
+                    name,
                 )
             object.__setattr__(self, name, tuple(value))
         for name in ("agent_1_reasons", "agent_2_reasons"):
             value = getattr(self, name)
             if not isinstance(value, list | tuple) or len(value) != 3:
                 raise ScenarioError(
-                    f"{self.scenario_id}: {name} must hold 3 reasons (High, Medium, Low), got {value!r}"
+                    f"{self.scenario_id}: {name} must hold 3 reasons (High, Medium, Low), got {quote(value, 60)}", name
                 )
             if not all(isinstance(r, str) and r.strip() for r in value):
-                raise ScenarioError(f"{self.scenario_id}: {name} must be non-empty strings, got {value!r}")
+                raise ScenarioError(
+                    f"{self.scenario_id}: {name} must be non-empty strings, got {quote(value, 60)}", name
+                )
             object.__setattr__(self, name, tuple(value))
         check_max_turns(self.scenario_id, self.max_turns)
 
@@ -325,7 +329,9 @@ class CasinoEnv(Environment[CasinoScenario]):
                 issues = [get_field(record, f"{base}.value2issue.{level}", "text") for level in LEVELS]
                 reasons = [get_field(record, f"{base}.value2reason.{level}", "text") for level in LEVELS]
                 if sorted(i.lower() for i in issues) != sorted(ITEMS):
-                    raise RecordError(f"{base}.value2issue", f"must rank {', '.join(ITEMS)} once each, got {issues}")
+                    raise RecordError(
+                        f"{base}.value2issue", f"must rank {', '.join(ITEMS)} once each, got {quote(issues, 60)}"
+                    )
                 fields[f"agent_{n}_priorities"] = tuple(i.lower() for i in issues)
                 fields[f"agent_{n}_reasons"] = tuple(reasons)
             dialogue_id = record.get("dialogue_id", index)
@@ -333,7 +339,12 @@ class CasinoEnv(Environment[CasinoScenario]):
                 raise RecordError("dialogue_id", f"must be a number or text, got {describe_type(dialogue_id)}")
             return CasinoScenario(scenario_id=f"casino:{dialogue_id}", max_turns=max_turns, **fields)
 
-        return load_records(path, enumerate(records), build, skip_bad=skip_bad, what="dialogue")
+        fields = {
+            f"agent_{n}_{what}": f"participant_info.{agent_id}.{key}"
+            for n, agent_id in ((1, AGENT_1), (2, AGENT_2))
+            for what, key in (("priorities", "value2issue"), ("reasons", "value2reason"))
+        }
+        return load_records(path, enumerate(records), build, skip_bad=skip_bad, what="dialogue", fields=fields)
 
     # ------------------------------------------------------------------------------ action grammar
     def action_spec(self, agent_id: str) -> ActionSpec:

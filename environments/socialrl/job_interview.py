@@ -51,6 +51,7 @@ from environments.core.grammar import (
     show,
     squeeze,
 )
+from environments.core.quoting import quote
 from environments.core.registry import register
 from environments.core.scoring import is_pareto_optimal, nash_bargaining_point, normalise
 from environments.socialrl.bargaining import Deal, DealSpace
@@ -112,10 +113,10 @@ class JobInterviewScenario(Scenario):
         options: dict[str, tuple[Option, ...]] = {}
         for issue in ISSUES:
             if isinstance(self.options[issue], str) or not isinstance(self.options[issue], Sequence):
-                raise ScenarioError(f"{sid}: options of {issue} must be a list, got {self.options[issue]!r}")
+                raise ScenarioError(f"{sid}: options of {issue} must be a list, got {quote(self.options[issue])}")
             raw = tuple(self.options[issue])
             if len(raw) < 2:
-                raise ScenarioError(f"{sid}: issue {issue!r} needs at least 2 options, got {len(raw)}")
+                raise ScenarioError(f"{sid}: issue {quote(issue)} needs at least 2 options, got {len(raw)}")
             if issue in NUMERIC_ISSUES:
                 low, high = SALARY_RANGE if issue == "salary" else HOLIDAY_RANGE
                 if any(check_number(o, what=issue) is not None for o in raw):
@@ -163,7 +164,9 @@ class JobInterviewScenario(Scenario):
             values[role] = {}
             for issue in ISSUES:
                 if isinstance(v[issue], str) or not isinstance(v[issue], Sequence):
-                    raise ScenarioError(f"{sid}: {role} values for {issue} must be a list of numbers, got {v[issue]!r}")
+                    raise ScenarioError(
+                        f"{sid}: {role} values for {issue} must be a list of numbers, got {quote(v[issue])}"
+                    )
                 for x in v[issue]:
                     reason = check_number(x, what=f"{role} value for {issue}")
                     if reason is not None:

@@ -63,6 +63,7 @@ from environments.core.grammar import (
     read_number,
     squeeze,
 )
+from environments.core.quoting import quote
 from environments.core.registry import register
 from environments.core.runtime import Agent, EpisodeSpec, run_episodes
 from environments.yoao.sugarscape_core import (
@@ -197,16 +198,20 @@ class TraderState:
         for name in ("sugar", "spice"):
             value = getattr(self, name)
             if not _is_int(value) or not 0 <= value <= MAX_STOCK:
-                raise ScenarioError(f"sugarscape: {name} must be a whole number in [0, {MAX_STOCK:,}], got {value!r}")
+                raise ScenarioError(
+                    f"sugarscape: {name} must be a whole number in [0, {MAX_STOCK:,}], got {quote(value)}"
+                )
         for name in ("metabolism_sugar", "metabolism_spice"):
             value = getattr(self, name)
             if not _is_int(value) or not 1 <= value <= MAX_STOCK:
-                raise ScenarioError(f"sugarscape: {name} must be a whole number in [1, {MAX_STOCK:,}], got {value!r}")
+                raise ScenarioError(
+                    f"sugarscape: {name} must be a whole number in [1, {MAX_STOCK:,}], got {quote(value)}"
+                )
         if not isinstance(self.origin, str) or self.origin not in ORIGINS:
-            raise ScenarioError(f"sugarscape: origin must be one of {', '.join(ORIGINS)}, got {self.origin!r}")
+            raise ScenarioError(f"sugarscape: origin must be one of {', '.join(ORIGINS)}, got {quote(self.origin)}")
         leaning = ORIGIN_LEANING[self.origin] if self.leaning is None else self.leaning
         if check_number(leaning, what="leaning", minimum=-1.0, maximum=1.0) is not None:
-            raise ScenarioError(f"sugarscape: leaning must be a number in [-1, 1], got {leaning!r}")
+            raise ScenarioError(f"sugarscape: leaning must be a number in [-1, 1], got {quote(leaning)}")
         object.__setattr__(self, "leaning", float(leaning))
 
     @property
