@@ -408,7 +408,7 @@ def _load_map(path: Path) -> Any:
         (_calendar_huge_time, CalendarEnv.load_dataset, "999"),
         (_casino_huge_priority, CasinoEnv.load_dataset, "Tents"),
         (_craigslist_huge_role, CraigslistEnv.load_dataset, "seller"),
-        (_craigslist_huge_category_list, CraigslistEnv.load_dataset, "[0, 1, 2"),
+        (_craigslist_huge_category_list, CraigslistEnv.load_dataset, "[0, 1, 2"),  # bounded on cb3258f already
         (_red_black_huge_label, load_frame_file, "xxx"),
     ],
 )
@@ -440,11 +440,12 @@ def _dnd_lines(alice: str, bob: str) -> Any:
     return lambda lines: lines.extend([alice, bob])
 
 
-# (loader, real file, corruption of one record, the field the error must name, a phrase of the reason).
-# Every row is a record-level error a user makes by editing a real file; on cb3258f the rows marked * named no
-# field (a scenario's own check surfaced as "malformed ... (ScenarioError: ...)").
+# (real file, corruption of one record, the field the error must name, a phrase of the reason). Every row is a
+# record-level error a user makes by editing a real file. On cb3258f every row but the three marked ok@cb3258f
+# (controls) failed: no field (a scenario's own check surfaced as "malformed ... (ScenarioError: ...)"), a less
+# precise one, or no error at all (a uuid that is a list; a buyer listing price unlike the seller's).
 CORRUPTIONS = [
-    # * The case: the buyer's and the seller's prices disagree (was: a bad `buyer_target`, no field).
+    # The case: the buyer's and the seller's prices disagree (was: a bad `buyer_target`, no field).
     (
         "craigslist",
         lambda r: _kb(r, "buyer")["personal"].__setitem__("Target", _kb(r, "seller")["item"]["Price"] + 100),
@@ -458,7 +459,7 @@ CORRUPTIONS = [
         "prices disagree",
     ),
     (
-        "craigslist",  # *
+        "craigslist",
         lambda r: [_kb(r, role)["item"].__setitem__("Price", 0) for role in ("buyer", "seller")],
         "scenario.kbs[seller].item.Price",
         "more than 0",
@@ -468,31 +469,31 @@ CORRUPTIONS = [
         lambda r: _kb(r, "buyer")["personal"].__setitem__("Target", -5),
         "scenario.kbs[buyer].personal.Target",
         "more than 0",
-    ),  # *
+    ),
     ("craigslist", _set("uuid", value=[1]), "uuid", "must be text or a number"),
     (
         "casino",
         _set("participant_info", "mturk_agent_1", "value2issue", "Low", value="Tents"),
         "participant_info.mturk_agent_1.value2issue",
         "once each",
-    ),
-    ("dnd", _dnd_lines("0 0 1 1 3 3", "0 1 1 0 3 3"), "input.counts", "1..4"),  # *
-    ("dnd", _dnd_lines("4 1 4 1 1 2", "4 1 4 1 1 2"), "input.counts", "5-7 items"),  # *
-    ("dnd", _dnd_lines("1 0 1 1 3 3", "1 1 1 0 3 4"), "partner_input.values", "worth 13"),  # *
-    ("dnd", _dnd_lines("1 0 1 4 3 2", "1 0 1 4 3 2"), "input.values and partner_input.values", "nobody values"),  # *
-    ("dnd", _dnd_lines("1 0 1 1 3", "1 1 1 0 3 3"), "input", "expected 6 whole numbers"),
-    ("dnd", _dnd_lines("9" * 5000 + " 0 1 1 3 3", "1 1 1 0 3 3"), "input", "expected 6 whole numbers"),  # *
-    ("dnd", lambda lines: lines.append("1 0 1 1 3 3"), "partner_input", "odd number"),  # *
+    ),  # ok@cb3258f
+    ("dnd", _dnd_lines("0 0 1 1 3 3", "0 1 1 0 3 3"), "input.counts", "1..4"),
+    ("dnd", _dnd_lines("4 1 4 1 1 2", "4 1 4 1 1 2"), "input.counts", "5-7 items"),
+    ("dnd", _dnd_lines("1 0 1 1 3 3", "1 1 1 0 3 4"), "partner_input.values", "worth 13"),
+    ("dnd", _dnd_lines("1 0 1 4 3 2", "1 0 1 4 3 2"), "input.values and partner_input.values", "nobody values"),
+    ("dnd", _dnd_lines("1 0 1 1 3", "1 1 1 0 3 3"), "input", "expected 6 whole numbers"),  # ok@cb3258f
+    ("dnd", _dnd_lines("9" * 5000 + " 0 1 1 3 3", "1 1 1 0 3 3"), "input", "expected 6 whole numbers"),
+    ("dnd", lambda lines: lines.append("1 0 1 1 3 3"), "partner_input", "odd number"),
     (
         "marketplace",
         lambda t: t["seller"].__setitem__("reservation_price", t["buyer"]["reservation_price"] + 1),
         "seller.reservation_price",
         "no zone of agreement",
-    ),  # *
-    ("marketplace", _set("product", "listed_price", value=0), "product.listed_price", "more than 0"),  # *
-    ("marketplace", _set("buyer", "reservation_price", value=-3), "buyer.reservation_price", "more than 0"),  # *
-    ("calendar", _set("assistant", "preferences", 0, "score", value=2), "assistant.preferences", "[0, 1]"),  # *
-    ("calendar", _set("requestor", "preferences", 0, "score", value=-1), "requestor.preferences", "[0, 1]"),  # *
+    ),
+    ("marketplace", _set("product", "listed_price", value=0), "product.listed_price", "more than 0"),
+    ("marketplace", _set("buyer", "reservation_price", value=-3), "buyer.reservation_price", "more than 0"),
+    ("calendar", _set("assistant", "preferences", 0, "score", value=2), "assistant.preferences", "[0, 1]"),
+    ("calendar", _set("requestor", "preferences", 0, "score", value=-1), "requestor.preferences", "[0, 1]"),
     (
         "calendar",
         lambda t: t["assistant"]["calendar"][0].update(start_time="11:00", end_time="10:00"),
@@ -504,7 +505,7 @@ CORRUPTIONS = [
         _set("assistant", "preferences", 0, "start_time", value="25:00"),
         "assistant.preferences[0].start_time",
         "out of the day",
-    ),
+    ),  # ok@cb3258f
 ]
 REAL_FILES = {
     "craigslist": (CraigslistEnv.load_dataset, ("craigslistbargain", "dev.json")),
