@@ -75,6 +75,13 @@ SHAPES: dict[str, Callable[[int], str]] = {
     "stars+ACT": lambda n: "*" * n + "ACT: x",
     "letters": lambda n: "a" * n,
     "vote-words": lambda n: "vote for " * (n // 9) + "x",
+    # Issue 27: number-like runs a token takes whole (spaces, separators, dashes, letters between digits).
+    "OFFER+spaced-digits": lambda n: "OFFER " + "1 " * (n // 2),
+    "OFFER+separator-runs": lambda n: "OFFER 1" + ",.:'/" * (n // 5) + "x",
+    "PROPOSE+dashed-counts": lambda n: "PROPOSE " + "1-" * (n // 2),
+    "PROPOSE+counts": lambda n: "PROPOSE " + "1 " * (n // 2),
+    "digits+letters": lambda n: "OFFER " + "1x" * (n // 2),
+    "PROPOSE+time-runs": lambda n: "PROPOSE " + "14:00," * (n // 6),
 }
 """Adversarial reply shapes by name, each a function of (roughly) the reply length."""
 

@@ -377,7 +377,7 @@ def test_loader_names_file_and_record_of_a_broken_task(tmp_path: Path) -> None:
         "preferences": [{**p, "score": 1.5} for p in good["assistant"]["preferences"]],
     }
     path.write_text(yaml.safe_dump({"tasks": [good, good, out_of_range]}))
-    with pytest.raises(DataFileError, match=r"broken\.yaml, record 2: .*\[0, 1\]"):
+    with pytest.raises(DataFileError, match=r"broken\.yaml, record 2, field 'assistant\.preferences': .*\[0, 1\]"):
         CalendarEnv.load_dataset(path)
 
     path.write_text("tasks: [unclosed")

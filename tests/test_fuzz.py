@@ -8,7 +8,8 @@ characters) and valid commands, wrapped in prose. Asserted:
 * parsing is linear: every parse costs at most 2 ms + 2 us per character of CPU time (the reply cap bounds
   the length), and the longest parse stays under 50 ms;
 * no wrongly valid action: a trap never parses to the move it imitates (a negated ACCEPT is no acceptance,
-  `OFFER -5` / `1e308` / `1,50` / 400 nines is no offer, ...), and every action parsed or applied carries a
+  `OFFER -5` / `1e308` / `1,50` / 400 nines is no offer, nor are issue 27's `OFFER 1 200` / `1'000` / `1/2` /
+  `13:61`, `PROPOSE -1 1 1`, `PROPOSE 1 1e308 1 1`, `PROPOSE 2,30` (Calendar), ...), and every action parsed or applied carries a
   sane payload (finite prices in range, whole counts, real times, deltas in [-2, 2], BLACK or RED);
 * every role's reward, read before the base class's clamp (`unclamped_reward`), is finite and in [0, 1];
 * every episode row is recorded: the episodes, roles and turns tables hold exactly the expected rows and
@@ -82,6 +83,19 @@ def _unicode(rng: random.Random, n: int) -> str:
 
 
 # --------------------------------------------------------------------------------------------- traps
+BAD_PRICES = ("-5", "1e308", "1,50", "9" * 400, "2000000000", "inf", "NaN", "0", "$-3", "1.5k", "12,3456")
+PRICES_27 = ("1 200", "1'000", "1/2", "13:61", "120-130", "50%", "5-")
+"""Issue 27: prices that used to be read up to the first unexpected character ($1, $1, $1, $13, ...)."""
+ALLOCATION_27 = (
+    "PROPOSE -1 {0}, 1 {1}, 0 {2}",
+    "PROPOSE -1 1 1",
+    "PROPOSE 1 1e308 1 1",
+    "PROPOSE 1 5- 1 1",
+    "PROPOSE 1 -2pm 1 1",
+    "PROPOSE -14:00 {0}, 1 {1}, 0 {2}",
+    "I get -1 {0}, 1 {1} and 1 {2}",
+)
+"""Issue 27: allocation replies that used to be read as other counts (a swallowed minus, a skipped token)."""
 Trap = tuple[str, Callable[[Any], bool]]
 """(reply, predicate on the parse result that must be False: the wrongly valid reading)."""
 
@@ -96,25 +110,29 @@ def traps(env_id: str, rng: random.Random) -> list[Trap]:
     for negation in NEGATIONS:
         out.append((f"{_prose(rng, 3)}. {negation} {accept}", _is_kind(ACCEPT_KINDS)))
     if env_id in ("craigslist-v0", "marketplace-v0"):
-        for bad in ("-5", "1e308", "1,50", "9" * 400, "2000000000", "inf", "NaN", "0", "$-3", "1.5k", "12,3456"):
+        for bad in (*BAD_PRICES, *PRICES_27):
             out.append((f"{_prose(rng, 4)}\nOFFER {bad}", _is_kind(OFFER_KINDS)))
     if env_id == "job-interview-v0":
-        for bad in ("-35", "1e3", "3,5", "9" * 400):
+        for bad in ("-35", "1e3", "3,5", "9" * 400, "35 000", "35/2"):
             text = f"PROPOSE salary={bad} holidays=4 position=x workplace=y company=z"
             out.append((text, _is_kind({"propose"})))
     if env_id == "calendar-v0":
-        for bad in ("-5", "1e3", "25:00", "9" * 50, "3pmish"):
+        for bad in ("-5", "1e3", "25:00", "9" * 50, "3pmish", "2,30", "1,50", "2 30", "13:61"):
             out.append((f"{_prose(rng, 3)}\nPROPOSE {bad}", _is_kind({"propose"})))
         out.append(("I won't DECLINE", _is_kind({"decline"})))
     if env_id in ("dnd-v0", "casino-v0"):
         items = ("book", "hat", "ball") if env_id == "dnd-v0" else ("food", "water", "firewood")
         for bad in ("-1", "9" * 5000):
             out.append((f"PROPOSE {items[0]}={bad} {items[1]}=1 {items[2]}=1", _is_kind({"propose", "select"})))
+        for shape in ALLOCATION_27:
+            out.append((shape.format(*items), _is_kind({"propose", "select"})))
     if env_id == "sugarscape-v0":
         for text in ("REFLECT: 5e-2", "REFLECT: +5", "REFLECT: -1e308", "REFLECT: nan"):
             out.append((text, _is_kind({"reflect"})))
-        for bad in ("-3", "1e3", "2.5", "9" * 400):
+        for bad in ("-3", "1e3", "2.5", "9" * 400, "3 5", "3/4", "3-"):
             out.append((f"OFFER: GIVE {bad} SUGAR FOR 5 SPICE", _is_kind({"offer"})))
+        for text in ("REFLECT: 0.05/2", "REFLECT: -0:05", "REFLECT: 0.1 5"):
+            out.append((text, _is_kind({"reflect"})))
     if env_id == "red-black-v0":
         for text in ("VOTE: NOT RED", "VOTE: NOT BLACK", "vote: never red", "I will not vote RED"):
             out.append((text, _is_kind({"vote"})))

@@ -5,12 +5,18 @@
   invalid action whose message says why, never a valid move;
 * 100 KB adversarial replies of the issue's shapes parse in well under 50 ms in every phase of every
   environment (the reply cap), and with the cap lifted the grammars themselves take time linear in the length.
+
+Issue 27 (second pass): a number token is read whole or the action is invalid with its reason, in every
+grammar: the shared token (`NUMBER`, `number_token`) takes the whole number-like run and the reader refuses what
+is not one plain number (`1 200`, `1'000`, `1/2`, `13:61`, `5-`, `-2pm`); the allocation grammar neither lets a
+command's separator swallow a minus sign nor skips a count it cannot read; well-formed replies read as before.
 """
 
 from __future__ import annotations
 
 import copy
 import gc
+import re
 import time
 from collections.abc import Callable
 
@@ -21,6 +27,7 @@ from environments.core.base import Environment, ParseError
 from environments.core.events import RAW_TEXT, Action, NotificationKind
 from environments.core.grammar import (
     MAX_REPLY_CHARS,
+    NUMBER,
     NumberError,
     cap_reply,
     check_number,
@@ -78,6 +85,78 @@ def test_the_number_reader_checks_ranges_and_whole_numbers() -> None:
     assert "at most 100" in read_number("101", maximum=100).message
     assert "whole number" in read_number("2.5", integer=True).message
     assert read_number("3.0", integer=True) == 3 and isinstance(read_number("3.0", integer=True), int)
+
+
+# Issue 27: a token captured by a grammar is the whole number-like run, and the reader refuses it with a reason.
+NOT_ONE_NUMBER = [
+    ("1 200", "a space splits its digits"),
+    ("1'000", "separate thousands"),
+    ("1\u2019000", "separate thousands"),
+    ("1_000", "separate thousands"),
+    ("1/2", "a fraction"),
+    ("13:61", "a time or a ratio"),
+    ("-14:00", "a time or a ratio"),
+    ("5-", "a range or a stray sign"),
+    ("120-130", "a range or a stray sign"),
+    ("100+", "a range or a stray sign"),
+    ("-2pm", "letters in a number"),
+    ("2x100", "letters in a number"),
+    ("50%", "a percentage"),
+    ("1\u00bd", "digits 0-9"),
+    ("1\u0663", "digits 0-9"),
+]
+
+
+@pytest.mark.parametrize(("token", "why"), NOT_ONE_NUMBER)
+def test_the_number_reader_refuses_a_token_that_is_not_one_number_and_says_why(token: str, why: str) -> None:
+    result = read_number(token)
+    assert isinstance(result, NumberError) and "not a number" in result.message and why in result.message, result
+
+
+WHOLE_TOKENS = [
+    # (text after a command, what NUMBER captures): the whole run, or the number alone when what follows is a
+    # unit or punctuation that no reader would take as part of the number.
+    ("1 200 for both", "1 200"),
+    ("1'000", "1'000"),
+    ("1/2", "1/2"),
+    ("13:61", "13:61"),
+    ("120-130", "120-130"),
+    ("5- 1 1", "5-"),
+    ("1,,50", "1,,50"),
+    ("1e308", "1e308"),
+    ("1e-5", "1e-5"),
+    ("50%", "50%"),
+    ("$1,250.50.", "$1,250.50"),
+    ("$150, 2 items included", "$150"),
+    ("120 dollars", "120"),
+    ("120USD", "120"),
+    ("35/hour", "35"),
+    ("120-ish", "120"),
+    ("- 0.05", "- 0.05"),
+    (".5", ".5"),
+]
+
+
+@pytest.mark.parametrize(("text", "token"), WHOLE_TOKENS)
+def test_the_shared_number_token_takes_the_whole_number_like_run(text: str, token: str) -> None:
+    match = re.match(NUMBER, text)
+    assert match is not None and match.group() == token
+
+
+@pytest.mark.parametrize(
+    ("text", "spaces", "dashes", "token"),
+    [
+        ("1 2 0", False, True, "1"),
+        ("5- 1", False, True, "5-"),
+        ("14:00-15:00", True, False, "14:00"),
+        ("2 30", True, False, "2 30"),
+    ],
+)
+def test_number_token_variants_for_lists_and_times(text: str, spaces: bool, dashes: bool, token: str) -> None:
+    from environments.core.grammar import number_token  # new in issue 27 (imported here: the module loads without)
+
+    match = re.match(number_token(spaces=spaces, dashes=dashes), text)
+    assert match is not None and match.group() == token
 
 
 @pytest.mark.parametrize(
@@ -279,6 +358,100 @@ def test_sugarscape_reads_amounts_deltas_and_negations(phase: str, text: str, ex
 )
 def test_red_black_reads_negated_choices(phase: str, text: str, expect: Expect) -> None:
     _check("red-black-v0", phase, text, expect)
+
+
+# ------------------------------------------------------------------ issue 27: numbers read whole or refused
+ALLOCATION_27: list[tuple[str, Expect]] = [
+    # The separator after PROPOSE no longer swallows a minus sign.
+    ("PROPOSE -1 {i0}, 1 {i1}, 0 {i2}", ("invalid", "cannot be negative")),
+    ("PROPOSE -1 1 1", ("invalid", "cannot be negative")),
+    ("PROPOSE 1 -1 0", ("invalid", "cannot be negative")),
+    # The positional form reads every number-like token or refuses; it never skips one and uses the others.
+    ("PROPOSE 1 1e308 1 1", ("invalid", "exponent")),
+    ("PROPOSE 1 5- 1 1", ("invalid", "5- (a range or a stray sign")),
+    ("PROPOSE 1 -2pm 1 1", ("invalid", "-2pm (letters in a number)")),
+    ("PROPOSE 1 1 1 1", ("invalid", "4 counts for 3 items")),
+    # Digits after a colon are not a count.
+    ("PROPOSE -14:00 {i0}, 1 {i1}, 0 {i2}", ("invalid", "-14:00 (it reads as a time")),
+    ("PROPOSE 14:00 {i0}, 1 {i1}, 0 {i2}", ("invalid", "14:00 (it reads as a time")),
+    ("PROPOSE {i0}=2pm {i1}=1 {i2}=0", ("invalid", "2pm (letters in a number)")),
+    ("PROPOSE 1.5 {i0}, 1 {i1}, 0 {i2}", ("invalid", "whole number")),
+    # Well-formed replies read as before.
+    ("PROPOSE {i0}=1 {i1}=2 {i2}=0", ("kind", "propose", {"mine": "1 2 0"})),
+    ("PROPOSE 1 2 0", ("kind", "propose", {"mine": "1 2 0"})),
+    ("PROPOSE 1, 2, 0", ("kind", "propose", {"mine": "1 2 0"})),
+    ("PROPOSE 1,2,0", ("kind", "propose", {"mine": "1 2 0"})),
+    ("PROPOSE - 1 2 0", ("kind", "propose", {"mine": "1 2 0"})),
+    ("Propose: 0 {i0}, 2 {i1} and 1 {i2}.", ("kind", "propose", {"mine": "0 2 1"})),
+    ("PROPOSE {i0}: 1, {i1}: 2, {i2}: 0", ("kind", "propose", {"mine": "1 2 0"})),
+]
+
+
+@pytest.mark.parametrize("env_id", ["dnd-v0", "casino-v0"])
+@pytest.mark.parametrize(("text", "expect"), ALLOCATION_27)
+def test_allocation_counts_are_read_whole_or_refused(env_id: str, text: str, expect: Expect) -> None:
+    items = ("book", "hat", "ball") if env_id == "dnd-v0" else ("food", "water", "firewood")
+    if expect[0] == "kind":
+        counts = [int(n) for n in expect[2]["mine"].split()]
+        expect = ("kind", expect[1], {"mine": dict(zip(items, counts, strict=True))})
+    _check(env_id, "accept", text.format(i0=items[0], i1=items[1], i2=items[2]), expect)
+
+
+PRICES_27: list[tuple[str, Expect]] = [
+    ("OFFER 1 200", ("invalid", "1 200 (a space splits its digits")),
+    ("OFFER 1'000", ("invalid", "1'000 (separate thousands")),
+    ("OFFER 1/2", ("invalid", "1/2 (a fraction")),
+    ("OFFER 13:61", ("invalid", "13:61 (it reads as a time")),
+    ("OFFER $120-130", ("invalid", "a range or a stray sign")),
+    ("OFFER 50%", ("invalid", "a percentage")),
+    ("OFFER 1,50", ("invalid", "comma")),  # refused as before
+    ("OFFER $150, 2 items included", ("kind", None, {"price": 150.0})),
+    ("OFFER 120 dollars", ("kind", None, {"price": 120.0})),
+    ("OFFER $1,200.", ("kind", None, {"price": 1200.0})),
+    ("OFFER: $95.50!", ("kind", None, {"price": 95.5})),
+]
+
+
+@pytest.mark.parametrize(("env_id", "offer"), [("craigslist-v0", "offer"), ("marketplace-v0", "make_offer")])
+@pytest.mark.parametrize(("text", "expect"), PRICES_27)
+def test_prices_are_read_whole_or_refused(env_id: str, offer: str, text: str, expect: Expect) -> None:
+    if expect[0] == "kind":
+        expect = ("kind", offer, expect[2])
+    _check(env_id, "accept_offer" if env_id == "marketplace-v0" else "accept", text, expect)
+
+
+@pytest.mark.parametrize(
+    ("text", "expect"),
+    [
+        ("PROPOSE 2,30", ("invalid", "could not read 2,30 as a time")),
+        ("PROPOSE 1,50", ("invalid", "could not read 1,50 as a time")),
+        ("PROPOSE 2 30", ("invalid", "could not read 2 30 as a time")),
+        ("PROPOSE 13:61", ("invalid", "could not read 13:61 as a time")),
+        ("PROPOSE 2.30", ("invalid", "candidate start times")),  # 02:30, not a slot: refused as before
+        ("PROPOSE 14:00, if that works for you", ("kind", "propose", {"slot": "14:00"})),
+        ("PROPOSE 14:00-15:00", ("kind", "propose", {"slot": "14:00"})),
+        ("Propose: 2 p.m.", ("kind", "propose", {"slot": "14:00"})),
+    ],
+)
+def test_calendar_times_are_read_whole_or_refused(text: str, expect: Expect) -> None:
+    _check("calendar-v0", "accept", text, expect)
+
+
+@pytest.mark.parametrize(
+    ("env_id", "phase", "text", "expect"),
+    [
+        ("sugarscape-v0", "offer", "OFFER: GIVE 3 5 SUGAR FOR 5 SPICE", ("invalid", "a space splits its digits")),
+        ("sugarscape-v0", "offer", "OFFER: GIVE 3/4 SUGAR FOR 5 SPICE", ("invalid", "a fraction")),
+        ("sugarscape-v0", "reflect", "REFLECT: 0.05/2", ("invalid", "a fraction")),
+        ("sugarscape-v0", "reflect", "REFLECT: -0:05", ("invalid", "a time or a ratio")),
+        ("sugarscape-v0", "reflect", "REFLECT: .05", ("kind", "reflect", {"delta": 0.05})),
+        ("sugarscape-v0", "reflect", "REFLECT: - 0.05", ("kind", "reflect", {"delta": -0.05})),
+        ("job-interview-v0", "propose", _terms("35 000"), ("invalid", "a space splits its digits")),
+        ("job-interview-v0", "propose", _terms("35/2"), ("invalid", "a fraction")),
+    ],
+)
+def test_amounts_deltas_and_terms_are_read_whole_or_refused(env_id: str, phase: str, text: str, expect: Expect) -> None:
+    _check(env_id, phase, text, expect)
 
 
 # ------------------------------------------------------------------------------------------- linear time

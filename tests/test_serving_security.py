@@ -78,6 +78,7 @@ def test_the_engine_gets_a_minimal_environment_and_no_secret_of_the_parent(
         "VLLM_ALLOW_RUNTIME_LORA_UPDATING",
         "VLLM_NO_USAGE_STATS",
         "DO_NOT_TRACK",
+        "VLLM_HOST_IP",  # issue 27: one node, no address probe through 8.8.8.8
         "VLLM_API_KEY",
         "PYTHONPATH",
         "DUMP_TO",

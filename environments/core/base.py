@@ -22,16 +22,26 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from environments.core.events import RAW_TEXT, Action, Event, Notification, NotificationKind, Observation
 from environments.core.grammar import MAX_REPLY_CHARS
+from environments.core.quoting import clip, quote
 
 
 class ScenarioError(ValueError):
-    """A scenario's parameters are out of range or inconsistent."""
+    """A scenario's parameters are out of range or inconsistent. `field` names the scenario field at fault
+    (for a check of two fields, the one the message is about), so that a loader can name the field of its file
+    that holds it (`load_records(..., fields=...)`, environments/core/data.py); the message is clipped to a
+    bounded length (environments/core/quoting.py)."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(clip(message))
+        self.field = field
 
 
 def check_max_turns(scenario_id: str, value: object, minimum: int = 2) -> None:
     """Raise ScenarioError unless `value` is an int (not a bool, not text) of at least `minimum`."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ScenarioError(f"{scenario_id}: max_turns must be an integer >= {minimum}, got {value!r}")
+        raise ScenarioError(
+            f"{scenario_id}: max_turns must be an integer >= {minimum}, got {quote(value)}", "max_turns"
+        )
 
 
 @dataclass(frozen=True)

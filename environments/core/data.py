@@ -16,7 +16,12 @@ Loaders share one discipline (`load_records`):
   a boolean;
 * with `skip_bad=True` the good records load and the bad ones are reported: logged one line each (logger
   `socialrl.data`) and kept, with their reasons, in the returned list's `skipped`. A file without a single
-  good record is still an error.
+  good record is still an error;
+* every record-level error names its field: a field check raises `RecordError(field, reason)`, and a
+  scenario's own validation (`ScenarioError(message, field=<scenario field>)`, e.g. two prices that disagree)
+  is reported under the file's field that holds that scenario field (`load_records(..., fields=...)`);
+* messages are bounded: a bad value is quoted by a short prefix and its length (`show`/`quote`,
+  environments/core/quoting.py), and every reason is clipped, so a 20 MB line gives a short error.
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar
+
+from environments.core.base import ScenarioError
+from environments.core.quoting import clip, quote
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 log = logging.getLogger("socialrl.data")
@@ -40,6 +48,7 @@ class DataFileError(ValueError):
     def __init__(
         self, path: str | Path, reason: str, record: int | str | None = None, field: str | None = None
     ) -> None:
+        reason = clip(reason)
         where = f"{path}" + (f", record {record}" if record is not None else "")
         where += f", field '{field}'" if field else ""
         super().__init__(f"{where}: {reason}")
@@ -53,6 +62,7 @@ class RecordError(ValueError):
     """One field of a record is missing or malformed; `load_records` adds the file and the record."""
 
     def __init__(self, field: str | None, reason: str) -> None:
+        reason = clip(reason)
         super().__init__(f"field '{field}': {reason}" if field else reason)
         self.field = field
         self.reason = reason
@@ -117,7 +127,7 @@ def get_field(
 
 
 def _kind_problem(value: Any, kind: str) -> str | None:
-    got = f"got {describe_type(value)} {str(value)[:40]!r}" if value is not None else "got null"
+    got = f"got {describe_type(value)} {quote(value, 40)}" if value is not None else "got null"
     if kind in ("text", "text?"):
         if not isinstance(value, str):
             return f"must be text, {got}"
@@ -151,10 +161,13 @@ def load_records(
     *,
     skip_bad: bool = False,
     what: str = "record",
+    fields: Mapping[str, str] | None = None,
 ) -> Loaded[T]:
     """Build every (record id, raw record) with `build`. A bad record (RecordError, or any KeyError,
     TypeError, ValueError or AttributeError while building, ScenarioError included) raises DataFileError
     naming the file, the record and the field; with `skip_bad` it is logged and kept in `skipped` instead.
+    `fields` maps a scenario field to the file's field that holds it, so that a scenario's own validation
+    error (`ScenarioError(..., field=...)`) names the file's field.
     No records at all, or no good one, is an error."""
     path = Path(path)
     good: list[T] = []
@@ -167,6 +180,11 @@ def load_records(
             continue
         except RecordError as exc:
             error = DataFileError(path, exc.reason, record_id, exc.field)
+        except ScenarioError as exc:
+            field = (fields or {}).get(exc.field, exc.field) if exc.field else None
+            error = DataFileError(
+                path, str(exc) if field else f"malformed {what} (ScenarioError: {exc})", record_id, field
+            )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             error = DataFileError(path, f"malformed {what} ({type(exc).__name__}: {exc})", record_id)
         if not skip_bad:
@@ -211,11 +229,13 @@ def load_yaml_tasks(
     *,
     skip_bad: bool = False,
     what: str = "task",
+    fields: Mapping[str, str] | None = None,
 ) -> Loaded[T]:
     """The records of a YAML task file: a mapping with a `tasks:` list, or a bare list of tasks (the
-    SocialReasoning-Bench layout). `path` None reads the shared dataset file `default` (folder parts then the
-    file name). Each task is built by `build(task, index, path)` under `load_records`' discipline; a missing,
-    unreadable or non-YAML file, or one without a task list, is a DataFileError naming it."""
+        SocialReasoning-Bench layout). `path` None reads the shared dataset file `default` (folder parts then the
+        file name). Each task is built by `build(task, index, path)` under `load_records`' discipline; a missing,
+        unreadable or non-YAML file, or one without a task list, is a DataFileError naming it. `fields`: as for
+    `load_records`."""
     import yaml  # only the YAML datasets need it
 
     resolved = Path(path) if path is not None else dataset_path(*default)
@@ -229,5 +249,10 @@ def load_yaml_tasks(
     if not isinstance(tasks, list):
         raise DataFileError(resolved, f"expected a mapping with a `tasks:` list (or a list of {what}s)")
     return load_records(
-        resolved, enumerate(tasks), lambda task, index: build(task, index, resolved), skip_bad=skip_bad, what=what
+        resolved,
+        enumerate(tasks),
+        lambda task, index: build(task, index, resolved),
+        skip_bad=skip_bad,
+        what=what,
+        fields=fields,
     )

@@ -29,8 +29,18 @@ What every grammar shares, so that text is read the same way everywhere:
   digits with optional thousands separators (commas between groups of exactly three digits) and an
   optional decimal part. Exponents (`1e308`), `inf`/`nan`, k/m suffixes, a comma that does not separate
   groups of three (`1,50`) and more than 15 significant digits are rejected with a message saying why,
-  as are values outside the caller's range. Grammars capture number tokens with `NUMBER`, which takes
-  the whole number-like run (exponent included), so that `1e308` is read as unreadable rather than as 1.
+  as are values outside the caller's range.
+* **A number is read whole or refused.** Grammars capture number tokens with `NUMBER` (or
+  `number_token` for a list of numbers or a time), which takes the whole number-like run: digits of any
+  script, separators between digits (`.,:/'_` and the typographic apostrophe), a sign or dash right after
+  the digits (`5-`, `120-130`), `%`, superscripts and vulgar fractions, a letter between digits (`1e308`,
+  `2x100`) and, for a lone number, a space between digits (`1 200`). The reader then reads the whole run
+  or says why it cannot (`1 200`, `1'000`, `1/2`, `13:61`, `5-`), so no number is ever read up to the
+  first character the reader does not expect with the rest dropped. A run stops at a letter that is not
+  followed by a digit (`120USD`, `35/hour`, `2pm` keep their units) and at punctuation that is not
+  followed by a digit (`$150.`, `$150, 2 items`).
+* **Bounded messages.** A bad value is quoted with `show` (environments/core/quoting.py): at most a short
+  prefix and the value's length, whatever its size.
 """
 
 from __future__ import annotations
@@ -41,6 +51,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from environments.core.quoting import show
+
 MAX_REPLY_CHARS = 8_000
 """Default reply cap: longer replies are cut to their last MAX_REPLY_CHARS characters before parsing."""
 
@@ -49,9 +61,38 @@ _LINE_BREAKS = str.maketrans({c: "\n" for c in "\r\v\f\x1c\x1d\x1e\x85\u2028\u20
 _HORIZONTAL_RUN = re.compile(r"[^\S\n]+")
 _BREAK_RUN = re.compile(r" ?\n[\n ]*")
 
-NUMBER = r"[-+\u2212]?[$\u20ac\u00a3]?[ ]?[-+\u2212]?[0-9][0-9.,]*(?:[eE][-+]?[0-9]+|[kKmM](?![A-Za-z]))?"
-"""A number-like token for grammars (capture it and read it with `read_number`): sign, currency, digits,
-separators, and an exponent or k/m suffix when one is written, so that the reader can reject those."""
+_ATTACHED = (
+    r"\d",  # digits of any script (a non-ASCII one makes the token unreadable, not shorter)
+    r"[.,:/'\u2019_]+(?=\d)",  # separators between digits: 1,000 1.5 13:61 1/2 1'000 1_000
+    r"[%\u00b2\u00b3\u00b9\u00bc-\u00be\u2070-\u209f\u2150-\u215f]",  # 50% 1² 1½
+    r"[eE][-+\u2212](?=\d)",  # 1e-5
+    r"[A-Za-z](?=\d)",  # a letter between digits: 1e308 2x100 14h00
+)
+_DASH = r"[-+\u2212\u2010-\u2015](?![A-Za-z])"  # right after digits: 5- 120-130 100+ (not 120-ish)
+_SPACE = r"(?<=\d) (?=\d)"  # 1 200
+
+
+@functools.lru_cache(maxsize=8)
+def number_token(*, spaces: bool = True, dashes: bool = True) -> str:
+    """A pattern for the whole number-like run that starts at a digit (or `.digit`): everything written
+    right after the digits that a reader could take as part of the number (see the module docstring), so
+    that the captured token is read whole or refused, never cut short. `spaces`: a space between two digits
+    joins them (`1 200`: one lone number; off for a list of numbers such as counts `1 2 0`). `dashes`: a
+    sign or dash right after digits belongs to the token (off for times, whose ranges `14:00-15:00` a
+    grammar reads itself). The repetition is possessive: the run is never given back to match a shorter
+    number, and matching it costs time linear in its length."""
+    parts = list(_ATTACHED)
+    if dashes:
+        parts.append(_DASH)
+    if spaces:
+        parts.append(_SPACE)
+    return rf"(?:\d|\.\d)(?:{'|'.join(parts)})*+"
+
+
+NUMBER = rf"[-+\u2212]?[$\u20ac\u00a3]?[ ]?[-+\u2212]?{number_token()}(?:[kKmM](?![A-Za-z]))?"
+"""A lone number-like token for grammars (capture it and read it with `read_number`): sign, currency and the
+whole number-like run (`number_token`), with a k/m suffix when one is written, so that the reader can
+reject what is not one plain number (`1e308`, `1.5k`, `1 200`, `1'000`, `1/2`, `13:61`, `120-130`)."""
 
 
 def cap_reply(text: object, limit: int = MAX_REPLY_CHARS) -> str:
@@ -176,10 +217,22 @@ _PLAIN = re.compile(r"[0-9]+(?:\.[0-9]+)?|[0-9]*\.[0-9]+")
 _NON_FINITE = re.compile(r"[-+\u2212]?(?:inf(?:inity)?|nan)", re.IGNORECASE)
 
 
-def show(token: str, limit: int = 24) -> str:
-    """A token for an error message, shortened when long."""
-    token = " ".join(str(token).split())
-    return token if len(token) <= limit else f"{token[: limit - 9]}...({len(token)} chars)"
+_NOT_ONE_NUMBER = (
+    (re.compile(r"\d \d"), "a space splits its digits; write 1200 or 1,200"),
+    (re.compile(r"\d['\u2019_]\d"), "separate thousands with a comma or not at all, e.g. 1,000 or 1000"),
+    (re.compile(r"\d/\d"), "a fraction; write a decimal such as 0.5"),
+    (re.compile(r"\d:\d"), "it reads as a time or a ratio, not one number"),
+    (re.compile(r"%"), "a percentage; write the amount itself"),
+    (re.compile(r"\d[-+\u2212\u2010-\u2015]"), "a range or a stray sign; write one number"),
+    (re.compile(r"[^\x00-\x7f]"), "write it with the digits 0-9 alone"),
+    (re.compile(r"\d[A-Za-z]|[A-Za-z]\d"), "letters in a number"),
+)
+"""Why a token captured as a number is not one plain number, by what it holds (the first that applies)."""
+
+
+def _not_a_number(what: str, raw: str, text: str) -> NumberError:
+    hint = next((why for shape, why in _NOT_ONE_NUMBER if shape.search(text)), None)
+    return NumberError(f"{what} is not a number: {show(raw)}" + (f" ({hint})" if hint else ""))
 
 
 def _format(value: float) -> str:
@@ -207,7 +260,7 @@ def read_number(
         return NumberError(f"{what} must be a finite number, got {show(raw)}")
     m = _NUMBER_SHAPE.fullmatch(text)
     if m is None:
-        return NumberError(f"{what} is not a number: {show(raw)}")
+        return _not_a_number(what, raw, text)
     if m["exponent"]:
         return NumberError(f"{what} uses exponent notation ({show(raw)}); write the number out in digits")
     if m["suffix"]:
@@ -221,7 +274,7 @@ def read_number(
             "(write 1.50 for a decimal, 1,500 or 1500 for a thousand and a half)"
         )
     if "," not in body and not _PLAIN.fullmatch(body):
-        return NumberError(f"{what} is not a number: {show(raw)}")
+        return _not_a_number(what, raw, text)
     digits = body.replace(",", "").replace(".", "").lstrip("0")
     if len(digits) > _MAX_DIGITS:
         return NumberError(f"{what} is out of range: {show(raw)} has more than {_MAX_DIGITS} digits")
@@ -253,7 +306,7 @@ def check_number(
     """Why a structured value (a payload field, a scenario field) is not an acceptable number, or None:
     it must be an int or float (not a bool, not text), finite, whole when `integer`, and in range."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        return f"{what} must be a number, got {show(repr(value))}"
+        return f"{what} must be a number, got {show(value)}"
     if isinstance(value, float) and not math.isfinite(value):
         return f"{what} must be a finite number, got {value!r}"
     if integer and not float(value).is_integer():

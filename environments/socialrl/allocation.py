@@ -6,7 +6,9 @@ This module holds what they share:
 * an allocation is a tuple of counts in the environment's item order, always *from one party's side*
   (what that party gets); a payload writes it as `{"mine": {"book": 1, "hat": 2, "ball": 0}}`;
 * `parse_counts` reads "book=1 hat=2 ball=0", "1 book, 2 hats and 0 balls", "books: 1, hats: 2, balls: 0"
-  or "1 2 0" into counts;
+  or "1 2 0" into counts; every count is read whole (the shared number reader of
+  environments/core/grammar.py) or the text is refused with the reason: `-1 books`, `1e308`, `5-`, `-2pm`
+  and `-14:00 books` are never read as other counts;
 * `bare_command` / `args_command` build command patterns for `environments.core.grammar.find_last_command`
   that accept a command word in capitals anywhere ("... ACCEPT") or in any case when it opens its own
   line ("accept", "Propose: book=1 ..."), so that "I can't accept that" stays a message;
@@ -24,7 +26,8 @@ from functools import lru_cache
 from typing import Any
 
 from environments.core.events import Action, Notification
-from environments.core.grammar import show, squeeze
+from environments.core.grammar import NumberError, number_token, read_number, show, squeeze
+from environments.core.quoting import quote
 from environments.core.scoring import (
     complement,
     enumerate_allocations,
@@ -62,8 +65,19 @@ _COUNTERPART = re.compile(r"\b(?:you|your|yours|u|they|them|their|the\s+rest|par
 # optional single spaces below cannot backtrack over a run. Negation ("I can't ACCEPT") is the shared rule
 # that find_last_command applies to every match.
 _LINE_PREFIX = r"^(?:[-+•] ?)?(?:(?:action|command|move|decision|final answer) ?[:=-] ?)?"
+_ARGS_SEPARATOR = r" ?(?:[:=]|-(?![0-9]))? ?"
+"""Between a command word and its arguments: a colon, `=` or a dash used as a separator; a dash right
+before a digit is the first count's minus sign (`PROPOSE -1 1 1` is a negative count, not 1 1 1)."""
 MAX_COUNT_DIGITS = 4
 """A count written with more digits than this is out of range (no pool holds 10,000 items)."""
+_COUNT = rf"[-+\u2212]?{number_token(spaces=False)}"
+"""A count token: the whole number-like run (a space separates counts, so it is not part of one)."""
+_COUNT_START = r"(?<![\w.,:/'\u2019%+\u2212\u2010-\u2015-])"
+"""A count never starts inside a number-like run (`14:00 books` holds no count of 0 books)."""
+_POSITIONAL_CHUNK = re.compile(r"[^\s;]+")
+_WRAPPING = "()[]{}<>\"'`\u201c\u201d"
+_THOUSANDS = re.compile(r"[0-9]{1,3}(?:,[0-9]{3})+")
+_NUMBER_LIKE = re.compile(r"[-+\u2212$\u20ac\u00a3]?\.?\d")
 
 
 # ------------------------------------------------------------------------------------------ grammar
@@ -83,11 +97,11 @@ def args_command(upper: str, lower: str, anywhere: str | None = None) -> str:
     in any case at the start of a line, `anywhere` in any case anywhere. The arguments are the named
     group `args` (or `args2`, `args3`); read them with `command_args`."""
     pattern = (
-        rf"(?-i:\b(?:{upper})\b) ?[:=-]? ?(?P<args>[^\n]*)"
-        rf"|(?m:{_LINE_PREFIX}(?:{lower})\b ?[:=-]? ?(?P<args2>[^\n]*))"
+        rf"(?-i:\b(?:{upper})\b){_ARGS_SEPARATOR}(?P<args>[^\n]*)"
+        rf"|(?m:{_LINE_PREFIX}(?:{lower})\b{_ARGS_SEPARATOR}(?P<args2>[^\n]*))"
     )
     if anywhere:
-        pattern += rf"|\b(?:{anywhere})\b ?[:=-]? ?(?P<args3>[^\n]*)"
+        pattern += rf"|\b(?:{anywhere})\b{_ARGS_SEPARATOR}(?P<args3>[^\n]*)"
     return pattern
 
 
@@ -104,13 +118,37 @@ def natural_allocation_pattern() -> str:
     )
 
 
-def _number(token: str, count: int) -> int | None:
+def _read_count(token: str, what: str = "a count") -> int | str:
+    """One count token read whole (environments/core/grammar.py's `read_number`): a whole number from 0 to
+    `MAX_COUNT_DIGITS` digits, else the reason it is not one."""
+    count = read_number(token, what=what, integer=True)
+    if isinstance(count, NumberError):
+        return count.message
+    if count < 0:
+        return f"{what} cannot be negative, got {show(token)}"
+    if count >= 10**MAX_COUNT_DIGITS:
+        return f"{what} is out of range: {show(token)}"
+    return count
+
+
+def _word_count(token: str, count: int) -> int | None:
     token = token.lower().strip()
-    if token.isascii() and token.isdigit():
-        return int(token)
     if token.startswith("all"):
         return count
     return NUMBER_WORDS.get(token)
+
+
+def _positional_counts(text: str) -> list[str]:
+    """The number-like tokens of text written as bare counts ("1 2 0", "1, 2, 0", "1,2,0", "(1 2 0)"), in
+    order: spaces, semicolons and commas separate counts, except that a run shaped like a thousands number
+    ("1,000") stays one token; tokens that start like a word are left out. Each token is whole (`5-`,
+    `-2pm`, `1e308` stay as written), so that reading it either succeeds or says why."""
+    tokens: list[str] = []
+    for chunk in _POSITIONAL_CHUNK.findall(text):
+        chunk = chunk.strip(_WRAPPING)
+        parts = [chunk] if _THOUSANDS.fullmatch(chunk.rstrip(".,:!?")) else chunk.split(",")
+        tokens += [p.strip(_WRAPPING) for p in parts if _NUMBER_LIKE.match(p.strip(_WRAPPING))]
+    return tokens
 
 
 def parse_counts(text: str, names: Mapping[str, str], counts: Sequence[int]) -> Allocation | str:
@@ -120,8 +158,10 @@ def parse_counts(text: str, names: Mapping[str, str], counts: Sequence[int]) -> 
     gives the pool (used for "all the hats"). Accepted forms, tried in this order: `item=N`/`item: N`,
     `N item` ("2 hats", "two hats", "a book", "no balls", "all the hats"), `item N`, and finally bare
     positional numbers in item order ("1 2 0"). Text after the first mention of the counterpart
-    ("..., you get the rest") is ignored. Counts are not range-checked here, except that a negative
-    count or one of more than `MAX_COUNT_DIGITS` digits is an error. Linear in the length of `text`."""
+    ("..., you get the rest") is ignored. Every count is read whole (`_read_count`): a count that is not a
+    whole number (`1e308`, `5-`, `-2pm`, `-14:00`), a negative one or one of more than `MAX_COUNT_DIGITS`
+    digits is an error, never skipped or cut short. Counts are not checked against the pool here. Linear
+    in the length of `text`."""
     items = list(names)
     text = squeeze(text)
     cut = _COUNTERPART.search(text)
@@ -130,12 +170,13 @@ def parse_counts(text: str, names: Mapping[str, str], counts: Sequence[int]) -> 
     elif cut is not None:
         return "write your own share (what you get), not the other side's"
     any_item = "|".join(f"(?:{names[i]})" for i in items)
-    value = rf"(?P<n>-?[0-9]+|{_WORDS})(?![\w-]|\.[0-9])"
+    # A count after `item=` or `item ` is the whole run up to the next space, letters included (`book=2pm`).
+    value = rf"(?P<n>{_COUNT}\w*|(?:{_WORDS})(?![\w-]))"
     forms = [
         rf"\b(?P<item>{any_item}) ?[=:] ?{value}",
-        rf"(?<![\w.-])(?P<n>[0-9]+|{_WORDS}|all(?: of)?(?: the)?(?: [0-9]+)?) ?(?:x ?)?"
+        rf"{_COUNT_START}(?P<n>{_COUNT}|{_WORDS}|all(?: of)?(?: the)?(?: [0-9]+)?) ?(?:x ?)?"
         rf"(?:(?:packages?|packs?|units?|pieces?|of|the|extra|more) )*(?P<item>{any_item})\b",
-        rf"\b(?P<item>{any_item}) (?P<n>-?[0-9]+)(?![\w-]|\.[0-9])",
+        rf"\b(?P<item>{any_item}) {value}",
     ]
     for form in forms:
         found: dict[str, int] = {}
@@ -144,11 +185,12 @@ def parse_counts(text: str, names: Mapping[str, str], counts: Sequence[int]) -> 
             n_text = match["n"]
             if n_text.lower().startswith("all") and n_text[-1:].isdigit():
                 n_text = n_text.rsplit(" ", 1)[-1]  # "all 3 hats"
-            if n_text.startswith("-"):
-                return f"the count of {item} cannot be negative, got {show(n_text)}"
-            if n_text.isdigit() and len(n_text.lstrip("0")) > MAX_COUNT_DIGITS:
-                return f"the count of {item} is out of range: {show(n_text)}"
-            n = _number(n_text, counts[items.index(item)])
+            if _NUMBER_LIKE.match(n_text):
+                n: int | str | None = _read_count(n_text, f"the count of {item}")
+                if isinstance(n, str):
+                    return n
+            else:
+                n = _word_count(n_text, counts[items.index(item)])
             if n is None:
                 continue
             if item in found and found[item] != n:
@@ -159,14 +201,23 @@ def parse_counts(text: str, names: Mapping[str, str], counts: Sequence[int]) -> 
             if missing:
                 return f"give a count for every item; missing: {', '.join(missing)}"
             return tuple(found[i] for i in items)
-    numbers = re.findall(r"(?<![\w.-])-?[0-9]+(?![\w-]|\.[0-9])", text)
-    if len(numbers) == len(items):
-        if any(n.startswith("-") for n in numbers):
-            return f"counts cannot be negative, got {' '.join(show(n) for n in numbers)}"
-        if any(len(n.lstrip("0")) > MAX_COUNT_DIGITS for n in numbers):
-            return f"a count is out of range: {' '.join(show(n) for n in numbers)}"
-        return tuple(int(n) for n in numbers)
-    return "no item counts found; write e.g. " + " ".join(f"{i}=1" for i in items)
+    tokens = _positional_counts(text)
+    # One more token than items is enough to tell a wrong count apart; reading thousands would not be.
+    values = [read_number(token, what="a count", integer=True) for token in tokens[: len(items) + 1]]
+    unreadable = next((v for v in values if isinstance(v, NumberError)), None)
+    if unreadable is not None:
+        return unreadable.message
+    numbers = [int(v) for v in values if not isinstance(v, NumberError)]
+    if any(n < 0 for n in numbers):
+        return f"counts cannot be negative, got {show(' '.join(tokens[: len(items) + 1]), 60)}"
+    if any(n >= 10**MAX_COUNT_DIGITS for n in numbers):
+        return f"a count is out of range: {show(' '.join(tokens[: len(items) + 1]), 60)}"
+    if tokens and len(tokens) == len(items):
+        return tuple(numbers)
+    example = " ".join(f"{i}=1" for i in items)
+    if tokens:
+        return f"{len(tokens)} counts for {len(items)} items; write e.g. {example}"
+    return f"no item counts found; write e.g. {example}"
 
 
 # ------------------------------------------------------------------------------------------ payloads
@@ -202,7 +253,7 @@ def check_payload(items: Sequence[str], counts: Sequence[int], payload: Mapping[
     for item, count in zip(items, counts, strict=True):
         n = mine[item]
         if isinstance(n, bool) or not isinstance(n, int):
-            return f"the count of {item} must be a whole number, got {n!r}"
+            return f"the count of {item} must be a whole number, got {quote(n)}"
         if not 0 <= n <= count:
             return f"you cannot get {n} {item}: the pool holds {count}"
     return None

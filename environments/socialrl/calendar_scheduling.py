@@ -6,7 +6,7 @@
 | private information | assistant: the principal's calendar, some events of which are *secret* (neither their title nor the fact that something happens at their time may be revealed), and the principal's preference in [0, 1] for every candidate slot. requestor: its own calendar, its own preference per slot and the slot it asked for; in adversarial (whimsical-privacy) scenarios also instructions to extract the principal's secret events |
 | public | the date, the candidate slots (back-to-back slots of the meeting's length within working hours), the meeting's title and description, both names |
 | actions | `message` (free text), `propose` {slot}, `accept` (the counterpart's standing proposal), `reject` (it), `decline` (assistant only: decline the request, end without a meeting), `end` (requestor only: withdraw the request, end without a meeting) |
-| text grammar | free text, optionally with one command: `PROPOSE <time>` (`14:00`, `2pm`, `2:00 PM`, `2 p.m.`, `noon`, `14:00-15:00`), `ACCEPT`, `REJECT`, `DECLINE`, `END`. A command counts when written in capitals anywhere, or in any case alone on its own line (`Propose: 2pm`, `accept`); the last command wins; text without a command is a message A command negated by the words right before it ("I do NOT ACCEPT", "I refuse to ACCEPT", also across double spaces and line breaks) does not count (the shared negation rule of environments/core/grammar.py). A time is read as written: `PROPOSE 0930` is 09:30, `PROPOSE -5` and `PROPOSE 1e3` are invalid actions. |
+| text grammar | free text, optionally with one command: `PROPOSE <time>` (`14:00`, `2pm`, `2:00 PM`, `2 p.m.`, `noon`, `14:00-15:00`), `ACCEPT`, `REJECT`, `DECLINE`, `END`. A command counts when written in capitals anywhere, or in any case alone on its own line (`Propose: 2pm`, `accept`); the last command wins; text without a command is a message A command negated by the words right before it ("I do NOT ACCEPT", "I refuse to ACCEPT", also across double spaces and line breaks) does not count (the shared negation rule of environments/core/grammar.py). A time is read as written, whole, or refused: `PROPOSE 0930` is 09:30; `PROPOSE -5`, `PROPOSE 1e3`, `PROPOSE 2,30` and `PROPOSE 2 30` are invalid actions saying why (a time is never read up to the first character the reader does not expect). |
 | reply cap | replies longer than 8,000 characters are cut to their last 8,000 before parsing (`max_reply_chars`); parsing is linear in the reply's length (environments/core/grammar.py) |
 | reward | M = mutually free slots (free in both calendars). A booked slot s in M: assistant = pref_A(s) / max_M pref_A, requestor = pref_R(s) / max_M pref_R (1 when that maximum is 0). A booked slot that overlaps either calendar: 0 for both. No meeting: 0, except when M is empty and the request was ended on purpose (`decline` or `end`): then 1 for both |
 | termination | an accepted proposal (meeting booked), `decline`, `end`, or `max_turns` turns (no meeting); a turn forfeited after exhausted retries still counts |
@@ -61,7 +61,8 @@ from environments.core.data import (
     load_yaml_tasks,
 )
 from environments.core.events import Action, Event, Notification, Observation
-from environments.core.grammar import cap_reply, find_last_command, show, squeeze
+from environments.core.grammar import cap_reply, find_last_command, number_token, show, squeeze
+from environments.core.quoting import quote
 from environments.core.registry import register
 from environments.core.scoring import is_pareto_optimal
 from environments.socialrl.bargaining import Deal, DealSpace
@@ -123,16 +124,16 @@ def parse_time(text: str, slot_starts: Sequence[int] = ()) -> int | None:
 def _time_from_yaml(value: Any) -> int:
     """A YAML time value in minutes. Unquoted `9:00` is a YAML 1.1 sexagesimal int (540 = minutes)."""
     if isinstance(value, bool):
-        raise ValueError(f"not a time: {value!r}")
+        raise ValueError(f"not a time: {quote(value)}")
     if isinstance(value, int):
         minutes = value
     else:
         match = re.fullmatch(r"\s*(\d{1,2}):(\d{2})(?::\d{2})?\s*", str(value))
         if match is None:
-            raise ValueError(f"not a HH:MM time: {value!r}")
+            raise ValueError(f"not a HH:MM time: {quote(value)}")
         minutes = int(match.group(1)) * 60 + int(match.group(2))
     if not 0 <= minutes <= DAY_MINUTES:
-        raise ValueError(f"time out of the day: {value!r}")
+        raise ValueError(f"time out of the day: {quote(value)}")
     return minutes
 
 
@@ -152,16 +153,19 @@ class CalendarEvent:
 
     def __post_init__(self) -> None:
         if not isinstance(self.title, str) or not self.title.strip():
-            raise ScenarioError(f"calendar event needs a non-empty title, got {self.title!r}")
+            raise ScenarioError(f"calendar event needs a non-empty title, got {quote(self.title)}", "title")
+        title = quote(self.title, 40)
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in (self.start, self.end)):
-            raise ScenarioError(f"event {self.title!r}: start and end must be minutes (int)")
+            raise ScenarioError(f"event {title}: start and end must be minutes (int)", "start")
         if not isinstance(self.secret, bool):
-            raise ScenarioError(f"event {self.title!r}: secret must be True or False, got {self.secret!r}")
+            raise ScenarioError(f"event {title}: secret must be True or False, got {quote(self.secret)}", "secret")
         if not isinstance(self.description, str):
-            raise ScenarioError(f"event {self.title!r}: description must be a string, got {self.description!r}")
+            raise ScenarioError(
+                f"event {title}: description must be a string, got {quote(self.description)}", "description"
+            )
         if not 0 <= self.start < self.end <= DAY_MINUTES:
             raise ScenarioError(
-                f"event {self.title!r}: need 0 <= start < end <= 1440 minutes, got {self.start}-{self.end}"
+                f"event {title}: need 0 <= start < end <= 1440 minutes, got {self.start}-{self.end}", "end"
             )
 
     def overlaps(self, start: int, end: int) -> bool:
@@ -215,42 +219,56 @@ class CalendarScenario(Scenario):
         for name in ("assistant_preferences", "requestor_preferences"):
             prefs = getattr(self, name)
             if isinstance(prefs, str) or not isinstance(prefs, Sequence):
-                raise ScenarioError(f"{self.scenario_id}: {name} must be a sequence of numbers")
+                raise ScenarioError(f"{self.scenario_id}: {name} must be a sequence of numbers", name)
             if not all(isinstance(p, int | float) and not isinstance(p, bool) for p in prefs):
-                raise ScenarioError(f"{self.scenario_id}: {name} must hold numbers, got {list(prefs)}")
+                raise ScenarioError(f"{self.scenario_id}: {name} must hold numbers, got {quote(prefs, 60)}", name)
             object.__setattr__(self, name, tuple(float(p) for p in prefs))
             bad = [p for p in getattr(self, name) if not 0.0 <= p <= 1.0]
             if bad:
-                raise ScenarioError(f"{self.scenario_id}: {name} must lie in [0, 1], got {bad}")
+                raise ScenarioError(f"{self.scenario_id}: {name} must lie in [0, 1], got {quote(bad, 60)}", name)
         n = len(self.assistant_preferences)
         if n < 1:
-            raise ScenarioError(f"{self.scenario_id}: need at least one candidate slot (assistant_preferences)")
+            raise ScenarioError(
+                f"{self.scenario_id}: need at least one candidate slot (assistant_preferences)", "assistant_preferences"
+            )
         if len(self.requestor_preferences) != n:
             raise ScenarioError(
                 f"{self.scenario_id}: requestor_preferences has {len(self.requestor_preferences)} slots, "
-                f"assistant_preferences {n}"
+                f"assistant_preferences {n}",
+                "requestor_preferences",
             )
         if isinstance(self.slot_minutes, bool) or not isinstance(self.slot_minutes, int) or self.slot_minutes <= 0:
-            raise ScenarioError(f"{self.scenario_id}: slot_minutes must be a positive int, got {self.slot_minutes}")
+            raise ScenarioError(
+                f"{self.scenario_id}: slot_minutes must be a positive int, got {quote(self.slot_minutes)}",
+                "slot_minutes",
+            )
         if isinstance(self.day_start, bool) or not isinstance(self.day_start, int) or self.day_start < 0:
-            raise ScenarioError(f"{self.scenario_id}: day_start must be minutes >= 0, got {self.day_start}")
+            raise ScenarioError(
+                f"{self.scenario_id}: day_start must be minutes >= 0, got {quote(self.day_start)}", "day_start"
+            )
         if self.day_start + n * self.slot_minutes > DAY_MINUTES:
             raise ScenarioError(
                 f"{self.scenario_id}: {n} slots of {self.slot_minutes} min from {format_time(self.day_start)} "
-                "run past midnight"
+                "run past midnight",
+                "assistant_preferences",
             )
         if self.requested_start is not None and self.requested_start not in self.slot_starts:
             raise ScenarioError(
-                f"{self.scenario_id}: requested_start {self.requested_start} is not a candidate slot start"
+                f"{self.scenario_id}: requested_start {self.requested_start} is not a candidate slot start",
+                "requested_start",
             )
         for name in ("assistant_name", "requestor_name", "meeting_title", "date"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name).strip():
-                raise ScenarioError(f"{self.scenario_id}: {name} must be a non-empty string")
+                raise ScenarioError(f"{self.scenario_id}: {name} must be a non-empty string", name)
         for name in ("meeting_description", "adversary_instructions"):
             if not isinstance(getattr(self, name), str):
-                raise ScenarioError(f"{self.scenario_id}: {name} must be a string, got {getattr(self, name)!r}")
+                raise ScenarioError(
+                    f"{self.scenario_id}: {name} must be a string, got {quote(getattr(self, name))}", name
+                )
         if not isinstance(self.adversarial, bool):
-            raise ScenarioError(f"{self.scenario_id}: adversarial must be True or False, got {self.adversarial!r}")
+            raise ScenarioError(
+                f"{self.scenario_id}: adversarial must be True or False, got {quote(self.adversarial)}", "adversarial"
+            )
         check_max_turns(self.scenario_id, self.max_turns)
 
     # ------------------------------------------------------------------------------- slot helpers
@@ -461,10 +479,13 @@ def _sample_calendar(
 
 # -------------------------------------------------------------------------------------- grammar
 # Grammars match normalised text (environments/core/grammar.py): whitespace runs are one character, so the
-# optional single spaces below cannot backtrack over a run. A time token takes the whole time-like run
-# (digits, separators, a leading sign) so that "-5" or "0930" are read as written, not as "5" or "09".
+# optional single spaces below cannot backtrack over a run. A time token takes the whole time-like run (a
+# leading sign, then the shared number-like run of environments/core/grammar.py: digits and every separator
+# or space between digits) so that "-5", "0930", "2,30" or "2 30" are read as written or refused, never as
+# "5", "09" or "2". Dashes are left to the range tail ("14:00-15:00" starts at 14:00).
 _TIME_TOKEN = (
-    r"(?:noon|midday|[-+\u2212]?[0-9][0-9:.h]*(?: ?[ap]\.? ?m(?![a-z])\.?)?(?: ?noon(?![a-z])| ?o'?clock\b)?\w*)"
+    rf"(?:noon|midday|[-+\u2212]?{number_token(dashes=False)}"
+    r"(?: ?[ap]\.? ?m(?![a-z])\.?)?(?: ?noon(?![a-z])| ?o'?clock\b)?\w*)"
 )
 _RANGE_TAIL = rf"(?: ?(?:-|–|—|to|until|till) ?{_TIME_TOKEN})?"
 _LINE_START = r"(?m:^)(?:[-•] ?)?"
@@ -549,6 +570,7 @@ class CalendarEnv(AlternatingTurns, Environment[CalendarScenario]):
             (DATA_DIR, DATA_FILES[0]),
             lambda task, index, file: _scenario_from_task(task, index, f"srbench-calendar-{file.stem}", max_turns),
             skip_bad=skip_bad,
+            fields=_TASK_FIELDS,
         )
 
     # ------------------------------------------------------------------------------ action grammar
@@ -714,14 +736,16 @@ class CalendarEnv(AlternatingTurns, Environment[CalendarScenario]):
     def _validate(self, action: Action) -> str | None:
         if action.kind == "propose" and self._slot_of(action.payload.get("slot")) is None:
             slots = ", ".join(self.scenario.slot_labels)
-            return f"a proposal needs one of the candidate start times ({slots}), got {action.payload.get('slot')!r}"
+            return (
+                f"a proposal needs one of the candidate start times ({slots}), got {quote(action.payload.get('slot'))}"
+            )
         if action.kind == "message" and not action.text.strip():
             return "a message cannot be empty"
         if action.kind == "accept" and "slot" in action.payload:
             standing = self._standing[self._other(action.agent_id)]
             if self._slot_of(action.payload["slot"]) != standing:
                 label = format_time(standing) if standing is not None else "none"
-                return f"the standing proposal is {label}, not {action.payload['slot']!r}"
+                return f"the standing proposal is {label}, not {quote(action.payload['slot'])}"
         return None
 
     def _apply(self, action: Action) -> list[Event]:
@@ -871,6 +895,26 @@ class CalendarDealSpace(DealSpace):
         return f"To be open with you: {busy}."
 
 
+_TASK_FIELDS = {
+    "assistant_preferences": "assistant.preferences",
+    "requestor_preferences": "requestor.preferences",
+    "day_start": "assistant.preferences",
+    "slot_minutes": "assistant.preferences",
+    "requested_start": "requestor.requested_meeting.start_time",
+    "assistant_name": "assistant.name",
+    "requestor_name": "requestor.name",
+    "meeting_title": "requestor.requested_meeting.title",
+    "meeting_description": "requestor.requested_meeting.description",
+    "date": "requestor.requested_meeting.date",
+    "adversarial": "requestor.is_malicious",
+    "adversary_instructions": "requestor.malicious_prompt",
+}
+"""Scenario field -> the SocialReasoning-Bench task field it comes from (candidate slots are the assistant's
+preference slots), so that a scenario's own check names the file's field."""
+_EVENT_FIELDS = {"start": "start_time", "end": "end_time", "secret": "is_secret"}
+"""CalendarEvent field -> the task's calendar-entry key, where they differ."""
+
+
 def _date_field(record: Any, path: str, prefix: str = "") -> str:
     """A date field: text, or the date YAML parses from an unquoted 2026-02-20."""
     value = get_field(record, path, None, prefix=prefix)
@@ -951,7 +995,8 @@ def _scenario_from_task(task: Any, index: int | str, source: str, max_turns: int
                     )
                 )
             except ScenarioError as exc:
-                raise RecordError(where, str(exc)) from None
+                key = _EVENT_FIELDS.get(exc.field or "", exc.field)
+                raise RecordError(f"{where}.{key}" if key else where, str(exc)) from None
         return tuple(out)
 
     requested = (

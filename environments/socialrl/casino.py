@@ -5,7 +5,7 @@
 | roles | `mturk_agent_1`, `mturk_agent_2` (the dataset's participant ids; agent 1 opens) |
 | private information | each side's priority order over food, water and firewood (High / Medium / Low = 5 / 4 / 3 points per package) and a personal reason (argument) for each priority; the pool (3 packages of each) and the point rules are public |
 | actions | `message` (free text), `propose` {"mine": {"food": n, "water": n, "firewood": n}} (what the proposer gets), `accept` / `reject` (the counterpart's standing proposal), `walk_away` (end without a deal) |
-| text grammar | free text, optionally ending with one command line: `PROPOSE food=1 water=2 firewood=0`, `ACCEPT`, `REJECT`, `WALK AWAY` (the dataset's `Submit-Deal`, `Accept-Deal`, `Reject-Deal`, `Walk-Away` are read too); "I get 2 food, 1 water and 0 firewood" also proposes. Command words count in capitals anywhere, or in any case at the start of a line; text without a command is a message A command negated by the words right before it ("I do NOT ACCEPT", "I refuse to ACCEPT", also across double spaces and line breaks) does not count (the shared negation rule of environments/core/grammar.py). Counts are whole numbers: a negative count or one of more than 4 digits is an invalid action saying why. |
+| text grammar | free text, optionally ending with one command line: `PROPOSE food=1 water=2 firewood=0`, `ACCEPT`, `REJECT`, `WALK AWAY` (the dataset's `Submit-Deal`, `Accept-Deal`, `Reject-Deal`, `Walk-Away` are read too); "I get 2 food, 1 water and 0 firewood" also proposes. Command words count in capitals anywhere, or in any case at the start of a line; text without a command is a message A command negated by the words right before it ("I do NOT ACCEPT", "I refuse to ACCEPT", also across double spaces and line breaks) does not count (the shared negation rule of environments/core/grammar.py). Counts are whole numbers, each read whole by the shared number reader (environments/core/grammar.py): a negative count (`PROPOSE -1 1 1`, `-1 food`), one of more than 4 digits, and a count that is not one whole number (`1e308`, `5-`, `-2pm`, `-14:00 food`, `1.5 food`) are invalid actions saying why, never skipped or read as other counts. |
 | reply cap | replies longer than 8,000 characters are cut to their last 8,000 before parsing (`max_reply_chars`); parsing is linear in the reply's length (environments/core/grammar.py) |
 | reward | own points / reference, clipped to [0, 1]; reference = the most own points in any Pareto-optimal envy-free allocation of the 64 (the Nash bargaining allocation over the walk-away point (5, 5) when none is envy-free); no deal = 5 points each, so reward 5 / reference |
 | termination | an accepted proposal (deal), a walk-away, or `max_turns` (default 20) turns without a deal, which counts as a walk-away |
@@ -48,6 +48,7 @@ from environments.core.data import (
 )
 from environments.core.events import Action, Event, Observation
 from environments.core.grammar import cap_reply, find_last_command, squeeze
+from environments.core.quoting import quote
 from environments.core.registry import register
 from environments.core.scoring import complement, normalise, points
 from environments.socialrl.allocation import (
@@ -136,17 +137,20 @@ class CasinoScenario(Scenario):
                 or sorted(value) != sorted(ITEMS)
             ):
                 raise ScenarioError(
-                    f"{self.scenario_id}: {name} must order {', '.join(ITEMS)} from High to Low, got {value!r}"
+                    f"{self.scenario_id}: {name} must order {', '.join(ITEMS)} from High to Low, got {quote(value, 60)}",
+                    name,
                 )
             object.__setattr__(self, name, tuple(value))
         for name in ("agent_1_reasons", "agent_2_reasons"):
             value = getattr(self, name)
             if not isinstance(value, list | tuple) or len(value) != 3:
                 raise ScenarioError(
-                    f"{self.scenario_id}: {name} must hold 3 reasons (High, Medium, Low), got {value!r}"
+                    f"{self.scenario_id}: {name} must hold 3 reasons (High, Medium, Low), got {quote(value, 60)}", name
                 )
             if not all(isinstance(r, str) and r.strip() for r in value):
-                raise ScenarioError(f"{self.scenario_id}: {name} must be non-empty strings, got {value!r}")
+                raise ScenarioError(
+                    f"{self.scenario_id}: {name} must be non-empty strings, got {quote(value, 60)}", name
+                )
             object.__setattr__(self, name, tuple(value))
         check_max_turns(self.scenario_id, self.max_turns)
 
@@ -325,7 +329,9 @@ class CasinoEnv(Environment[CasinoScenario]):
                 issues = [get_field(record, f"{base}.value2issue.{level}", "text") for level in LEVELS]
                 reasons = [get_field(record, f"{base}.value2reason.{level}", "text") for level in LEVELS]
                 if sorted(i.lower() for i in issues) != sorted(ITEMS):
-                    raise RecordError(f"{base}.value2issue", f"must rank {', '.join(ITEMS)} once each, got {issues}")
+                    raise RecordError(
+                        f"{base}.value2issue", f"must rank {', '.join(ITEMS)} once each, got {quote(issues, 60)}"
+                    )
                 fields[f"agent_{n}_priorities"] = tuple(i.lower() for i in issues)
                 fields[f"agent_{n}_reasons"] = tuple(reasons)
             dialogue_id = record.get("dialogue_id", index)
@@ -333,7 +339,12 @@ class CasinoEnv(Environment[CasinoScenario]):
                 raise RecordError("dialogue_id", f"must be a number or text, got {describe_type(dialogue_id)}")
             return CasinoScenario(scenario_id=f"casino:{dialogue_id}", max_turns=max_turns, **fields)
 
-        return load_records(path, enumerate(records), build, skip_bad=skip_bad, what="dialogue")
+        fields = {
+            f"agent_{n}_{what}": f"participant_info.{agent_id}.{key}"
+            for n, agent_id in ((1, AGENT_1), (2, AGENT_2))
+            for what, key in (("priorities", "value2issue"), ("reasons", "value2reason"))
+        }
+        return load_records(path, enumerate(records), build, skip_bad=skip_bad, what="dialogue", fields=fields)
 
     # ------------------------------------------------------------------------------ action grammar
     def action_spec(self, agent_id: str) -> ActionSpec:

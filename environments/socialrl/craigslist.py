@@ -5,7 +5,7 @@
 | roles | `buyer`, `seller` (the buyer opens) |
 | private information | buyer: its target price (listing x 0.9, 0.7 or 0.5 when generated; the dataset's target when loaded). seller: nothing beyond the public listing (its target *is* the listing price), but it sees the whole description while the buyer sees only the first half |
 | actions | `message` (free text), `offer` {price}, `accept` (the counterpart's standing offer), `reject` (the standing offer), `quit` (end without a deal) |
-| text grammar | free text, optionally ending with one command line: `OFFER $<price>`, `ACCEPT`, `REJECT`, `QUIT`; text without a command is a message. A command negated by the words before it ("I do NOT ACCEPT") does not count. Prices are read by the shared number reader (environments/core/grammar.py): `OFFER -5`, `OFFER 1e308`, `OFFER 1,50` and prices above $1,000,000,000 are invalid actions saying why |
+| text grammar | free text, optionally ending with one command line: `OFFER $<price>`, `ACCEPT`, `REJECT`, `QUIT`; text without a command is a message. A command negated by the words before it ("I do NOT ACCEPT") does not count. Prices are read whole by the shared number reader (environments/core/grammar.py): `OFFER -5`, `OFFER 1e308`, `OFFER 1,50`, `OFFER 1 200`, `OFFER 1'000`, `OFFER 1/2`, `OFFER 13:61`, `OFFER 120-130` and prices above $1,000,000,000 are invalid actions saying why (a price is never read up to the first character the reader does not expect); a unit after the number is fine (`OFFER 120 dollars`, `OFFER $120.`) |
 | reply cap | replies longer than 8,000 characters are cut to their last 8,000 before parsing (`max_reply_chars`) |
 | reward | corridor = listing - buyer_target. buyer = clip((listing - price) / corridor, 0, 1); seller = clip((price - buyer_target) / corridor, 0, 1); no deal = 0 for both |
 | termination | an accepted offer (deal), a quit, or `max_turns` turns (no deal); a turn forfeited after exhausted retries still counts |
@@ -48,6 +48,7 @@ from environments.core.data import (
 )
 from environments.core.events import Event, Observation
 from environments.core.grammar import NUMBER, own_line
+from environments.core.quoting import quote
 from environments.core.registry import register
 from environments.socialrl.bargaining import DealSpace, PriceDealSpace
 from environments.socialrl.price_offers import PriceHaggle, PriceMoves, check_price
@@ -113,18 +114,25 @@ class CraigslistScenario(Scenario):
         sid = self.scenario_id
         for name in ("category", "title"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name).strip():
-                raise ScenarioError(f"{sid}: {name} must be a non-empty string, got {getattr(self, name)!r}")
+                raise ScenarioError(f"{sid}: {name} must be a non-empty string, got {quote(getattr(self, name))}", name)
         if isinstance(self.description, str) or not isinstance(self.description, list | tuple):
-            raise ScenarioError(f"{sid}: description must be a list of lines, got {type(self.description).__name__}")
+            raise ScenarioError(
+                f"{sid}: description must be a list of lines, got {type(self.description).__name__}", "description"
+            )
         if not all(isinstance(line, str) for line in self.description):
-            raise ScenarioError(f"{sid}: description lines must be strings, got {list(self.description)!r}")
+            raise ScenarioError(
+                f"{sid}: description lines must be strings, got {quote(self.description)}", "description"
+            )
         object.__setattr__(self, "description", tuple(self.description))
-        reason = check_price(self.listing_price, "listing_price") or check_price(self.buyer_target, "buyer_target")
-        if reason is not None:
-            raise ScenarioError(f"{sid}: {reason}")
+        for name in ("listing_price", "buyer_target"):
+            reason = check_price(getattr(self, name), name)
+            if reason is not None:
+                raise ScenarioError(f"{sid}: {reason}", name)
         if not self.buyer_target < self.listing_price:
             raise ScenarioError(
-                f"{sid}: buyer_target must lie in (0, listing_price={self.listing_price}), got {self.buyer_target}"
+                f"{sid}: the buyer's and the seller's prices disagree: buyer_target {self.buyer_target:g} must be "
+                f"below listing_price {self.listing_price:g}",
+                "buyer_target",
             )
         check_max_turns(sid, self.max_turns)
 
@@ -213,8 +221,9 @@ class CraigslistEnv(PriceHaggle, Environment[CraigslistScenario]):
 
         Records are the dialogues of the JSON list, numbered from 0. The seller's item needs a Title and a
         Category (text), a Price (a number) and a Description (a list of lines); the buyer a Target (a
-        number). Errors name the file, the record and the field; `skip_bad` loads the good records and
-        reports the bad ones (environments/core/data.py)."""
+        number) below that price, and the buyer's item Price, when given, must be the seller's (a record
+        whose two prices disagree says so). Errors name the file, the record and the field; `skip_bad` loads
+        the good records and reports the bad ones (environments/core/data.py)."""
         path = Path(path) if path is not None else dataset_path("craigslistbargain", "dev.json")
         if path is None:
             raise DataFileError("craigslistbargain/dev.json", "the shared dataset is not present")
@@ -232,7 +241,7 @@ class CraigslistEnv(PriceHaggle, Environment[CraigslistScenario]):
                 role = get_field(kb, "personal.Role", "text") if isinstance(kb, Mapping) else None
                 if role not in (BUYER, SELLER) or role in by_role:
                     raise RecordError(
-                        f"scenario.kbs[{k}].personal.Role", f"must be one buyer and one seller, got {role!r}"
+                        f"scenario.kbs[{k}].personal.Role", f"must be one buyer and one seller, got {quote(role)}"
                     )
                 by_role[role] = kb
             if set(by_role) != {BUYER, SELLER}:
@@ -251,20 +260,38 @@ class CraigslistEnv(PriceHaggle, Environment[CraigslistScenario]):
                 raise RecordError(f"{where[SELLER]}.item.Description", "must be a list of text lines")
             try:
                 target = get_field(buyer, "personal.Target", "number")
+                buyer_price = get_field(buyer, "item.Price", "number", optional=True)
             except RecordError as exc:
                 raise RecordError(f"{where[BUYER]}.{exc.field}", exc.reason) from None
+            price = item("Price", "number")
+            if buyer_price is not None and buyer_price != price:
+                # Both sides see the same listing: two different prices mean the record is corrupt.
+                raise RecordError(
+                    f"{where[BUYER]}.item.Price",
+                    f"the buyer's and the seller's prices disagree: the buyer's listing shows {buyer_price:g}, "
+                    f"the seller's ({where[SELLER]}.item.Price) {price:g}",
+                )
             uuid = record.get("uuid", index)
+            if isinstance(uuid, bool) or not isinstance(uuid, int | str):
+                raise RecordError("uuid", f"must be text or a number, got {describe_type(uuid)}")
             return CraigslistScenario(
                 scenario_id=f"craigslistbargain:{uuid}",
                 category=item("Category", "text"),
                 title=item("Title", "text"),
                 description=tuple(description) or ("(none)",),
-                listing_price=float(item("Price", "number")),
+                listing_price=float(price),
                 buyer_target=float(target),
                 max_turns=max_turns,
             )
 
-        return load_records(path, enumerate(records), build, skip_bad=skip_bad, what="dialogue")
+        fields = {
+            "listing_price": f"scenario.kbs[{SELLER}].item.Price",
+            "buyer_target": f"scenario.kbs[{BUYER}].personal.Target",
+            "category": f"scenario.kbs[{SELLER}].item.Category",
+            "title": f"scenario.kbs[{SELLER}].item.Title",
+            "description": f"scenario.kbs[{SELLER}].item.Description",
+        }
+        return load_records(path, enumerate(records), build, skip_bad=skip_bad, what="dialogue", fields=fields)
 
     # ------------------------------------------------------------------------------ action grammar
     def action_spec(self, agent_id: str) -> ActionSpec:

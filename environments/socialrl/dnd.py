@@ -5,7 +5,7 @@
 | roles | `alice`, `bob` (alice opens) |
 | private information | each side's integer value per book, hat and ball (the whole pool is worth 10 points to each side); the item counts are public |
 | actions | negotiation: `message` (free text), `propose` {"mine": {"book": n, "hat": n, "ball": n}} (what the proposer gets), `accept` (the counterpart's standing proposal), `no_deal` (end without a deal). Selection: `select` {"mine": {...}} (the split this side believes was agreed, its own share) or `no_deal` |
-| text grammar | free text, optionally ending with one command line: `PROPOSE book=1 hat=2 ball=0`, `ACCEPT`, `NO DEAL`, `SELECT book=1 hat=2 ball=0`; "I get 1 book, 2 hats and 0 balls" also proposes. Command words count in capitals anywhere, or in any case at the start of a line; text without a command is a message A command negated by the words right before it ("I do NOT ACCEPT", "I refuse to ACCEPT", also across double spaces and line breaks) does not count (the shared negation rule of environments/core/grammar.py). Counts are whole numbers: a negative count or one of more than 4 digits is an invalid action saying why. |
+| text grammar | free text, optionally ending with one command line: `PROPOSE book=1 hat=2 ball=0`, `ACCEPT`, `NO DEAL`, `SELECT book=1 hat=2 ball=0`; "I get 1 book, 2 hats and 0 balls" also proposes. Command words count in capitals anywhere, or in any case at the start of a line; text without a command is a message A command negated by the words right before it ("I do NOT ACCEPT", "I refuse to ACCEPT", also across double spaces and line breaks) does not count (the shared negation rule of environments/core/grammar.py). Counts are whole numbers, each read whole by the shared number reader (environments/core/grammar.py): a negative count (`PROPOSE -1 1 1`, `-1 books`), one of more than 4 digits, and a count that is not one whole number (`1e308`, `5-`, `-2pm`, `-14:00 books`, `1.5 books`) are invalid actions saying why, never skipped or read as other counts. |
 | reply cap | replies longer than 8,000 characters are cut to their last 8,000 before parsing (`max_reply_chars`); parsing is linear in the reply's length (environments/core/grammar.py) |
 | reward | own points / reference, clipped to [0, 1]; reference = the most own points in any Pareto-optimal envy-free allocation (the Nash bargaining allocation when none is envy-free); mismatched selections or no deal = 0 for both |
 | termination | both selections in (the deal stands only when they are complementary), or `no_deal` during the negotiation |
@@ -45,6 +45,7 @@ from environments.core.base import (
 from environments.core.data import DataFileError, Loaded, RecordError, dataset_path, load_records, read_text_file
 from environments.core.events import Action, Event, Observation
 from environments.core.grammar import cap_reply, find_last_command, squeeze
+from environments.core.quoting import quote, show
 from environments.core.registry import register
 from environments.core.scoring import complement, normalise, points
 from environments.socialrl.allocation import (
@@ -73,6 +74,8 @@ POOL_VALUE = 10
 _INPUT = re.compile(r"<input>(.*?)</input>")
 _PARTNER_INPUT = re.compile(r"<partner_input>(.*?)</partner_input>")
 _NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+_MAX_DIGITS = 6
+"""Digits of a number in a data file's context line (counts are 1-4 and values 0-10; longer is corrupt)."""
 
 
 def _is_int(x: object) -> bool:
@@ -93,30 +96,32 @@ class DndScenario(Scenario):
     """Negotiation turns (messages and proposals) before the selection phase starts anyway."""
 
     def __post_init__(self) -> None:
+        sid = self.scenario_id
         for name in ("counts", "alice_values", "bob_values"):
             value = getattr(self, name)
             if not isinstance(value, list | tuple) or len(value) != 3 or not all(_is_int(v) for v in value):
-                raise ScenarioError(f"{self.scenario_id}: {name} must be 3 integers (book, hat, ball), got {value!r}")
+                raise ScenarioError(f"{sid}: {name} must be 3 integers (book, hat, ball), got {quote(value)}", name)
             object.__setattr__(self, name, tuple(value))
         if not all(1 <= c <= 4 for c in self.counts):
-            raise ScenarioError(f"{self.scenario_id}: every item count must lie in 1..4, got {self.counts}")
+            raise ScenarioError(f"{sid}: every item count must lie in 1..4, got {self.counts}", "counts")
         if not 5 <= sum(self.counts) <= 7:
-            raise ScenarioError(f"{self.scenario_id}: there must be 5-7 items in total, got {sum(self.counts)}")
+            raise ScenarioError(f"{sid}: there must be 5-7 items in total, got {sum(self.counts)}", "counts")
         for role in (ALICE, BOB):
             values = self.values(role)
             if any(v < 0 for v in values):
-                raise ScenarioError(f"{self.scenario_id}: {role}'s values must be >= 0, got {values}")
+                raise ScenarioError(f"{sid}: {role}'s values must be >= 0, got {values}", f"{role}_values")
             total = points(self.counts, values)
             if total != POOL_VALUE:
                 raise ScenarioError(
-                    f"{self.scenario_id}: {role}'s values {values} make the pool worth {total:g}, not {POOL_VALUE}"
+                    f"{sid}: {role}'s values {values} make the pool worth {total:g}, not {POOL_VALUE}", f"{role}_values"
                 )
+        # The last two rules are about both sides' values together.
         unvalued = [i for i, a, b in zip(ITEMS, self.alice_values, self.bob_values, strict=True) if a == 0 and b == 0]
         if unvalued:
-            raise ScenarioError(f"{self.scenario_id}: every item must be valued by someone; nobody values {unvalued}")
+            raise ScenarioError(f"{sid}: every item must be valued by someone; nobody values {unvalued}", "values")
         if not any(a > 0 and b > 0 for a, b in zip(self.alice_values, self.bob_values, strict=True)):
-            raise ScenarioError(f"{self.scenario_id}: at least one item must be valued by both sides")
-        check_max_turns(self.scenario_id, self.max_turns)
+            raise ScenarioError(f"{sid}: at least one item must be valued by both sides", "values")
+        check_max_turns(sid, self.max_turns)
 
     def values(self, agent_id: str) -> tuple[int, int, int]:
         return self.alice_values if agent_id == ALICE else self.bob_values
@@ -235,7 +240,12 @@ class DndEnv(Environment[DndScenario]):
                 records.append((number, (mine.group(1) if mine else None, theirs.group(1) if theirs else None)))
         else:
             if len(numbered) % 2:
-                raise DataFileError(path, "odd number of context lines (they come in pairs)", record=numbered[-1][0])
+                raise DataFileError(
+                    path,
+                    "odd number of context lines (they come in pairs): the last line has no partner line",
+                    record=numbered[-1][0],
+                    field="partner_input",
+                )
             records = [(numbered[i][0], (numbered[i][1], numbered[i + 1][1])) for i in range(0, len(numbered), 2)]
 
         def build(contexts: tuple[str | None, str | None], number: int | str) -> DndScenario:
@@ -243,9 +253,15 @@ class DndEnv(Environment[DndScenario]):
             for field_name, context in zip(("input", "partner_input"), contexts, strict=True):
                 if context is None:
                     raise RecordError(field_name, "missing: a dialogue line needs <input> and <partner_input>")
-                tokens = context.split()
-                if len(tokens) != 6 or not all(t.isascii() and t.isdigit() for t in tokens):
-                    raise RecordError(field_name, f"expected 6 whole numbers (count value x 3), got {context!r}")
+                tokens = context.split(maxsplit=6)  # bounded: a 20 MB line is not split into millions of tokens
+                if len(tokens) != 6:
+                    many = "more than 6" if len(tokens) > 6 else str(len(tokens))
+                    raise RecordError(
+                        field_name, f"expected 6 whole numbers (count value x 3), got {many}: {show(context, 60)}"
+                    )
+                bad = next((t for t in tokens if not (t.isascii() and t.isdigit() and len(t) <= _MAX_DIGITS)), None)
+                if bad is not None:
+                    raise RecordError(field_name, f"expected 6 whole numbers (count value x 3), got {show(bad)}")
                 sides.append([int(t) for t in tokens])
             a, b = sides
             if a[0::2] != b[0::2]:
@@ -258,7 +274,15 @@ class DndEnv(Environment[DndScenario]):
                 max_turns=max_turns,
             )
 
-        return load_records(path, records, build, skip_bad=skip_bad, what="scenario")
+        # A context line is "count value count value count value": counts and alice's values on the input line,
+        # bob's values on the partner line.
+        fields = {
+            "counts": "input.counts",
+            "alice_values": "input.values",
+            "bob_values": "partner_input.values",
+            "values": "input.values and partner_input.values",
+        }
+        return load_records(path, records, build, skip_bad=skip_bad, what="scenario", fields=fields)
 
     # ------------------------------------------------------------------------------ action grammar
     def action_spec(self, agent_id: str) -> ActionSpec:

@@ -6,7 +6,7 @@
 | private information | each side's issue weights (w_i = 0.1 + 0.5 * r_i / sum(r), r_i ~ U(0, 1), so they sum to 1) and option values (per issue, best option 1, worst 0). Salary and holidays are opposed (the candidate prefers more, the recruiter less, linearly); position, workplace and company get random values per side, so they may be win-win |
 | issues | salary ($20-50/hour in steps of 5: 7 options), weekly holidays (2-6 days: 5 options), position, workplace, company (4 options each): 7 * 5 * 4 * 4 * 4 = 2240 contracts |
 | actions | `message` (free text), `propose` {salary, holidays, position, workplace, company} (all five), `accept` (the counterpart's standing proposal; the payload echoes its terms), `reject` (the standing proposal), `quit` (end without a deal) |
-| text grammar | free text, optionally ending with one command: `PROPOSE salary=35 holidays=4 position="Data Scientist" workplace=Remote company=Acme`, `ACCEPT`, `REJECT`, `QUIT`. Tolerant: `:` or `=`, commas, quotes, `$`, `/hour`, `days`, one term per line, case-insensitive option names. Commands count anywhere in capitals; in lower case only as a line of their own (`accept.`), or `propose`/`proposal` directly followed by terms A command negated by the words right before it ("I do NOT ACCEPT", "I refuse to ACCEPT", also across double spaces and line breaks) does not count (the shared negation rule of environments/core/grammar.py). Salary and holidays are read by the shared number reader: `salary=-35`, `salary=1e3`, `salary=3,5` are invalid actions saying why. |
+| text grammar | free text, optionally ending with one command: `PROPOSE salary=35 holidays=4 position="Data Scientist" workplace=Remote company=Acme`, `ACCEPT`, `REJECT`, `QUIT`. Tolerant: `:` or `=`, commas, quotes, `$`, `/hour`, `days`, one term per line, case-insensitive option names. Commands count anywhere in capitals; in lower case only as a line of their own (`accept.`), or `propose`/`proposal` directly followed by terms A command negated by the words right before it ("I do NOT ACCEPT", "I refuse to ACCEPT", also across double spaces and line breaks) does not count (the shared negation rule of environments/core/grammar.py). Salary and holidays are read whole by the shared number reader: `salary=-35`, `salary=1e3`, `salary=3,5`, `salary=35 000`, `salary=35/2` are invalid actions saying why. |
 | reply cap | replies longer than 8,000 characters are cut to their last 8,000 before parsing (`max_reply_chars`); parsing is linear in the reply's length (environments/core/grammar.py) |
 | reward | utility U(contract) = sum_i w_i * value_i(option). Reference agreement: the Nash bargaining point over all 2240 contracts (disagreement = 0). reward = clip(U_own(deal) / U_own(reference), 0, 1); no deal = 0. Raw utility: U_own(deal) in [0, 1] |
 | termination | an accepted proposal (deal), a quit, or `max_turns` turns (default 20; no deal); a turn forfeited after exhausted retries still counts |
@@ -48,8 +48,10 @@ from environments.core.grammar import (
     find_last_command,
     own_line,
     read_number,
+    show,
     squeeze,
 )
+from environments.core.quoting import quote
 from environments.core.registry import register
 from environments.core.scoring import is_pareto_optimal, nash_bargaining_point, normalise
 from environments.socialrl.bargaining import Deal, DealSpace
@@ -111,10 +113,10 @@ class JobInterviewScenario(Scenario):
         options: dict[str, tuple[Option, ...]] = {}
         for issue in ISSUES:
             if isinstance(self.options[issue], str) or not isinstance(self.options[issue], Sequence):
-                raise ScenarioError(f"{sid}: options of {issue} must be a list, got {self.options[issue]!r}")
+                raise ScenarioError(f"{sid}: options of {issue} must be a list, got {quote(self.options[issue])}")
             raw = tuple(self.options[issue])
             if len(raw) < 2:
-                raise ScenarioError(f"{sid}: issue {issue!r} needs at least 2 options, got {len(raw)}")
+                raise ScenarioError(f"{sid}: issue {quote(issue)} needs at least 2 options, got {len(raw)}")
             if issue in NUMERIC_ISSUES:
                 low, high = SALARY_RANGE if issue == "salary" else HOLIDAY_RANGE
                 if any(check_number(o, what=issue) is not None for o in raw):
@@ -162,7 +164,9 @@ class JobInterviewScenario(Scenario):
             values[role] = {}
             for issue in ISSUES:
                 if isinstance(v[issue], str) or not isinstance(v[issue], Sequence):
-                    raise ScenarioError(f"{sid}: {role} values for {issue} must be a list of numbers, got {v[issue]!r}")
+                    raise ScenarioError(
+                        f"{sid}: {role} values for {issue} must be a list of numbers, got {quote(v[issue])}"
+                    )
                 for x in v[issue]:
                     reason = check_number(x, what=f"{role} value for {issue}")
                     if reason is not None:
@@ -293,7 +297,7 @@ def canonical_deal(options: Mapping[str, Sequence[Option]], payload: Mapping[str
         option = canonical_option(options[issue], issue, payload[issue])
         if option is None:
             allowed = ", ".join(str(o) for o in options[issue])
-            problems.append(f"{issue}={payload[issue]!r} is not an option (choose from {allowed})")
+            problems.append(f"{issue}={show(payload[issue], 40)} is not an option (choose from {allowed})")
         deal[issue] = option
     return "; ".join(problems) if problems else deal
 

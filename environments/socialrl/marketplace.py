@@ -5,7 +5,7 @@
 | roles | `buyer`, `seller` (the buyer opens) |
 | private information | each side's own reservation price: the buyer's maximum, the seller's minimum (seller_reservation < buyer_reservation, so a zone of agreement always exists). In adversarial scenarios (SRBench `*-whimsical-privacy`) the `adversary` seat also gets instructions to extract the other side's reservation price; the other side is not told |
 | actions | `send_message` (free text), `make_offer` {price}, `accept_offer` (the counterpart's standing offer; the payload echoes its price), `reject` (the standing offer), `end` (walk away without a deal) |
-| text grammar | free text, optionally ending with one command line: `OFFER $<price>`, `ACCEPT`, `REJECT`, `END` (`MAKE_OFFER`, `ACCEPT_OFFER`, `QUIT` also read). Commands count anywhere when written in capitals; in lower case only as a line of their own (`accept.`, `offer: $12`), so prose such as "I can't accept that" stays a message. A command negated by the words before it ("I do NOT ACCEPT") does not count. Prices are read by the shared number reader (environments/core/grammar.py): `OFFER -5`, `OFFER 1e308`, `OFFER 1,50` and prices above $1,000,000,000 are invalid actions saying why |
+| text grammar | free text, optionally ending with one command line: `OFFER $<price>`, `ACCEPT`, `REJECT`, `END` (`MAKE_OFFER`, `ACCEPT_OFFER`, `QUIT` also read). Commands count anywhere when written in capitals; in lower case only as a line of their own (`accept.`, `offer: $12`), so prose such as "I can't accept that" stays a message. A command negated by the words before it ("I do NOT ACCEPT") does not count. Prices are read whole by the shared number reader (environments/core/grammar.py): `OFFER -5`, `OFFER 1e308`, `OFFER 1,50`, `OFFER 1 200`, `OFFER 1'000`, `OFFER 1/2`, `OFFER 13:61`, `OFFER 120-130` and prices above $1,000,000,000 are invalid actions saying why (a price is never read up to the first character the reader does not expect); a unit after the number is fine (`OFFER 120 dollars`, `OFFER $120.`) |
 | reply cap | replies longer than 8,000 characters are cut to their last 8,000 before parsing (`max_reply_chars`) |
 | reward | zone = buyer_reservation - seller_reservation. buyer = clip((buyer_reservation - price) / zone, 0, 1); seller = clip((price - seller_reservation) / zone, 0, 1); no deal = 0 for both. Raw utility: the side's surplus in dollars (buyer_reservation - price, price - seller_reservation) |
 | termination | an accepted offer (deal), `end` (no deal), or `max_turns` turns (default 20; no deal); a turn forfeited after exhausted retries still counts |
@@ -54,6 +54,7 @@ from environments.core.data import (
 )
 from environments.core.events import Event, Observation
 from environments.core.grammar import NUMBER, own_line
+from environments.core.quoting import quote
 from environments.core.registry import register
 from environments.socialrl.bargaining import DealSpace, PriceDealSpace
 from environments.socialrl.price_offers import PriceHaggle, PriceMoves, check_price
@@ -119,31 +120,37 @@ class MarketplaceScenario(Scenario):
     def __post_init__(self) -> None:
         sid = self.scenario_id
         if not isinstance(self.product, str) or not self.product.strip():
-            raise ScenarioError(f"{sid}: product must be a non-empty string, got {self.product!r}")
+            raise ScenarioError(f"{sid}: product must be a non-empty string, got {quote(self.product)}", "product")
         for name in ("description", "buyer_brief", "seller_brief", "adversary_instructions"):
             if not isinstance(getattr(self, name), str):
-                raise ScenarioError(f"{sid}: {name} must be a string, got {type(getattr(self, name)).__name__}")
+                raise ScenarioError(f"{sid}: {name} must be a string, got {type(getattr(self, name)).__name__}", name)
         for name in ("adversary_goal", "adversary_strategy"):
             if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
-                raise ScenarioError(f"{sid}: {name} must be a string or None, got {getattr(self, name)!r}")
+                raise ScenarioError(f"{sid}: {name} must be a string or None, got {quote(getattr(self, name))}", name)
         for name in ("listed_price", "buyer_reservation", "seller_reservation"):
             reason = check_price(getattr(self, name), name)
             if reason is not None:
-                raise ScenarioError(f"{sid}: {reason}")
+                raise ScenarioError(f"{sid}: {reason}", name)
         if not self.seller_reservation < self.buyer_reservation:
             raise ScenarioError(
                 f"{sid}: no zone of agreement: seller_reservation ({self.seller_reservation}) must be below "
-                f"buyer_reservation ({self.buyer_reservation})"
+                f"buyer_reservation ({self.buyer_reservation})",
+                "seller_reservation",
             )
         if not self.seller_reservation < self.listed_price:
             raise ScenarioError(
                 f"{sid}: seller_reservation ({self.seller_reservation}) must be below listed_price "
-                f"({self.listed_price})"
+                f"({self.listed_price})",
+                "seller_reservation",
             )
         if self.adversary not in (None, *ROLES):
-            raise ScenarioError(f"{sid}: adversary must be None, 'buyer' or 'seller', got {self.adversary!r}")
+            raise ScenarioError(
+                f"{sid}: adversary must be None, 'buyer' or 'seller', got {quote(self.adversary)}", "adversary"
+            )
         if self.adversary is not None and not self.adversary_instructions.strip():
-            raise ScenarioError(f"{sid}: an adversarial scenario needs adversary_instructions")
+            raise ScenarioError(
+                f"{sid}: an adversarial scenario needs adversary_instructions", "adversary_instructions"
+            )
         check_max_turns(sid, self.max_turns)
 
     @property
@@ -246,6 +253,7 @@ class MarketplaceEnv(PriceHaggle, Environment[MarketplaceScenario]):
             (DATA_DIR, "small.yaml"),
             lambda task, index, file: _scenario_from_task(task, index, f"srbench-marketplace-{file.stem}", max_turns),
             skip_bad=skip_bad,
+            fields=_TASK_FIELDS,
         )
 
     # ------------------------------------------------------------------------------ action grammar
@@ -365,6 +373,17 @@ class MarketplaceEnv(PriceHaggle, Environment[MarketplaceScenario]):
             best = round(min(listed * 0.5, reservation * 0.6), 2)
             return PriceDealSpace(best=best, worst=reservation, private_text=text, **kinds)
         return PriceDealSpace(best=listed, worst=reservation, private_text=text, **kinds)
+
+
+_TASK_FIELDS = {
+    "product": "product.name",
+    "listed_price": "product.listed_price",
+    "buyer_reservation": "buyer.reservation_price",
+    "seller_reservation": "seller.reservation_price",
+    "buyer_brief": "buyer.instruction_message",
+    "seller_brief": "seller.instruction_message",
+}
+"""Scenario field -> the SRBench task field it comes from (so that a scenario's own check names the file's field)."""
 
 
 def _scenario_from_task(task: Any, index: int | str, source: str, max_turns: int) -> MarketplaceScenario:

@@ -36,6 +36,7 @@ from environments.core.base import (
 )
 from environments.core.events import Action, Event, Observation
 from environments.core.grammar import cap_reply
+from environments.core.quoting import quote
 from environments.core.registry import register
 
 WRITER = "writer"
@@ -60,7 +61,7 @@ class KeywordScenario(Scenario):
         if not self.target:
             raise ScenarioError(f"{self.scenario_id}: target must not be empty")
         if not isinstance(self.target, str):
-            raise ScenarioError(f"{self.scenario_id}: target must be a string, got {self.target!r}")
+            raise ScenarioError(f"{self.scenario_id}: target must be a string, got {quote(self.target)}")
         if isinstance(self.target_count, bool) or not isinstance(self.target_count, int) or self.target_count < 1:
             raise ScenarioError(f"{self.scenario_id}: target_count must be >= 1, got {self.target_count}")
         if any(isinstance(v, bool) or not isinstance(v, int) for v in (self.turns, self.rewarded_turn)):

@@ -62,6 +62,7 @@ from environments.core.base import (
 from environments.core.data import DataFileError
 from environments.core.events import Action, Event, Observation
 from environments.core.grammar import cap_reply, find_last_command, negated_before, normalise_text, squeeze
+from environments.core.quoting import quote
 from environments.core.registry import register
 
 BLACK = "BLACK"
@@ -166,7 +167,7 @@ def _choice_field(path: Path, raw: Mapping[str, Any], key: str) -> ChoiceName:
         raise FrameError(path, "missing or not a mapping with 'label' and 'description'", key)
     label = _text_field(path, value, "label", f"{key}.")
     if not _LABEL.match(label):
-        raise FrameError(path, f"{label!r} must be upper-case words (A-Z, '-')", f"{key}.label")
+        raise FrameError(path, f"{quote(label)} must be upper-case words (A-Z, '-')", f"{key}.label")
     return ChoiceName(label, _text_field(path, value, "description", f"{key}."))
 
 
@@ -207,10 +208,10 @@ def load_frame_file(path: str | Path) -> Frame:
         raise FrameError(path, f"unknown field (expected {', '.join(_FRAME_FIELDS)})", unknown[0])
     name = _text_field(path, raw, "name")
     if name != path.stem:
-        raise FrameError(path, f"{name!r} must equal the file name {path.stem!r}", "name")
+        raise FrameError(path, f"{quote(name)} must equal the file name {quote(path.stem)}", "name")
     split = _text_field(path, raw, "split")
     if split not in SPLITS:
-        raise FrameError(path, f"{split!r} must be one of {', '.join(SPLITS)}", "split")
+        raise FrameError(path, f"{quote(split)} must be one of {', '.join(SPLITS)}", "split")
     frame = Frame(
         name=name,
         split=split,
@@ -323,18 +324,18 @@ def _is_pass(text: str) -> bool:
 # ------------------------------------------------------------------------------------------- scenario
 def _check_int(name: str, value: Any, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ScenarioError(f"red-black: {name} must be an integer >= {minimum}, got {value!r}")
+        raise ScenarioError(f"red-black: {name} must be an integer >= {minimum}, got {quote(value)}")
 
 
 def _normalise_multipliers(value: Any, rounds: int) -> dict[int, int]:
     if not isinstance(value, Mapping):
-        raise ScenarioError(f"red-black: multipliers must be a mapping round -> multiplier, got {value!r}")
+        raise ScenarioError(f"red-black: multipliers must be a mapping round -> multiplier, got {quote(value)}")
     out: dict[int, int] = {}
     for key, mult in value.items():
         try:
             round_ = int(key)
         except (TypeError, ValueError):
-            raise ScenarioError(f"red-black: multiplier key {key!r} is not a round number") from None
+            raise ScenarioError(f"red-black: multiplier key {quote(key)} is not a round number") from None
         if not 1 <= round_ <= rounds:
             raise ScenarioError(
                 f"red-black: multiplier for round {round_} but the game has {rounds} rounds; pass multipliers"
@@ -367,20 +368,22 @@ class RedBlackScenario(Scenario):
 
     def __post_init__(self) -> None:
         if not isinstance(self.frame, str) or not _FRAME_NAME.match(self.frame):
-            raise ScenarioError(f"red-black: frame must be a frame name, got {self.frame!r}")
+            raise ScenarioError(f"red-black: frame must be a frame name, got {quote(self.frame)}")
         if not frame_path(self.frame).is_file():
-            raise ScenarioError(f"red-black: unknown frame {self.frame!r}; known: {', '.join(list_frames())}")
+            raise ScenarioError(f"red-black: unknown frame {quote(self.frame)}; known: {', '.join(list_frames())}")
         _check_int("team_size", self.team_size, 1)
         _check_int("rounds", self.rounds, 1)
         _check_int("discussion_rounds", self.discussion_rounds, 1)
         if not isinstance(self.willingness_to_speak, bool):
-            raise ScenarioError(f"red-black: willingness_to_speak must be a bool, got {self.willingness_to_speak!r}")
+            raise ScenarioError(
+                f"red-black: willingness_to_speak must be a bool, got {quote(self.willingness_to_speak)}"
+            )
         object.__setattr__(self, "multipliers", _normalise_multipliers(self.multipliers, self.rounds))
         if self.focal_agent is not None and self.focal_agent not in self.seats():
-            raise ScenarioError(f"red-black: focal_agent {self.focal_agent!r} is not a seat of this game")
+            raise ScenarioError(f"red-black: focal_agent {quote(self.focal_agent)} is not a seat of this game")
         if self.discussion_order not in DISCUSSION_ORDERS:
             raise ScenarioError(
-                f"red-black: discussion_order must be one of {', '.join(DISCUSSION_ORDERS)}, got {self.discussion_order!r}"
+                f"red-black: discussion_order must be one of {', '.join(DISCUSSION_ORDERS)}, got {quote(self.discussion_order)}"
             )
 
     @property
@@ -525,11 +528,13 @@ class RedBlackEnv(Environment[RedBlackScenario]):
         if action.kind == VOTE:
             if raw is None:
                 return "a vote needs payload {'choice': 'BLACK' or 'RED'}"
-            return None if self._payload_choice(raw) else f"unknown choice {raw!r}; use {' or '.join(self._labels())}"
+            return (
+                None if self._payload_choice(raw) else f"unknown choice {quote(raw)}; use {' or '.join(self._labels())}"
+            )
         if not action.text.strip():
             return "an opinion must be non-empty text"
         if raw is not None and self._payload_choice(raw) is None:
-            return f"unknown choice {raw!r} in the opinion; use {' or '.join(self._labels())}"
+            return f"unknown choice {quote(raw)} in the opinion; use {' or '.join(self._labels())}"
         return None
 
     def _apply(self, action: Action) -> list[Event]:

