@@ -200,7 +200,7 @@ def test_smoke_lineage_materialises_with_real_resources(
         assert difference["n"] == ppo["n"], name
     assert set(craigslist["behaviour_paired"]["command_rate"]) == {"ppo_minus_sft", "sft_minus_base", "ppo_minus_base"}
     assert craigslist["best_baseline"] in {"accept_first", "hold_target", "split_difference"}
-    assert set(craigslist["baselines"]) == {"teacher", "accept_first", "hold_target", "split_difference"}
+    assert set(craigslist["baselines"]) == {"accept_first", "hold_target", "split_difference"}
     imitation = craigslist["warmstart_imitation"]
     assert imitation["n"] == ppo["n"] and imitation["teacher_command_rate"] == 1.0  # the teacher always commands
     assert 0.0 <= imitation["command_rate"] <= 1.0 and imitation["passed"] == (imitation["command_rate"] >= 0.9)

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.socialrl.baselines import BASELINES
 from models import plots
 from models.evaluation.stats import Estimate
 from models.evaluation.transcripts import representative_transcripts, transcripts_html, transcripts_markdown
@@ -103,7 +104,9 @@ class SpecialistEvaluation:
                 metric: {pair: e.as_dict() for pair, e in pairs.items()}
                 for metric, pairs in self.behaviour_paired.items()
             },
-            "baselines": {label: p.summary.reward.as_dict() for label, p in self.policies.items() if p.kind == "code"},
+            "baselines": {
+                label: p.summary.reward.as_dict() for label, p in self.policies.items() if label in BASELINES
+            },
             "best_baseline": self.best_baseline,
             "warmstart_imitation": dict(self.imitation),
             "learning_curve": [point.as_dict() for point in self.specialist.curve],
