@@ -13,8 +13,9 @@ from assets.leaderboard import endpoint_leaderboard
 from environments.core.runtime import Agent
 from models.evaluation.policy import store_evaluation
 from models.plots import markdown_image
+from models.serving.adapters import serve_adapter
 from models.serving.model_store import ModelResolutionError, resolve_model
-from models.socialrl import behaviour, stage1
+from models.socialrl import behaviour
 from models.tracking import RegistryError, Tracker
 from resources import EngineResource, MlflowResource, SettingsResource, StoreResource
 
@@ -84,9 +85,9 @@ def privacy_red_team(
             if target is None:
                 skipped[f"{env_id}:{label}"] = f"{reference} does not resolve yet"
                 continue
-            served = "base" if target == "base" else stage1.serve_adapter(
+            served = "base" if target == "base" else serve_adapter(
                 engine.client, f"redteam-{label}-{env_id}", Path(target)
-            ).name  # fmt: skip
+            )  # fmt: skip
 
             def make(seed: int, model: str = served) -> Agent:
                 return LLMAgent(

@@ -14,6 +14,7 @@ from dagster import AssetExecutionContext, MetadataValue, Output, asset
 from assets.socialrl import DOMAINS
 from models.evaluation.policy import store_evaluation
 from models.plots import grouped_bars, markdown_image
+from models.serving.adapters import serve_adapter
 from models.serving.model_store import resolve_model
 from models.socialrl import stage1, tom
 from models.socialrl.teachers import traces_from_rows
@@ -134,7 +135,7 @@ def tom_analysis(
     run_id = _run_id(context)
     models = {"base": "base"}
     for arm, student in tom_student.students.items():
-        models[arm] = stage1.serve_adapter(engine.client, f"{env_id}-tom-{arm}", Path(student.adapter_dir)).name
+        models[arm] = serve_adapter(engine.client, f"{env_id}-tom-{arm}", Path(student.adapter_dir))
     runs = tom.run_arms(env_id, profile, engine.proxy_base_url, models, api_key=engine.proxy_api_key)
     for arm, run in runs.items():
         store_evaluation(store.store(), run.result, f"{env_id}:tom:{arm}", f"tom-{run_id}-{arm}")

@@ -31,8 +31,8 @@ from pydantic import Field
 from environments.yoao.red_black import list_frames
 from models.plots import markdown_image
 from models.profiles import Profile
+from models.serving.adapters import serve_adapter
 from models.serving.model_store import resolve_model
-from models.socialrl import stage1
 from models.yoao import experiments, report
 from models.yoao.config import Endpoint, YoaoSettings
 from models.yoao.experiments import ExperimentResult, ExperimentSetup, PlayerModels
@@ -251,8 +251,8 @@ def _players(
     engine: EngineResource, warmup: FormatWarmup, seed: TrainedAdapter, selection: TeacherSelection | None = None
 ) -> PlayerModels:
     """Serve both adapters and say where the players are."""
-    untrained = stage1.serve_adapter(engine.client, UNTRAINED_ADAPTER, Path(warmup.adapter.adapter_dir)).name
-    seeded = stage1.serve_adapter(engine.client, SEED_ADAPTER, Path(seed.adapter_dir)).name
+    untrained = serve_adapter(engine.client, UNTRAINED_ADAPTER, Path(warmup.adapter.adapter_dir))
+    seeded = serve_adapter(engine.client, SEED_ADAPTER, Path(seed.adapter_dir))
     teacher = selection.selected if selection is not None else None
     return PlayerModels(
         engine.proxy_base_url, untrained, seeded, teacher, engine.proxy_base_url, api_key=engine.proxy_api_key
