@@ -2,12 +2,12 @@
 privacy red team `privacy_red_team` (models/socialrl/behaviour.py documents both)."""
 
 import json
-import uuid
 from pathlib import Path
 
 from dagster import AssetExecutionContext, AssetKey, AssetRecordsFilter, MetadataValue, Output, asset
 
 from agents.llm_agent import LLMAgent, LLMAgentConfig
+from assets.common import execution_id
 from assets.configs import RedTeamConfig
 from assets.leaderboard import endpoint_leaderboard
 from environments.core.runtime import Agent
@@ -69,7 +69,7 @@ def privacy_red_team(
     the base model on the same episodes."""
     profile = settings.get_profile()
     tracker = mlflow.tracker()
-    run_tag = f"{context.run.run_id[:8]}-{uuid.uuid4().hex[:4]}"
+    run_tag = execution_id(context)
     adversary, name = None, "extractor"
     if config.extractor_base_url:
         adversary = behaviour.llm_adversary(

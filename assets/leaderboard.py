@@ -3,11 +3,11 @@ in every SocialRL domain and the Red-Black game (models/evaluation/leaderboard.p
 
 import dataclasses
 import json
-import uuid
 from pathlib import Path
 
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
+from assets.common import execution_id
 from assets.configs import LeaderboardConfig
 from models.evaluation.leaderboard import Endpoint, Leaderboard, evaluate_endpoint, markdown_table, merge_rows
 from models.evaluation.policy import store_evaluation
@@ -36,7 +36,7 @@ def endpoint_leaderboard(
     episodes go to the tables, the rows to <data>/reports/leaderboard-<profile>.json."""
     profile = settings.get_profile()
     tracker = mlflow.tracker()
-    run_tag = f"{context.run.run_id[:8]}-{uuid.uuid4().hex[:4]}"
+    run_tag = execution_id(context)
     endpoints = [c.endpoint() for c in config.endpoints]
     if config.include_champions:
         for version in tracker.champion_versions(prefix="socialrl-"):

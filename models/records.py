@@ -219,7 +219,7 @@ YOAO_SEED_TURNS_COLUMNS: dict[str, str] = {
     "text": "VARCHAR",
     "choice": "VARCHAR",  # BLACK | RED | NULL, read as the game reads it
     "kept": "BOOLEAN",
-    "reason": "VARCHAR",  # why kept or dropped (models/yoao/seed.py)
+    "reason": "VARCHAR",  # why kept or dropped (models/yoao/seed/dataset.py)
     "judge": "VARCHAR",  # the LLM judge's answer (KEEP/DROP/unparsed) or NULL
 }
 
