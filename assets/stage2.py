@@ -1,6 +1,6 @@
 """SocialRL stage 2 as Dagster assets: transfer_matrix -> cascade_order -> cascade_policy; transfer_matrix ->
 mopd_student; all three -> unified_evaluation. Thin: each asset reads its settings, calls one function of
-models/socialrl/stage2.py, stores tables and returns that function's frozen dataclass with metadata.
+models/socialrl/stage2/, stores tables and returns that function's frozen dataclass with metadata.
 
 The stage-1 specialists enter through the MLflow registry (`socialrl-<domain>-specialist`, alias champion,
 else candidate); `transfer_matrix` depends on `specialist_champion` for the lineage only, so stage 2 runs on
