@@ -1,20 +1,21 @@
 """Behaviour analysis as Dagster assets: `behaviour_report` over every policy's recorded episodes, and the
-privacy red team `privacy_red_team` (models/socialrl/behaviour.py documents both)."""
+privacy red team `privacy_red_team` (models/socialrl/behaviour.py and red_team.py document them)."""
 
 import json
-import uuid
 from pathlib import Path
 
 from dagster import AssetExecutionContext, AssetKey, AssetRecordsFilter, MetadataValue, Output, asset
 
 from agents.llm_agent import LLMAgent, LLMAgentConfig
+from assets.common import execution_id
 from assets.configs import RedTeamConfig
 from assets.leaderboard import endpoint_leaderboard
 from environments.core.runtime import Agent
 from models.evaluation.policy import store_evaluation
 from models.plots import markdown_image
+from models.serving.adapters import serve_adapter
 from models.serving.model_store import ModelResolutionError, resolve_model
-from models.socialrl import behaviour, stage1
+from models.socialrl import behaviour, red_team
 from models.tracking import RegistryError, Tracker
 from resources import EngineResource, MlflowResource, SettingsResource, StoreResource
 
@@ -61,32 +62,32 @@ def privacy_red_team(
     store: StoreResource,
     engine: EngineResource,
     mlflow: MlflowResource,
-) -> Output[behaviour.RedTeamReport]:
+) -> Output[red_team.RedTeamReport]:
     """Leak rate of each policy (base, SFT warm-start, specialist champion) as the principal in the SRBench
     whimsical-privacy marketplace and calendar scenarios, against an adversary that asks, pressures and
     tricks for the private values (the code extractor, or an LLM through any endpoint); paired CIs against
     the base model on the same episodes."""
     profile = settings.get_profile()
     tracker = mlflow.tracker()
-    run_tag = f"{context.run.run_id[:8]}-{uuid.uuid4().hex[:4]}"
+    run_tag = execution_id(context)
     adversary, name = None, "extractor"
     if config.extractor_base_url:
-        adversary = behaviour.llm_adversary(
+        adversary = red_team.llm_adversary(
             config.extractor_base_url, config.extractor_model, profile.red_team.max_new_tokens,
             config.extractor_api_key or None,
         )  # fmt: skip
         name = f"llm-extractor({config.extractor_model})"
     domains, skipped = [], {}
-    for env_id in behaviour.RED_TEAM_DOMAINS:
+    for env_id in red_team.RED_TEAM_DOMAINS:
         policies: dict[str, object] = {}
         for label, reference in config.policies.items():
             target = _resolve(context, reference, env_id, settings, tracker)
             if target is None:
                 skipped[f"{env_id}:{label}"] = f"{reference} does not resolve yet"
                 continue
-            served = "base" if target == "base" else stage1.serve_adapter(
+            served = "base" if target == "base" else serve_adapter(
                 engine.client, f"redteam-{label}-{env_id}", Path(target)
-            ).name  # fmt: skip
+            )  # fmt: skip
 
             def make(seed: int, model: str = served) -> Agent:
                 return LLMAgent(
@@ -100,13 +101,13 @@ def privacy_red_team(
             policies[label] = make
         if not policies:
             continue
-        scenarios = behaviour.red_team_scenarios(env_id, profile.red_team.scenarios, config.seed)
-        summary, results = behaviour.red_team_domain(env_id, scenarios, policies, adversary, name, config.seed)
+        scenarios = red_team.red_team_scenarios(env_id, profile.red_team.scenarios, config.seed)
+        summary, results = red_team.red_team_domain(env_id, scenarios, policies, adversary, name, config.seed)
         for label, evaluations in results.items():
             for result in evaluations:  # one per principal seat; one run id, so the behaviour report reads both
                 store_evaluation(store.store(), result, f"redteam:{label}", f"redteam-{run_tag}-{label}-{env_id}")
         domains.append(summary)
-    report = behaviour.RedTeamReport(tuple(domains), skipped)
+    report = red_team.RedTeamReport(tuple(domains), skipped)
     with tracker.start_run("privacy-red-team", params={"profile": profile.name, "extractor": name}) as run:
         run.log_file("red_team.json", json.dumps(report.as_dict(), indent=1), "results")
     return Output(

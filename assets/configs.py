@@ -1,4 +1,4 @@
-"""Run configuration of the teacher, ToM, behaviour and leaderboard assets (Dagster `Config` classes).
+"""Run configuration of the teacher, ToM, behaviour, leaderboard and YOAO assets (Dagster `Config` classes).
 
 API keys are plain string fields meant to be given as `EnvVar("NAME")` in the run config (YAML:
 `api_key: {env: NAME}`): Dagster resolves the variable in the run worker and stores only its name in
@@ -10,6 +10,7 @@ from pydantic import Field
 
 from models.evaluation.leaderboard import Endpoint
 from models.socialrl.teachers import TeacherConfig
+from models.yoao.config import Endpoint as TeacherEndpoint
 
 
 class TeacherSourceConfig(Config):
@@ -42,17 +43,35 @@ class TeacherSourceConfig(Config):
 
 
 class EndpointConfig(Config):
-    """One leaderboard entry: a remote OpenAI-compatible endpoint, or a model served by the `engine` resource."""
+    """An OpenAI-compatible model: a leaderboard entry (a remote endpoint, or a model the `engine` resource serves)
+    or a YOAO teacher candidate (a remote endpoint, or `engine`)."""
 
     name: str = Field(description="The row's label.")
     model: str = Field(
-        description="Remote: the model name. Local: `base`, a checkpoint or adapter directory, or models:/name@alias."
+        description="Remote: the model name. Local (leaderboard): `base`, a checkpoint or adapter directory, or "
+        "models:/name@alias."
     )
-    base_url: str = Field(default="", description="OpenAI base URL; empty = the engine resource serves `model`.")
-    api_key: str = Field(default="", description="The API key; pass an EnvVar, never the value.")
+    base_url: str = Field(
+        default="",
+        description="OpenAI base URL. Leaderboard: empty = the engine resource serves `model`. YOAO: required "
+        "(`engine` = the run's own engine).",
+    )
+    api_key: str = Field(default="", description="Leaderboard: the API key; pass an EnvVar, never the value.")
+    api_key_env: str = Field(
+        default="", description="YOAO: the environment variable holding the key, read when the candidate plays."
+    )
 
     def endpoint(self) -> Endpoint:
+        """The leaderboard entry."""
+        if self.api_key_env:
+            raise ValueError(f"endpoint {self.name}: a leaderboard entry takes its key as api_key (an EnvVar)")
         return Endpoint(self.name, self.model, self.base_url, api_key=self.api_key)
+
+    def teacher_endpoint(self) -> TeacherEndpoint:
+        """The YOAO teacher candidate."""
+        if self.api_key:
+            raise ValueError(f"endpoint {self.name}: a YOAO teacher candidate names its key's variable in api_key_env")
+        return TeacherEndpoint(self.name, self.base_url, self.model, self.api_key_env or None)
 
 
 class LeaderboardConfig(Config):

@@ -3,18 +3,18 @@ in every SocialRL domain and the Red-Black game (models/evaluation/leaderboard.p
 
 import dataclasses
 import json
-import uuid
 from pathlib import Path
 
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
+from assets.common import execution_id
 from assets.configs import LeaderboardConfig
 from models.evaluation.leaderboard import Endpoint, Leaderboard, evaluate_endpoint, markdown_table, merge_rows
 from models.evaluation.policy import store_evaluation
 from models.records import rows_for
+from models.serving.adapters import serve_adapter
 from models.serving.local import is_adapter
 from models.serving.model_store import ModelResolutionError, resolve_model
-from models.socialrl import stage1
 from models.tracking import RegistryError
 from resources import EngineResource, MlflowResource, SettingsResource, StoreResource
 
@@ -36,7 +36,7 @@ def endpoint_leaderboard(
     episodes go to the tables, the rows to <data>/reports/leaderboard-<profile>.json."""
     profile = settings.get_profile()
     tracker = mlflow.tracker()
-    run_tag = f"{context.run.run_id[:8]}-{uuid.uuid4().hex[:4]}"
+    run_tag = execution_id(context)
     endpoints = [c.endpoint() for c in config.endpoints]
     if config.include_champions:
         for version in tracker.champion_versions(prefix="socialrl-"):
@@ -56,7 +56,7 @@ def endpoint_leaderboard(
                 if not is_adapter(Path(path)):
                     skipped[endpoint.name] = "a full checkpoint other than the engine's base: use the command line"
                     continue
-                model = stage1.serve_adapter(engine.client, f"leaderboard-{index}", Path(path)).name
+                model = serve_adapter(engine.client, f"leaderboard-{index}", Path(path))
         context.log.info(f"leaderboard: evaluating {endpoint.name}")
         evaluation = evaluate_endpoint(endpoint, profile, url, model, seed=config.seed)
         for env_id, result in evaluation.domains.items():

@@ -16,6 +16,7 @@ from environments import SOCIALRL_ENV_IDS
 from models.display import display_metadata, format_number
 from models.evaluation.policy import EvaluationResult, EvaluationSummary, store_evaluation, summarise
 from models.evaluation.transcripts import representative_transcripts, transcripts_markdown
+from models.serving.adapters import serve_adapter
 from models.socialrl import stage1, stage2
 from resources import EngineResource, MlflowResource, SettingsResource, StoreResource
 
@@ -54,11 +55,11 @@ def _evaluate_version(
     profile = settings.get_profile()
     local = mlflow.tracker().lookup(model_name, alias=None, version=version)
     domains = _domains_of(model_name, local.tags, settings)
-    served = stage1.serve_adapter(engine.client, f"{model_name.removeprefix('socialrl-')}-v{version}", local.path)
+    served = serve_adapter(engine.client, f"{model_name.removeprefix('socialrl-')}-v{version}", local.path)
     results = []
     for env_id in domains:
         result = stage1.evaluate_model(
-            env_id, profile, engine.proxy_base_url, served.name, seed=seed, api_key=engine.proxy_api_key
+            env_id, profile, engine.proxy_base_url, served, seed=seed, api_key=engine.proxy_api_key
         )
         suffix = "" if len(domains) == 1 else f"@{env_id}"
         store_evaluation(store.store(), result, f"{model_name}@v{version}{suffix}", run_id)

@@ -1,13 +1,11 @@
 """SocialRL stage 2 as Dagster assets: transfer_matrix -> cascade_order -> cascade_policy; transfer_matrix ->
 mopd_student; all three -> unified_evaluation. Thin: each asset reads its settings, calls one function of
-models/socialrl/stage2.py, stores tables and returns that function's frozen dataclass with metadata.
+models/socialrl/stage2/, stores tables and returns that function's frozen dataclass with metadata.
 
 The stage-1 specialists enter through the MLflow registry (`socialrl-<domain>-specialist`, alias champion,
 else candidate); `transfer_matrix` depends on `specialist_champion` for the lineage only, so stage 2 runs on
 whatever stage 1 registered, and fails naming any domain that has no specialist.
 """
-
-import uuid
 
 from dagster import (
     AssetCheckResult,
@@ -21,6 +19,7 @@ from dagster import (
 )
 from pydantic import Field
 
+from assets.common import execution_id
 from assets.socialrl import specialist_champion
 from environments import SOCIALRL_ENV_IDS
 from models.plots import markdown_image
@@ -37,10 +36,6 @@ class Stage2Config(Config):
     """Run configuration of `transfer_matrix` (the later assets take their domains from it)."""
 
     domains: list[str] = Field(default_factory=list, description="Domains; empty = the profile's stage-2 domains.")
-
-
-def _run_id(context: AssetExecutionContext) -> str:
-    return f"{context.run.run_id[:8]}-{uuid.uuid4().hex[:4]}"
 
 
 def _root_run(context: AssetExecutionContext) -> str:
@@ -71,7 +66,7 @@ def transfer_matrix(
     if unknown:
         raise ValueError(f"unknown domains {unknown}; choose from {', '.join(SOCIALRL_ENV_IDS)}")
     result = stage2.compute_transfer_matrix(
-        profile, domains, _services(engine, store), mlflow.tracker(), BASE_MODEL_NAME, _run_id(context)
+        profile, domains, _services(engine, store), mlflow.tracker(), BASE_MODEL_NAME, execution_id(context)
     )
     matrix = result.matrix
     table = "| donor | " + " | ".join(stage2.short(d) for d in matrix.domains) + " |\n"
@@ -200,7 +195,7 @@ def cascade_policy(
         _services(engine, store),
         paths.run_dir("cascade", _root_run(context)),
         mlflow.tracker(),
-        run_id=_run_id(context),
+        run_id=execution_id(context),
     )
     rows = "| after stage | " + " | ".join(stage2.short(d) for d in result.order) + " | kept checkpoint |\n"
     rows += "|---|" + "---|" * (len(result.order) + 1) + "\n"
@@ -262,7 +257,7 @@ def mopd_student(
         settings.paths().run_dir("mopd", _root_run(context)),
         mlflow.tracker(),
         BASE_MODEL_NAME,
-        run_id=_run_id(context),
+        run_id=execution_id(context),
     )
     shares = "| domain | recovered share | student | base | specialist |\n|---|---|---|---|---|\n"
     matrix = transfer_matrix.matrix
@@ -326,7 +321,7 @@ def unified_evaluation(
         {stage2.CASCADE_MODEL: cascade_policy.model_version, stage2.MOPD_MODEL: mopd_student.model_version},
         store.store(),
         mlflow.tracker(),
-        _run_id(context),
+        execution_id(context),
     )
     means = {r.policy: r.estimate.mean for r in result.rows if r.env_id == stage2.MEAN}
     return Output(

@@ -6,24 +6,21 @@ profile's ToM domains; `python -m pipelines.run_tom` runs it and writes the resu
 """
 
 import json
-import uuid
 from pathlib import Path
 
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
+from assets.common import execution_id
 from assets.socialrl import DOMAINS
 from models.evaluation.policy import store_evaluation
 from models.plots import grouped_bars, markdown_image
+from models.serving.adapters import serve_adapter
 from models.serving.model_store import resolve_model
 from models.socialrl import stage1, tom
 from models.socialrl.teachers import traces_from_rows
 from resources import EngineResource, MlflowResource, SettingsResource, StoreResource
 
 GROUP = "tom"
-
-
-def _run_id(context: AssetExecutionContext) -> str:
-    return f"{context.run.run_id[:8]}-{uuid.uuid4().hex[:4]}"
 
 
 @asset(partitions_def=DOMAINS, group_name=GROUP, kinds={"python", "duckdb"})
@@ -34,7 +31,7 @@ def tom_traces(
     seat, the fixed counterparts), to the `traces` table; both students train on these same episodes."""
     env_id = context.partition_key
     profile = settings.get_profile()
-    run_id = f"tom-{_run_id(context)}"
+    run_id = f"tom-{execution_id(context)}"
     traces = tom.study_traces(env_id, profile, run_tag=f"tom-traces-{run_id}")
     store.store().append("traces", [t.row(run_id) for t in traces])
     summary = stage1.trace_summary(traces)
@@ -63,7 +60,7 @@ def tom_student(
     frame = store.store().query("SELECT * FROM traces WHERE env_id = ? AND run_id = ?", [env_id, tom_traces.run_id])
     traces = traces_from_rows(frame.itertuples(index=False))
     base_dir = resolve_model(profile.base_model, settings.paths().models)
-    output = settings.paths().run_dir("tom", env_id, _run_id(context))
+    output = settings.paths().run_dir("tom", env_id, execution_id(context))
     students = tom.train_students(env_id, traces, profile, base_dir, output, mlflow.tracker())
     result = tom.StudyStudents(env_id, tom_traces.run_id, students)
     return Output(
@@ -131,10 +128,10 @@ def tom_analysis(
     ground truth, and each skill's correlation with reward (scenario-clustered bootstrap CIs)."""
     env_id = context.partition_key
     profile = settings.get_profile()
-    run_id = _run_id(context)
+    run_id = execution_id(context)
     models = {"base": "base"}
     for arm, student in tom_student.students.items():
-        models[arm] = stage1.serve_adapter(engine.client, f"{env_id}-tom-{arm}", Path(student.adapter_dir)).name
+        models[arm] = serve_adapter(engine.client, f"{env_id}-tom-{arm}", Path(student.adapter_dir))
     runs = tom.run_arms(env_id, profile, engine.proxy_base_url, models, api_key=engine.proxy_api_key)
     for arm, run in runs.items():
         store_evaluation(store.store(), run.result, f"{env_id}:tom:{arm}", f"tom-{run_id}-{arm}")

@@ -10,7 +10,7 @@ pools the frames of the profile, writes the report and moves the seed's `champio
 
 import json
 import time
-import uuid
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,13 +28,16 @@ from dagster import (
 )
 from pydantic import Field
 
+from assets.common import execution_id
+from assets.configs import EndpointConfig
 from environments.yoao.red_black import list_frames
 from models.plots import markdown_image
 from models.profiles import Profile
+from models.serving.adapters import serve_adapter
 from models.serving.model_store import resolve_model
-from models.socialrl import stage1
+from models.tracking import Tracker
 from models.yoao import experiments, report
-from models.yoao.config import Endpoint, YoaoSettings
+from models.yoao.config import YoaoSettings
 from models.yoao.experiments import ExperimentResult, ExperimentSetup, PlayerModels
 from models.yoao.seed import (
     SEED_MODEL_NAME,
@@ -69,10 +72,6 @@ EXPERIMENTS = ("propagation_by_seed_count", "propagation_mute", "propagation_per
                "propagation_prompting_baseline")  # fmt: skip
 
 
-def _run_id(context: AssetExecutionContext) -> str:
-    return f"{context.run.run_id[:8]}-{uuid.uuid4().hex[:4]}"
-
-
 def _yoao(settings: SettingsResource) -> tuple[Profile, YoaoSettings]:
     profile = settings.get_profile()
     return profile, profile.yoao
@@ -85,15 +84,6 @@ def _base_model_dir(settings: SettingsResource) -> Path:
 
 def _image(png: bytes, alt: str) -> MetadataValue:
     return MetadataValue.md(markdown_image(png, alt))
-
-
-class EndpointConfig(Config):
-    """A remote OpenAI-compatible teacher candidate (the token comes from an environment variable)."""
-
-    name: str
-    base_url: str
-    model: str
-    api_key_env: str = ""
 
 
 class TeacherSelectionConfig(Config):
@@ -110,7 +100,7 @@ def yoao_teacher_selection(
     meta-prompt, configured endpoints) play team A on the training frames against the scripted opponents; the
     eligible one with the highest collective welfare is selected. Failing endpoints are skipped with a reason."""
     _, yoao = _yoao(settings)
-    extra = tuple(Endpoint(e.name, e.base_url, e.model, e.api_key_env or None) for e in config.endpoints)
+    extra = tuple(e.teacher_endpoint() for e in config.endpoints)
     yoao = replace(yoao, teacher_endpoints=yoao.teacher_endpoints + extra)
     selection = select_teacher(
         teacher_candidates(yoao, engine.proxy_base_url, BASE_MODEL_NAME, engine.proxy_api_key), yoao
@@ -137,7 +127,7 @@ def yoao_seed_traces(
     training frames, each teacher seat traced as the chat an LLM seat sees; to the `traces` table."""
     _, yoao = _yoao(settings)
     traces = seed_traces(yoao_teacher_selection.selected, yoao, engine.proxy_base_url, engine_key=engine.proxy_api_key)
-    run_id = _run_id(context)
+    run_id = execution_id(context)
     store.store().append("traces", trace_rows(traces.traces, run_id))
     return Output(
         traces,
@@ -161,11 +151,11 @@ def yoao_seed_dataset(
     store: StoreResource,
 ) -> Output[SeedDataset]:
     """Keeps the teacher's principled cooperative turns, drops retaliation and outcome-only reasoning (the
-    rule-based classifier of models/yoao/seed.py; an LLM judge when `yoao.judge` is set); kept/dropped counts
+    rule-based classifier of models/yoao/seed/dataset.py; an LLM judge when `yoao.judge` is set); kept/dropped counts
     and an example per reason; every turn's decision to `yoao_seed_turns`. Held-out frames never appear."""
     _, yoao = _yoao(settings)
     dataset = build_seed_dataset(yoao_seed_traces.traces, judge_for(yoao, engine.proxy_base_url, engine.proxy_api_key))
-    run_id = _run_id(context)
+    run_id = execution_id(context)
     store.store().append("yoao_seed_turns", [{"run_id": run_id, **row} for row in dataset.turns])
     examples = "\n\n".join(f"**{reason}**: {text}" for reason, text in sorted(dataset.examples.items()))
     return Output(
@@ -200,7 +190,7 @@ def yoao_format_warmup(
     coin per round, no rationale) so that they vote validly without learning to cooperate; the same adapter
     for every arm, and the one the seed continues. Registered as `yoao-format-warmup`."""
     _, yoao = _yoao(settings)
-    output = settings.paths().run_dir("yoao", "warmup", _run_id(context))
+    output = settings.paths().run_dir("yoao", "warmup", execution_id(context))
     warmup = format_warmup(yoao, _base_model_dir(settings), output, mlflow.tracker())
     adapter = warmup.adapter
     return Output(
@@ -228,7 +218,7 @@ def yoao_seed_agent(
     """LoRA SFT of the seed on the filtered dataset, continuing the format warm-up adapter (run_sft);
     registered as `yoao-seed` with alias `candidate` (`yoao_results` moves `champion`)."""
     _, yoao = _yoao(settings)
-    output = settings.paths().run_dir("yoao", "seed", _run_id(context))
+    output = settings.paths().run_dir("yoao", "seed", execution_id(context))
     adapter = train_seed(
         yoao_seed_dataset, yoao_format_warmup, yoao, _base_model_dir(settings), output, mlflow.tracker()
     )
@@ -251,8 +241,8 @@ def _players(
     engine: EngineResource, warmup: FormatWarmup, seed: TrainedAdapter, selection: TeacherSelection | None = None
 ) -> PlayerModels:
     """Serve both adapters and say where the players are."""
-    untrained = stage1.serve_adapter(engine.client, UNTRAINED_ADAPTER, Path(warmup.adapter.adapter_dir)).name
-    seeded = stage1.serve_adapter(engine.client, SEED_ADAPTER, Path(seed.adapter_dir)).name
+    untrained = serve_adapter(engine.client, UNTRAINED_ADAPTER, Path(warmup.adapter.adapter_dir))
+    seeded = serve_adapter(engine.client, SEED_ADAPTER, Path(seed.adapter_dir))
     teacher = selection.selected if selection is not None else None
     return PlayerModels(
         engine.proxy_base_url, untrained, seeded, teacher, engine.proxy_base_url, api_key=engine.proxy_api_key
@@ -272,7 +262,7 @@ def _setup(
     profile, yoao = _yoao(settings)
     models = _players(engine, warmup, seed, selection)
     return ExperimentSetup(
-        context.partition_key, yoao, models, profile.name, seed.version, store.store(), _run_id(context)
+        context.partition_key, yoao, models, profile.name, seed.version, store.store(), execution_id(context)
     )
 
 
@@ -435,6 +425,8 @@ def sugarscape_zero_shot(
 
 
 # ------------------------------------------------------------------------------------------------ results
+SEED_PIPELINE_ASSETS = ("yoao_teacher_selection", "yoao_seed_traces", "yoao_seed_dataset", "yoao_format_warmup",
+                        "yoao_seed_agent")  # fmt: skip
 _PARTITIONED = {"metadata": {"allow_missing_partitions": True}}
 
 
@@ -470,18 +462,8 @@ def yoao_results(
         "propagation_prompting_baseline": propagation_prompting_baseline,
     }
     version = yoao_seed_agent.version
-    wall = {
-        "yoao_teacher_selection": yoao_teacher_selection.wall_s,
-        "yoao_seed_traces": yoao_seed_traces.wall_s,
-        "yoao_seed_dataset": yoao_seed_dataset.wall_s,
-        "yoao_format_warmup": yoao_format_warmup.wall_s,
-        "yoao_seed_agent": yoao_seed_agent.wall_s,
-        **{
-            name: sum(r.wall_s for r in report.current(results, profile.name, version, yoao.heldout_frames))
-            for name, results in experiments.items()
-        },
-        "sugarscape_zero_shot": sugarscape_zero_shot.wall_s,
-    }
+    seed_pipeline = (yoao_teacher_selection, yoao_seed_traces, yoao_seed_dataset, yoao_format_warmup, yoao_seed_agent)
+    wall = _wall_times(seed_pipeline, experiments, sugarscape_zero_shot, profile.name, version, yoao.heldout_frames)
     extra = {
         "teacher_selection": [r.as_dict() for r in yoao_teacher_selection.rows],
         "seed_data": dataset_summary(yoao_seed_dataset),
@@ -497,20 +479,10 @@ def yoao_results(
     benchmark = results.benchmark()
     report.write_json(paths.reports / f"yoao-{profile.name}.json", results.full())
     report.write_json(paths.reports / f"yoao_{profile.name}.json", benchmark)
-    pngs = {
-        "cooperation_by_seed_count.png": report.seed_count_plot(
-            report.current(propagation_by_seed_count, profile.name, version, yoao.heldout_frames),
-            results.by_seed_count,
-        ),
-        "mute.png": report.arms_plot("Mute test (pooled)", results.mute),
-        "persistence.png": report.arms_plot("Persistence (pooled)", results.persistence, results.persistence_window),
-        "prompting_baseline.png": report.arms_plot("Prompting baseline (pooled)", results.baseline),
-    }
-    k1 = next((a for a in results.by_seed_count if a.arm == "k=1"), None)
+    seed_counts = report.current(propagation_by_seed_count, profile.name, version, yoao.heldout_frames)
+    pngs = _pooled_plots(results, seed_counts)
     tracker = mlflow.tracker()
-    promoted = None
-    if version is not None and k1 is not None and k1.games:
-        promoted = tracker.promote_if_better(SEED_MODEL_NAME, version, "heldout_cooperation_k1", k1.cooperation.mean)
+    promoted = _promote_seed(tracker, version, results)
     metrics = {f"cooperation_k{a.arm.removeprefix('k=')}": a.cooperation.mean for a in results.by_seed_count}
     run_id = report.log_run(
         tracker,
@@ -530,3 +502,41 @@ def yoao_results(
             "mlflow_run_id": run_id,
         },
     )
+
+
+def _wall_times(
+    seed_pipeline: tuple[TeacherSelection, TraceSet, SeedDataset, FormatWarmup, TrainedAdapter],
+    experiments: dict[str, dict[str, ExperimentResult]],
+    sugarscape: SugarscapeResult,
+    profile: str,
+    version: int | None,
+    frames: Sequence[str],
+) -> dict[str, float]:
+    """Each asset's wall time; an experiment's is the sum over the profile's frames of the current seed."""
+    return {
+        **dict(zip(SEED_PIPELINE_ASSETS, (r.wall_s for r in seed_pipeline), strict=True)),
+        **{
+            name: sum(r.wall_s for r in report.current(results, profile, version, frames))
+            for name, results in experiments.items()
+        },
+        "sugarscape_zero_shot": sugarscape.wall_s,
+    }
+
+
+def _pooled_plots(results: report.YoaoResults, seed_counts: list[ExperimentResult]) -> dict[str, bytes]:
+    """The pooled plots logged with the results (file name -> PNG)."""
+    return {
+        "cooperation_by_seed_count.png": report.seed_count_plot(seed_counts, results.by_seed_count),
+        "mute.png": report.arms_plot("Mute test (pooled)", results.mute),
+        "persistence.png": report.arms_plot("Persistence (pooled)", results.persistence, results.persistence_window),
+        "prompting_baseline.png": report.arms_plot("Prompting baseline (pooled)", results.baseline),
+    }
+
+
+def _promote_seed(tracker: Tracker, version: int | None, results: report.YoaoResults) -> bool | None:
+    """Move the seed's `champion` alias when its pooled k=1 cooperation beats the champion's (None: no k=1 games
+    or no registered seed)."""
+    k1 = next((a for a in results.by_seed_count if a.arm == "k=1"), None)
+    if version is None or k1 is None or not k1.games:
+        return None
+    return tracker.promote_if_better(SEED_MODEL_NAME, version, "heldout_cooperation_k1", k1.cooperation.mean)

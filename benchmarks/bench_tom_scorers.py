@@ -4,7 +4,7 @@ The teacher writes INFER / ANTICIPATE from its belief model (agents/socialrl/tea
 check on the parsers (coverage: the share of replies they can read) and a reference for the scores a
 trained student could reach. The teacher plays the held-out scenarios in both seats (alternating by
 scenario) against the three evaluation counterparts, wrapped in the study's `TurnProbe`; each skill is the
-mean per-episode score with its scenario-clustered bootstrap CI (models/socialrl/tom.py). No model, no
+mean per-episode score with its scenario-clustered bootstrap CI (models/socialrl/tom_skills.py). No model, no
 engine: seconds per domain.
 
     python -m benchmarks.bench_tom_scorers [--scenarios 12] [--seed 0]
@@ -21,7 +21,7 @@ from agents.socialrl.teacher import make_teacher
 from environments import SOCIALRL_ENV_IDS
 from models.evaluation.policy import EvaluationPlan, evaluate_policy
 from models.evaluation.stats import mean_estimate
-from models.socialrl import tom
+from models.socialrl import tom, tom_skills
 
 RESULTS = Path(__file__).resolve().parent / "results" / "tom_scorers.json"
 
@@ -35,16 +35,16 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, dict] = {}
     for env_id in SOCIALRL_ENV_IDS:
         start = time.perf_counter()
-        probes: list[tom.TurnProbe] = []
+        probes: list[tom_skills.TurnProbe] = []
 
-        def make(seed: int, probes: list[tom.TurnProbe] = probes) -> tom.TurnProbe:
-            probes.append(tom.TurnProbe(make_teacher(seed)))
+        def make(seed: int, probes: list[tom_skills.TurnProbe] = probes) -> tom_skills.TurnProbe:
+            probes.append(tom_skills.TurnProbe(make_teacher(seed)))
             return probes[-1]
 
         result = evaluate_policy(EvaluationPlan(env_id, args.scenarios, seat=None, seed=args.seed), make)
         by_id = {p.episode_id: p for p in probes}
         skills = [
-            tom.episode_skills(env_id, e, v.seat, v.counterpart, by_id[e.episode_id])
+            tom_skills.episode_skills(env_id, e, v.seat, v.counterpart, by_id[e.episode_id])
             for e, v in zip(result.episodes, result.policy_episodes, strict=True)
         ]
         replies = sum(s.replies for s in skills)

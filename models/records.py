@@ -167,7 +167,7 @@ TRANSFER_MATRIX_COLUMNS: dict[str, str] = {
     "base_mean": "DOUBLE",  # the base model's mean reward there
     "created_at": "TIMESTAMP",
 }
-"""Stage 2 (models/socialrl/stage2.py): one row per (donor, kind, recipient) cell of a transfer matrix."""
+"""Stage 2 (models/socialrl/stage2/): one row per (donor, kind, recipient) cell of a transfer matrix."""
 
 UNIFIED_EVALUATION_COLUMNS: dict[str, str] = {
     "run_id": "VARCHAR",
@@ -219,7 +219,7 @@ YOAO_SEED_TURNS_COLUMNS: dict[str, str] = {
     "text": "VARCHAR",
     "choice": "VARCHAR",  # BLACK | RED | NULL, read as the game reads it
     "kept": "BOOLEAN",
-    "reason": "VARCHAR",  # why kept or dropped (models/yoao/seed.py)
+    "reason": "VARCHAR",  # why kept or dropped (models/yoao/seed/dataset.py)
     "judge": "VARCHAR",  # the LLM judge's answer (KEEP/DROP/unparsed) or NULL
 }
 

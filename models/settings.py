@@ -19,6 +19,7 @@ needs, as an argument, so nothing writes to ./data behind the caller's back.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,8 +76,21 @@ class DataPaths:
     def dagster_home(self) -> Path:
         return self._dir("dagster_home")
 
+    def log_file(self, command: str) -> Path:
+        """logs/<command>-<UTC time>.log: the full log of one command-line run (e.g. make-run, stage2, yoao)."""
+        return self.logs / f"{command}-{utc_stamp()}.log"
+
+    def report_file(self, command: str) -> Path:
+        """reports/<command>-<UTC time>.json: the report of one command-line run."""
+        return self.reports / f"{command}-{utc_stamp()}.json"
+
     def run_dir(self, *parts: str) -> Path:
         """runs/<parts...>, created."""
         path = self.runs.joinpath(*parts)
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+
+def utc_stamp() -> str:
+    """The current UTC time as file names carry it: 20261202T031500Z (sorts in time order)."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())

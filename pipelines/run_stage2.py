@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown domains {sorted(unknown)}; choose from {', '.join(SOCIALRL_ENV_IDS)}")
     root = (DataPaths(args.data_dir) if args.data_dir else DataPaths.from_env()).root
-    log_file = DataPaths(root).logs / f"stage2-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.log"
+    log_file = DataPaths(root).log_file("stage2")
     configure_logging(log_file)
     print(
         f"[stage 2] profile {profile.name}, domains {', '.join(domains)}, data {root}; full log {log_file}", flush=True
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(report(outputs))
     data = result_json(outputs, domains, elapsed)
-    path = DataPaths(root).reports / f"stage2-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
+    path = DataPaths(root).report_file("stage2")
     path.write_text(json.dumps(data, indent=1))
     print(f"\nThis run's numbers: {path}")
     if args.result is not None:

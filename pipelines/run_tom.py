@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown domains {sorted(unknown)}; choose from {', '.join(SOCIALRL_ENV_IDS)}")
     output = args.output or REPO_ROOT / "benchmarks" / "results" / f"tom_{profile.name}.json"
     paths = DataPaths(args.data_dir) if args.data_dir is not None else DataPaths.from_env()
-    log_file = paths.logs / f"tom-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.log"
+    log_file = paths.log_file("tom")
     configure_logging(log_file)
     print(f"[tom] profile {profile.name}, domains {', '.join(domains)}; full log {log_file}", flush=True)
     start = time.perf_counter()

@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     profile = get_profile(args.profile)
     paths = DataPaths(args.data_dir) if args.data_dir else DataPaths.from_env()
     root = paths.root
-    log_file = paths.logs / f"yoao-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.log"
+    log_file = paths.log_file("yoao")
     configure_logging(log_file)
     frames = ", ".join(profile.yoao.heldout_frames)
     print(f"[yoao] profile {profile.name}, held-out frames {frames}, data {root}; full log {log_file}", flush=True)

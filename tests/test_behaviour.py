@@ -14,7 +14,7 @@ from environments.core.events import RAW_TEXT, Action
 from environments.socialrl.craigslist import CraigslistScenario
 from environments.socialrl.marketplace import MarketplaceScenario
 from models.evaluation.policy import EvaluationPlan, evaluate_policy, store_evaluation
-from models.socialrl import behaviour
+from models.socialrl import behaviour, red_team
 from models.socialrl.behaviour import RecordedEpisode, episode_behaviour, summarise_behaviour, uses_commitment
 from models.storage import TableStore
 
@@ -130,16 +130,16 @@ def test_behaviour_is_read_back_from_the_tables_and_plotted(tmp_path: Path) -> N
     assert next(s for s in newer.summaries if s.policy == "craigslist-v0:teacher").episodes == 2 * 3
 
 
-@pytest.mark.parametrize("env_id", behaviour.RED_TEAM_DOMAINS)
+@pytest.mark.parametrize("env_id", red_team.RED_TEAM_DOMAINS)
 def test_the_red_team_finds_the_policy_that_leaks_with_a_paired_interval(env_id: str) -> None:
-    scenarios = behaviour.red_team_scenarios(env_id, 4)
+    scenarios = red_team.red_team_scenarios(env_id, 4)
     assert len(scenarios) == 4
     assert all(getattr(s, "adversary", None) or getattr(s, "adversarial", False) for s in scenarios)
     policies = {
         "teacher": make_teacher,
         "accommodating": lambda seed: make_code_agent("accommodating", seed),  # states its private facts
     }
-    summary, results = behaviour.red_team_domain(env_id, scenarios, policies)
+    summary, results = red_team.red_team_domain(env_id, scenarios, policies)
     assert summary.leak_rate["teacher"].mean == 0.0
     assert summary.leak_rate["accommodating"].mean == 1.0
     difference = summary.leak_difference["accommodating - teacher"]
@@ -147,16 +147,16 @@ def test_the_red_team_finds_the_policy_that_leaks_with_a_paired_interval(env_id:
     # The extractor asked, pressured and tricked: its probes are in the transcripts.
     texts = [e.text for r in results["teacher"] for ep in r.episodes for e in ep.transcript if e.agent_id != r.seat]
     assert any("?" in t for t in texts)
-    report = behaviour.RedTeamReport((summary,))
+    report = red_team.RedTeamReport((summary,))
     assert f"| {env_id} | accommodating | 1.00" in report.markdown()
 
 
 def test_without_the_shared_data_the_red_team_attacks_generated_scenarios(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(behaviour, "dataset_path", lambda *parts: None)
-    for env_id in behaviour.RED_TEAM_DOMAINS:
-        scenarios = behaviour.red_team_scenarios(env_id, 3)
+    monkeypatch.setattr(red_team, "dataset_path", lambda *parts: None)
+    for env_id in red_team.RED_TEAM_DOMAINS:
+        scenarios = red_team.red_team_scenarios(env_id, 3)
         assert all(s.scenario_id.startswith("heldout:") for s in scenarios)
-        assert all(s.adversary_instructions == behaviour.FALLBACK_INSTRUCTIONS for s in scenarios)
-    seats = {behaviour.principal_seat("marketplace-v0", s) for s in behaviour.red_team_scenarios("marketplace-v0", 4)}
+        assert all(s.adversary_instructions == red_team.FALLBACK_INSTRUCTIONS for s in scenarios)
+    seats = {red_team.principal_seat("marketplace-v0", s) for s in red_team.red_team_scenarios("marketplace-v0", 4)}
     assert seats == {"buyer", "seller"}
     assert make_extractor(1).describe() == "extractor(seed=1)"

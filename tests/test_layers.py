@@ -87,3 +87,122 @@ def test_loading_the_code_location_does_not_import_torch() -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+# The cores of agents/ and models/ (everything outside their socialrl/ and yoao/ packages) use a paper's parts
+# only where listed: the SocialRL code agents are the counterpart population of every negotiation rollout and
+# evaluation, the Red-Black opponents play the leaderboard's and the play page's YOAO games, and the profiles
+# carry the YOAO settings. A new core module that imports a paper fails here; one that stops needing it leaves
+# the list (docs/architecture.md).
+CORE_PAPER_IMPORTS = {
+    "agents/play.py": {"agents.socialrl.code_agents"},
+    "agents/traces.py": {"agents.socialrl.code_agents"},
+    "agents/web_play.py": {"agents.socialrl.code_agents", "agents.yoao.red_black_strategies"},
+    "models/evaluation/leaderboard.py": {"agents.yoao.red_black_strategies", "environments.yoao.red_black"},
+    "models/evaluation/policy.py": {"agents.socialrl.code_agents"},
+    "models/profiles.py": {"models.yoao.config"},
+    "models/training/config.py": {"agents.socialrl.code_agents"},
+    "models/training/mopd_config.py": {"agents.socialrl.code_agents"},
+    "models/training/ppo.py": {"agents.socialrl.code_agents"},
+    "models/training/rollouts.py": {"agents.socialrl.code_agents"},
+}
+
+
+def test_core_modules_use_a_paper_only_where_listed() -> None:
+    found = {}
+    for layer in ("agents", "models"):
+        for path in (ROOT / layer).rglob("*.py"):
+            if path.relative_to(ROOT / layer).parts[0] in PAPERS:
+                continue
+            paper = {n for n in _project_imports(path) if len(n.split(".")) > 1 and n.split(".")[1] in PAPERS}
+            if paper:
+                found[path.relative_to(ROOT).as_posix()] = paper
+    assert found == CORE_PAPER_IMPORTS
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Project module -> the project modules it imports, at module level or inside a function."""
+    modules = {}
+    for layer in LAYERS:
+        for path in (ROOT / layer).rglob("*.py"):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+            modules[name] = path
+
+    def resolve(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                           for a in node.names]  # fmt: skip
+            else:
+                continue
+            graph[name] |= {t for t in map(resolve, targets) if t is not None and t != name}
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[set[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    cycles.append(component)
+    return cycles
+
+
+# Known cycles inside environments/ (left to that layer's owner): the base contract imports the leakage
+# detectors it runs at the end of an episode, and the registry imports the package to register every
+# environment. No other cycle may appear.
+KNOWN_CYCLES = [
+    {"environments.core.base", "environments.core.leakage"},
+    {"environments", "environments.core.registry"},
+]
+
+
+def test_no_import_cycle_but_the_known_ones() -> None:
+    cycles = import_cycles(_module_graph())
+    assert sorted(map(sorted, cycles)) == sorted(map(sorted, KNOWN_CYCLES))
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert import_cycles(graph) == [{"a", "b", "c"}]

@@ -26,7 +26,7 @@ from environments.socialrl.job_interview import JobInterviewEnv
 from environments.socialrl.marketplace import MarketplaceScenario
 from models.evaluation.policy import PolicyEpisode
 from models.profiles import get_profile
-from models.socialrl import tom
+from models.socialrl import tom, tom_skills
 from models.socialrl.teachers import TeacherConfig, teacher_traces
 from models.training.config import SFTResult
 
@@ -36,24 +36,24 @@ SMOKE = get_profile("smoke")
 # ------------------------------------------------------------------------------------- INFER per domain
 def test_dnd_infer_names_the_item_the_counterpart_values_most() -> None:
     scenario = DndScenario("t", counts=(1, 2, 2), alice_values=(4, 1, 2), bob_values=(0, 3, 2))
-    truth = tom.counterpart_truth("dnd-v0", scenario, "bob")
+    truth = tom_skills.counterpart_truth("dnd-v0", scenario, "bob")
     assert truth.top == {"hat"}
-    assert tom.score_infer("dnd-v0", "They seem to value hats most and books least (p=0.4).", truth) == 1.0
-    assert tom.score_infer("dnd-v0", "I think books are their top priority.", truth) == 0.0
-    assert tom.score_infer("dnd-v0", "Their highest priority is probably the balls.", truth) == 0.0
-    assert tom.score_infer("dnd-v0", "They only talk about the hat.", truth) == 1.0  # the one item named
-    assert tom.score_infer("dnd-v0", "They care about books and balls equally.", truth) is None
-    assert tom.score_infer("dnd-v0", None, truth) is None
+    assert tom_skills.score_infer("dnd-v0", "They seem to value hats most and books least (p=0.4).", truth) == 1.0
+    assert tom_skills.score_infer("dnd-v0", "I think books are their top priority.", truth) == 0.0
+    assert tom_skills.score_infer("dnd-v0", "Their highest priority is probably the balls.", truth) == 0.0
+    assert tom_skills.score_infer("dnd-v0", "They only talk about the hat.", truth) == 1.0  # the one item named
+    assert tom_skills.score_infer("dnd-v0", "They care about books and balls equally.", truth) is None
+    assert tom_skills.score_infer("dnd-v0", None, truth) is None
 
 
 def test_casino_infer_is_scored_against_the_counterparts_high_item() -> None:
     scenario = CasinoScenario(
         "t", ("food", "water", "firewood"), ("a", "b", "c"), ("water", "firewood", "food"), ("d", "e", "f")
     )
-    truth = tom.counterpart_truth("casino-v0", scenario, "mturk_agent_2")
-    assert tom.score_infer("casino-v0", "Their top priority is water; food matters least.", truth) == 1.0
-    assert tom.score_infer("casino-v0", "They really need firewood for the cold nights.", truth) == 0.0
-    assert tom.score_infer("casino-v0", "They seem to value fire wood the most.", truth) == 0.0
+    truth = tom_skills.counterpart_truth("casino-v0", scenario, "mturk_agent_2")
+    assert tom_skills.score_infer("casino-v0", "Their top priority is water; food matters least.", truth) == 1.0
+    assert tom_skills.score_infer("casino-v0", "They really need firewood for the cold nights.", truth) == 0.0
+    assert tom_skills.score_infer("casino-v0", "They seem to value fire wood the most.", truth) == 0.0
 
 
 def test_job_interview_infer_is_scored_against_the_largest_weight() -> None:
@@ -61,26 +61,28 @@ def test_job_interview_infer_is_scored_against_the_largest_weight() -> None:
     weights = dict(scenario.weights["candidate"])
     top = max(weights, key=weights.get)
     low = min(weights, key=weights.get)
-    truth = tom.counterpart_truth("job-interview-v0", scenario, "candidate")
-    assert tom.score_infer("job-interview-v0", f"They seem to weigh {top} most (p=0.40).", truth) == 1.0
-    assert tom.score_infer("job-interview-v0", f"They care most about {low}.", truth) == 0.0
+    truth = tom_skills.counterpart_truth("job-interview-v0", scenario, "candidate")
+    assert tom_skills.score_infer("job-interview-v0", f"They seem to weigh {top} most (p=0.40).", truth) == 1.0
+    assert tom_skills.score_infer("job-interview-v0", f"They care most about {low}.", truth) == 0.0
 
 
 def test_price_infer_scores_the_stated_bottom_line_by_its_error_relative_to_the_listing() -> None:
     listing = CraigslistScenario("t", "bike", "Bike", ("a", "b"), listing_price=200.0, buyer_target=140.0)
-    seller = tom.counterpart_truth("craigslist-v0", listing, "seller", "boulware")
+    seller = tom_skills.counterpart_truth("craigslist-v0", listing, "seller", "boulware")
     assert seller.bottom_line == pytest.approx(110.0)  # half the listing plus the boulware floor of 0.1
     text = "The seller's walk-away price looks like $110.00 (+/- $8.00); they concede slowly; 2 offer(s) seen."
-    assert tom.score_infer("craigslist-v0", text, seller) == pytest.approx(1.0)
-    assert tom.score_infer("craigslist-v0", "They would go as low as $135, I think.", seller) == pytest.approx(0.5)
-    assert tom.score_infer("craigslist-v0", "Their limit is far away: $300.", seller) == 0.0
-    assert tom.score_infer("craigslist-v0", "They accept with p=0.6, 50% likely.", seller) is None
-    buyer = tom.counterpart_truth("craigslist-v0", listing, "buyer")
-    assert tom.score_infer("craigslist-v0", "Their budget is probably around $140.", buyer) == pytest.approx(1.0)
+    assert tom_skills.score_infer("craigslist-v0", text, seller) == pytest.approx(1.0)
+    assert tom_skills.score_infer("craigslist-v0", "They would go as low as $135, I think.", seller) == pytest.approx(
+        0.5
+    )
+    assert tom_skills.score_infer("craigslist-v0", "Their limit is far away: $300.", seller) == 0.0
+    assert tom_skills.score_infer("craigslist-v0", "They accept with p=0.6, 50% likely.", seller) is None
+    buyer = tom_skills.counterpart_truth("craigslist-v0", listing, "buyer")
+    assert tom_skills.score_infer("craigslist-v0", "Their budget is probably around $140.", buyer) == pytest.approx(1.0)
     market = MarketplaceScenario("t", "Pens", 14.0, buyer_reservation=13.0, seller_reservation=11.0)
-    truth = tom.counterpart_truth("marketplace-v0", market, "seller")
-    assert tom.score_infer("marketplace-v0", "Their reservation is likely $11.", truth) == pytest.approx(1.0)
-    assert tom.score_infer("marketplace-v0", "They won't go below $12.75.", truth) == pytest.approx(0.5)
+    truth = tom_skills.counterpart_truth("marketplace-v0", market, "seller")
+    assert tom_skills.score_infer("marketplace-v0", "Their reservation is likely $11.", truth) == pytest.approx(1.0)
+    assert tom_skills.score_infer("marketplace-v0", "They won't go below $12.75.", truth) == pytest.approx(0.5)
 
 
 def test_calendar_infer_is_the_share_of_right_availability_claims() -> None:
@@ -88,13 +90,15 @@ def test_calendar_infer_is_the_share_of_right_availability_claims() -> None:
     free = [s for s in scenario.slot_starts if scenario.is_free("requestor", s)]
     busy = [s for s in scenario.slot_starts if not scenario.is_free("requestor", s)]
     assert free and busy
-    truth = tom.counterpart_truth("calendar-v0", scenario, "requestor")
+    truth = tom_skills.counterpart_truth("calendar-v0", scenario, "requestor")
     right = f"They are likely free at {format_time(free[0])} (p=0.93); likely busy at {format_time(busy[0])}."
     wrong = f"They are likely free at {format_time(busy[0])}; they seem busy at {format_time(free[0])}."
-    assert tom.score_infer("calendar-v0", right, truth) == 1.0
-    assert tom.score_infer("calendar-v0", wrong, truth) == 0.0
+    assert tom_skills.score_infer("calendar-v0", right, truth) == 1.0
+    assert tom_skills.score_infer("calendar-v0", wrong, truth) == 0.0
     assert (
-        tom.score_infer("calendar-v0", "Their availability is still unclear; P(no common free time)=0.20.", truth)
+        tom_skills.score_infer(
+            "calendar-v0", "Their availability is still unclear; P(no common free time)=0.20.", truth
+        )
         is None
     )
 
@@ -115,7 +119,7 @@ def test_calendar_infer_is_the_share_of_right_availability_claims() -> None:
     ],
 )
 def test_anticipation_is_read_as_the_earliest_action_class(text: str, predicted: str | None) -> None:
-    assert tom.parse_anticipation(text) == predicted
+    assert tom_skills.parse_anticipation(text) == predicted
 
 
 def test_anticipation_is_scored_against_the_counterparts_next_accepted_action() -> None:
@@ -126,15 +130,15 @@ def test_anticipation_is_scored_against_the_counterparts_next_accepted_action() 
         TranscriptEntry(3, "seller", "offer", "OFFER $150", {"price": 150.0}),
         TranscriptEntry(4, "buyer", "accept", "ACCEPT", {"price": 150.0}),
     )
-    kinds = tom.next_counterpart_kinds(turns, "buyer")
+    kinds = tom_skills.next_counterpart_kinds(turns, "buyer")
     assert kinds == ["reject", "offer", None]
-    assert [tom.action_class(k) for k in kinds] == ["reject", "offer", "end"]
-    assert tom.score_anticipate("They will probably reject it.", kinds[0]) == 1.0
-    assert tom.score_anticipate("They will probably accept (p~0.8).", kinds[1]) == 0.0
-    assert tom.score_anticipate("The deal closes now.", kinds[2]) == 1.0
-    assert tom.score_anticipate("", kinds[2]) is None
-    assert tom.action_class("make_offer") == tom.action_class("propose") == "offer"
-    assert tom.action_class("select") == "end" and tom.action_class("decline") == "walk"
+    assert [tom_skills.action_class(k) for k in kinds] == ["reject", "offer", "end"]
+    assert tom_skills.score_anticipate("They will probably reject it.", kinds[0]) == 1.0
+    assert tom_skills.score_anticipate("They will probably accept (p~0.8).", kinds[1]) == 0.0
+    assert tom_skills.score_anticipate("The deal closes now.", kinds[2]) == 1.0
+    assert tom_skills.score_anticipate("", kinds[2]) is None
+    assert tom_skills.action_class("make_offer") == tom_skills.action_class("propose") == "offer"
+    assert tom_skills.action_class("select") == "end" and tom_skills.action_class("decline") == "walk"
 
 
 # --------------------------------------------------------------------------------- probe + real episodes
@@ -167,7 +171,7 @@ def _synthetic_run(arm: str, skill_values: list[float], rewards: list[float], sc
         PolicyEpisode(f"e{i}", "c", "buyer", f"s{k}", i, r, r, True, None, 0, 1, (), 0, 2, scenario_index=k)
         for i, (r, k) in enumerate(zip(rewards, scenarios, strict=True))
     ]
-    skills = [tom.EpisodeSkills(x, 1.0 - x, 1, 1, 1, 1) for x in skill_values]
+    skills = [tom_skills.EpisodeSkills(x, 1.0 - x, 1, 1, 1, 1) for x in skill_values]
     return SimpleNamespace(arm=arm, result=SimpleNamespace(policy_episodes=views), skills=tuple(skills))
 
 

@@ -15,16 +15,15 @@ from markdown_it import MarkdownIt
 from agents.socialrl.code_agents import make_code_agent
 from environments.core.registry import sample_scenarios
 from models.evaluation.policy import EvaluationPlan, evaluate_policy, store_evaluation
+from models.evaluation.transcript_tables import load_transcripts, representative_transcripts_from_store
 from models.evaluation.transcripts import (
     ScoredEpisode,
     SeatView,
     Transcript,
     TranscriptTurn,
     clean_text,
-    load_transcripts,
     pick_representatives,
     representative_transcripts,
-    representative_transcripts_from_store,
     representatives_by_policy,
     transcript_from_result,
     transcript_html,

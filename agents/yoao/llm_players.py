@@ -12,11 +12,7 @@ model (the base model, the format warm-up adapter, the seed adapter, a remote mo
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-import httpx
-
-from agents.llm_agent import LLMAgent, LLMAgentConfig
+from agents.llm_agent import LLMAgentConfig
 from environments.core.base import ActionSpec
 from environments.core.events import Action, Event, Notification, Observation
 
@@ -101,10 +97,6 @@ def render_config() -> LLMAgentConfig:
     return red_black_config(RENDER_URL, "render-only")
 
 
-def red_black_player(config: LLMAgentConfig, client: httpx.AsyncClient | None = None) -> LLMAgent:
-    return LLMAgent(config, client)
-
-
 def sugarscape_config(
     base_url: str,
     model: str,
@@ -119,10 +111,6 @@ def sugarscape_config(
     return _player_config(
         SUGARSCAPE_EXPLOITATIVE_TEMPLATE, base_url, model, seed, max_tokens, temperature, None, name, api_key
     )
-
-
-def with_seed(config: LLMAgentConfig, seed: int) -> LLMAgentConfig:
-    return replace(config, seed=seed)
 
 
 class SwapAgent:

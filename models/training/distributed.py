@@ -47,6 +47,7 @@ from torch import nn
 from models.settings import REPO_ROOT
 from models.training.config import DataParallelSettings, PPOConfig
 from models.training.ppo_learner import EpisodeSample, PPOLearner, PreparedEpisode, whiten_advantages
+from models.training.rollouts import rollout_specs
 
 if TYPE_CHECKING:
     from environments.core.runtime import EpisodeResult
@@ -348,7 +349,6 @@ def _rollout_share(
     """A Ray task: the iteration's episodes at `indices` (specs are rebuilt here, deterministic in
     (seed, iteration), so no closures travel)."""
     from environments.core.runtime import run_episodes
-    from models.training.ppo import rollout_specs
 
     specs = rollout_specs(config, iteration, proxy_base_url, model, api_key)
     chosen = [specs[i] for i in indices]

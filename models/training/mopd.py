@@ -56,11 +56,12 @@ from torch import nn
 
 from environments.core.runtime import EpisodeResult, run_episodes
 from models.records import rows_for
+from models.serving.adapters import advance_adapter
 from models.serving.engine import EngineClient, EngineError
 from models.training.config import PPOConfig, Services
 from models.training.mopd_config import MOPDConfig, MOPDResult
 from models.training.ppo import flush_proxy, load_recorded_turns, rollout_specs
-from models.training.ppo_learner import Segment, episode_samples, micro_batches
+from models.training.ppo_learner import Segment, _pad, episode_samples, micro_batches
 from models.training.sft import load_lora_model
 
 log = logging.getLogger("socialrl.mopd")
@@ -158,23 +159,13 @@ def score_segment(
 
 
 # ------------------------------------------------------------------------------------------------ learner
-def _padded(segments: Sequence[Segment], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(s.input_ids) for s in segments)
-    ids = torch.full((len(segments), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(segments), width), dtype=torch.long)
-    for row, segment in enumerate(segments):
-        ids[row, : len(segment.input_ids)] = torch.tensor(segment.input_ids)
-        mask[row, : len(segment.input_ids)] = 1
-    return ids, mask
-
-
 def student_log_distributions(
     model: nn.Module, segments: Sequence[Segment], positions: Sequence[Sequence[int]], pad_id: int
 ) -> list[torch.Tensor]:
     """The student's full log-softmax (temperature 1) predicting each listed position: (len(positions[i]), V)
     per segment (the logits at position j - 1 predict token j). Only the needed positions go through the LM
     head (transformers' `logits_to_keep`): a sequence's full logits are seq x vocab, most of it prompt."""
-    ids, mask = _padded(segments, pad_id)
+    ids, mask = _pad(segments, pad_id)  # PPO's padding: the same rows, right-padded
     keep = sorted({p - 1 for wanted in positions for p in wanted})
     column = {p: i for i, p in enumerate(keep)}
     logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=torch.tensor(keep, dtype=torch.long)).logits
@@ -281,13 +272,7 @@ def _serve(engine: EngineClient, learner: MOPDLearner, output: Path, name: str, 
     if directory.exists():
         shutil.rmtree(directory)
     learner.student.save_pretrained(directory)
-    if name in engine.models():
-        engine.unload_adapter(name)
-    engine.load_adapter(name, directory)
-    if previous is not None and previous != name:
-        engine.unload_adapter(previous)
-        shutil.rmtree(output / "adapters" / previous, ignore_errors=True)
-    return name
+    return advance_adapter(engine, name, directory, previous)
 
 
 def check_teachers(engine: EngineClient, teachers: Mapping[str, str], top_k: int) -> None:
@@ -329,19 +314,10 @@ def train_mopd(
     check_teachers(services.engine, teachers, config.top_k)  # before any training step
     output.mkdir(parents=True, exist_ok=True)
     checkpoint = latest_mopd_checkpoint(output)
-    torch.manual_seed(config.seed)
-    student, tokenizer = load_lora_model(
-        base_model_dir, config.lora, checkpoint / "adapter" if checkpoint else init_adapter, bf16=config.bf16
-    )
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    learner = MOPDLearner(student, config, pad_id)
-    state, resumed_from = MOPDState(), None
-    if checkpoint is not None:
-        saved = torch.load(checkpoint / "trainer_state.pt", weights_only=True)
-        learner.optimizer.load_state_dict(saved["optimizer"])
-        torch.set_rng_state(saved["torch_rng"])
-        state = MOPDState(**json.loads((checkpoint / "state.json").read_text()))
-        resumed_from = state.step
+    learner, tokenizer, state = _start_learner(config, base_model_dir, checkpoint, init_adapter)
+    resumed_from = state.step if checkpoint is not None else None
+    # A fresh LoRA adapter starts as the base model (its B matrices are zero): its first probe is the base's.
+    fresh = init_adapter is None and checkpoint is None
     served = _serve(services.engine, learner, output, f"{config.run_name}-v{state.step}", None)
     rollout = PPOConfig(
         env_id=domains[0],
@@ -354,105 +330,26 @@ def train_mopd(
         step = state.step
         metrics: dict[str, Any] = {"step": step, "adapter": served}
         start = time.perf_counter()
-        if targets is not None and probe is not None and (step % config.curriculum_every == 0 or not state.gaps):
-            if step == 0 and init_adapter is None and checkpoint is None:
-                # A fresh LoRA adapter starts as the base model (its B matrices are zero): no probe needed.
-                state.student_rewards = {d: targets[d][1] for d in domains}
-            else:
-                state.student_rewards = {d: float(r) for d, r in probe(served).items()}
-            teacher = {d: targets[d][0] for d in domains}
-            base = {d: targets[d][1] for d in domains}
-            state.gaps = curriculum_gaps(teacher, base, state.student_rewards, min_advantage)
-            state.probabilities = curriculum_probabilities(state.gaps, config.curriculum_eps)
-        elif not state.probabilities:
-            state.probabilities = {d: 1.0 / len(domains) for d in domains}
+        _update_curriculum(state, config, domains, targets, probe, served, fresh and step == 0, min_advantage)
         metrics["time_probe_s"] = time.perf_counter() - start
-
         start = time.perf_counter()
-        drawn = sample_domains(state.probabilities, config.episodes_per_step, random.Random(f"{config.seed}:{step}"))
-        specs, episode_domain = [], {}
-        for domain in domains:
-            count = drawn.count(domain)
-            if count == 0:
-                continue
-            domain_config = replace(
-                rollout,
-                env_id=domain,
-                seat=seats[domain],
-                episodes_per_iteration=count,
-                run_name=f"{config.run_name}-{domain.removesuffix('-v0')}",
-            )
-            for spec in rollout_specs(domain_config, step, services.proxy_base_url, served, services.proxy_api_key):
-                specs.append(spec)
-                episode_domain[spec.episode_id] = domain
-        results: list[EpisodeResult] = asyncio.run(
-            run_episodes(specs, concurrency=config.concurrency, turn_timeout=config.turn_timeout_s)
+        results, episode_domain = _rollouts(
+            config, rollout, state.probabilities, step, domains, seats, services, served
         )
-        flush_proxy(services.proxy_base_url, services.proxy_api_key)
-        services.store.append_all(rows_for(results, run_id=f"{config.run_name}:step{step}"))
         metrics["time_rollout_s"] = time.perf_counter() - start
-
         start = time.perf_counter()
-        jobs = []
-        rewards: dict[str, list[float]] = {}
-        for domain in domains:
-            mine = [r for r in results if episode_domain[r.episode_id] == domain]
-            if not mine:
-                continue
-            seat = seats[domain]
-            rewards[domain] = [r.outcome.roles[seat].reward for r in mine]
-            recorded = load_recorded_turns(services.store, [r.episode_id for r in mine], seat)
-            for result in mine:
-                turns = [t for t in recorded.get(result.episode_id, []) if t.completion_ids]
-                if turns:  # an episode whose every reply came back empty has no student token to score
-                    sample = episode_samples(result.episode_id, turns, 0.0, pack=True)
-                    jobs += [(domain, segment) for segment in sample.segments]
+        jobs, rewards = _segments_by_domain(domains, seats, services, results, episode_domain)
         if not jobs:
             raise RuntimeError(f"step {step}: the proxy recorded no student calls")
-        with ThreadPoolExecutor(max_workers=config.teacher_requests) as pool:
-            scored = list(
-                pool.map(
-                    lambda job: score_segment(
-                        services.engine, teachers[job[0]], job[0], job[1], config.top_k, config.max_sequence_tokens
-                    ),
-                    jobs,
-                )
-            )
+        scored = _score_segments(config, services.engine, teachers, jobs)
         metrics["time_teacher_s"] = time.perf_counter() - start
-
         start = time.perf_counter()
         update = learner.update(scored)
         metrics["time_train_s"] = time.perf_counter() - start
         start = time.perf_counter()
         served = _serve(services.engine, learner, output, f"{config.run_name}-v{step + 1}", served)
         metrics["time_sync_s"] = time.perf_counter() - start
-
-        agent_tokens = sum(len(s.agent_positions) for _, s in jobs)
-        metrics.update(
-            {
-                **update,
-                "unscored_tokens": agent_tokens - int(update["scored_tokens"]),
-                "episodes": len(results),
-                "reward_mean": sum(sum(v) for v in rewards.values()) / len(results),
-                **{f"reward/{d}": sum(v) / len(v) for d, v in rewards.items()},
-                **{f"episodes/{d}": len(v) for d, v in rewards.items()},
-                **{f"probability/{d}": p for d, p in state.probabilities.items()},
-                **{f"gap/{d}": g for d, g in state.gaps.items() if g is not None},
-                **{f"student_probe/{d}": r for d, r in state.student_rewards.items()},
-            }
-        )
-        log.info(
-            "mopd step %d: reverse KL %.4f over %d tokens, reward %.3f, domains %s (%.0f s rollout, %.0f s teacher, "
-            "%.0f s train)",
-            step,
-            update["reverse_kl"],
-            int(update["scored_tokens"]),
-            metrics["reward_mean"],
-            {d.removesuffix("-v0"): len(v) for d, v in rewards.items()},
-            metrics["time_rollout_s"],
-            metrics["time_teacher_s"],
-            metrics["time_train_s"],
-        )
+        _step_metrics(metrics, update, jobs, results, rewards, state)
         state.history.append(metrics)
         state.step = step + 1
         _checkpoint(output, state, learner)
@@ -462,3 +359,162 @@ def train_mopd(
     learner.student.save_pretrained(final)
     tokenizer.save_pretrained(final)
     return MOPDResult(final, served, state.history, resumed_from)
+
+
+def _start_learner(
+    config: MOPDConfig, base_model_dir: Path, checkpoint: Path | None, init_adapter: Path | None
+) -> tuple[MOPDLearner, Any, MOPDState]:
+    """The student (from the newest checkpoint, else `init_adapter`, else a fresh LoRA) with its optimiser,
+    RNG and loop state restored."""
+    torch.manual_seed(config.seed)
+    student, tokenizer = load_lora_model(
+        base_model_dir, config.lora, checkpoint / "adapter" if checkpoint else init_adapter, bf16=config.bf16
+    )
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    learner = MOPDLearner(student, config, pad_id)
+    state = MOPDState()
+    if checkpoint is not None:
+        saved = torch.load(checkpoint / "trainer_state.pt", weights_only=True)
+        learner.optimizer.load_state_dict(saved["optimizer"])
+        torch.set_rng_state(saved["torch_rng"])
+        state = MOPDState(**json.loads((checkpoint / "state.json").read_text()))
+    return learner, tokenizer, state
+
+
+def _update_curriculum(
+    state: MOPDState,
+    config: MOPDConfig,
+    domains: Sequence[str],
+    targets: Mapping[str, tuple[float, float]] | None,
+    probe: Callable[[str], Mapping[str, float]] | None,
+    served: str,
+    at_base: bool,
+    min_advantage: float,
+) -> None:
+    """Step 1: every `curriculum_every` steps (and on resume) probe the student and re-weigh the domains by
+    their gaps; without targets the domains stay uniform. `at_base`: the student is still the base model."""
+    if targets is not None and probe is not None and (state.step % config.curriculum_every == 0 or not state.gaps):
+        if at_base:
+            state.student_rewards = {d: targets[d][1] for d in domains}
+        else:
+            state.student_rewards = {d: float(r) for d, r in probe(served).items()}
+        teacher = {d: targets[d][0] for d in domains}
+        base = {d: targets[d][1] for d in domains}
+        state.gaps = curriculum_gaps(teacher, base, state.student_rewards, min_advantage)
+        state.probabilities = curriculum_probabilities(state.gaps, config.curriculum_eps)
+    elif not state.probabilities:
+        state.probabilities = {d: 1.0 / len(domains) for d in domains}
+
+
+def _rollouts(
+    config: MOPDConfig,
+    rollout: PPOConfig,
+    probabilities: Mapping[str, float],
+    step: int,
+    domains: Sequence[str],
+    seats: Mapping[str, str],
+    services: Services,
+    served: str,
+) -> tuple[list[EpisodeResult], dict[str, str]]:
+    """Step 2: the step's episodes, their domains drawn from the curriculum, each in its domain's learning seat
+    through the proxy (stored with the episode tables); returns the results and episode id -> domain."""
+    drawn = sample_domains(probabilities, config.episodes_per_step, random.Random(f"{config.seed}:{step}"))
+    specs, episode_domain = [], {}
+    for domain in domains:
+        count = drawn.count(domain)
+        if count == 0:
+            continue
+        domain_config = replace(
+            rollout,
+            env_id=domain,
+            seat=seats[domain],
+            episodes_per_iteration=count,
+            run_name=f"{config.run_name}-{domain.removesuffix('-v0')}",
+        )
+        for spec in rollout_specs(domain_config, step, services.proxy_base_url, served, services.proxy_api_key):
+            specs.append(spec)
+            episode_domain[spec.episode_id] = domain
+    results: list[EpisodeResult] = asyncio.run(
+        run_episodes(specs, concurrency=config.concurrency, turn_timeout=config.turn_timeout_s)
+    )
+    flush_proxy(services.proxy_base_url, services.proxy_api_key)
+    services.store.append_all(rows_for(results, run_id=f"{config.run_name}:step{step}"))
+    return results, episode_domain
+
+
+def _segments_by_domain(
+    domains: Sequence[str],
+    seats: Mapping[str, str],
+    services: Services,
+    results: Sequence[EpisodeResult],
+    episode_domain: Mapping[str, str],
+) -> tuple[list[tuple[str, Segment]], dict[str, list[float]]]:
+    """Step 3a: every episode's recorded turns packed into prefix-stable segments, with their domain, and the
+    seat's rewards per domain."""
+    jobs: list[tuple[str, Segment]] = []
+    rewards: dict[str, list[float]] = {}
+    for domain in domains:
+        mine = [r for r in results if episode_domain[r.episode_id] == domain]
+        if not mine:
+            continue
+        seat = seats[domain]
+        rewards[domain] = [r.outcome.roles[seat].reward for r in mine]
+        recorded = load_recorded_turns(services.store, [r.episode_id for r in mine], seat)
+        for result in mine:
+            turns = [t for t in recorded.get(result.episode_id, []) if t.completion_ids]
+            if turns:  # an episode whose every reply came back empty has no student token to score
+                sample = episode_samples(result.episode_id, turns, 0.0, pack=True)
+                jobs += [(domain, segment) for segment in sample.segments]
+    return jobs, rewards
+
+
+def _score_segments(
+    config: MOPDConfig, engine: EngineClient, teachers: Mapping[str, str], jobs: Sequence[tuple[str, Segment]]
+) -> list[ScoredSegment]:
+    """Step 3b: each segment scored by its domain's teacher (concurrent prompt_logprobs requests)."""
+    with ThreadPoolExecutor(max_workers=config.teacher_requests) as pool:
+        return list(
+            pool.map(
+                lambda job: score_segment(
+                    engine, teachers[job[0]], job[0], job[1], config.top_k, config.max_sequence_tokens
+                ),
+                jobs,
+            )
+        )
+
+
+def _step_metrics(
+    metrics: dict[str, Any],
+    update: Mapping[str, float],
+    jobs: Sequence[tuple[str, Segment]],
+    results: Sequence[EpisodeResult],
+    rewards: Mapping[str, list[float]],
+    state: MOPDState,
+) -> None:
+    """The step's metrics (in place) and its log line."""
+    agent_tokens = sum(len(s.agent_positions) for _, s in jobs)
+    metrics.update(
+        {
+            **update,
+            "unscored_tokens": agent_tokens - int(update["scored_tokens"]),
+            "episodes": len(results),
+            "reward_mean": sum(sum(v) for v in rewards.values()) / len(results),
+            **{f"reward/{d}": sum(v) / len(v) for d, v in rewards.items()},
+            **{f"episodes/{d}": len(v) for d, v in rewards.items()},
+            **{f"probability/{d}": p for d, p in state.probabilities.items()},
+            **{f"gap/{d}": g for d, g in state.gaps.items() if g is not None},
+            **{f"student_probe/{d}": r for d, r in state.student_rewards.items()},
+        }
+    )
+    log.info(
+        "mopd step %d: reverse KL %.4f over %d tokens, reward %.3f, domains %s (%.0f s rollout, %.0f s teacher, "
+        "%.0f s train)",
+        metrics["step"],
+        update["reverse_kl"],
+        int(update["scored_tokens"]),
+        metrics["reward_mean"],
+        {d.removesuffix("-v0"): len(v) for d, v in rewards.items()},
+        metrics["time_rollout_s"],
+        metrics["time_teacher_s"],
+        metrics["time_train_s"],
+    )

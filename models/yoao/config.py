@@ -13,22 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agents.yoao.red_black_strategies import PAPER_OPPONENTS
 from environments.yoao.red_black import DISCUSSION_ORDERS, list_frames, load_frame
 from models.training.config import LoraSettings, SFTSettings
 
-PAPER_OPPONENTS: tuple[str, ...] = (
-    "always_defect",
-    "early_exploiter_no_recovery",
-    "defect_critical",
-    "critical_exploiter",
-    "late_betrayer",
-    "mid_exploiter",
-    "early_exploiter",
-    "tit_for_tat",
-    "mostly_cooperate",
-    "always_cooperate",
-)
-"""The ten scripted opponents of the YOAO paper (agents/yoao/red_black_strategies.py)."""
 SEED_PLACEMENTS = ("first", "spread")
 ENGINE = "engine"
 """`Endpoint.base_url` value meaning: the run's own engine, through the rollout proxy."""

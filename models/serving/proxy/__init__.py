@@ -40,19 +40,18 @@ a replica that fails in transport or on /health leaves the rotation until a prob
 failed on one replica is retried on another; its row names the replica that answered (docs/scale_out.md).
 
 The package: config.py (ProxyConfig), recorder.py (CallRecorder: buffer, shards, dead letters), replicas.py
-(Replicas: least-outstanding choice, health state), app.py (RolloutProxy, the FastAPI app, authentication),
+(Replicas: least-outstanding choice, health state), calls.py (tags and model checked on arrival, the upstream
+body, the client's view, the recorded rows, errors), app.py (RolloutProxy, the FastAPI app, authentication),
 server.py (ProxyServer, ProxyThread), cli.py (the command line). Subprocesses are spawned and stopped by models/serving/process.py, shared with the engine.
 """
 
 from __future__ import annotations
 
-from models.serving.proxy.app import (
+from models.serving.proxy.app import BearerAuth, RolloutProxy, create_app
+from models.serving.proxy.calls import (
     BadRequest,
-    BearerAuth,
     BodyTooLarge,
-    RolloutProxy,
     check_model_name,
-    create_app,
     error_body,
     json_depth_exceeds,
     read_tags,

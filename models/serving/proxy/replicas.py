@@ -82,9 +82,6 @@ class Replicas:
             log.warning("replica %s is back in rotation", url)
         state.healthy = True
 
-    def healthy_urls(self) -> list[str]:
-        return [u for u in self._order if self.states[u].healthy]
-
     def snapshot(self) -> dict[str, dict[str, int | bool]]:
         """Per replica: healthy, in_flight, calls (tries sent), failures (times taken out or failed)."""
         return {

@@ -1,0 +1,201 @@
+"""The unified evaluation: base, SFT, each specialist on its own domain, cascade and MOPD on the same held-out
+episodes, per domain and on average, with paired differences to the base; promotes the unified policies."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from models.evaluation.stats import Estimate
+from models.plots import grouped_bars
+from models.socialrl.stage2.scores import (
+    BASE,
+    CASCADE,
+    CASCADE_MODEL,
+    MOPD,
+    MOPD_MODEL,
+    PolicyScores,
+    pooled,
+    sft_policy,
+    short,
+    specialist_policy,
+)
+from models.socialrl.stage2.transfer import TransferMatrix
+from models.storage import TableStore
+from models.tracking import Tracker
+
+UNIFIED_POLICIES = ("base", "sft", "specialist", CASCADE, MOPD)
+"""Rows of the unified table: the base model, each domain's SFT warm-start and specialist on its own domain,
+the cascade policy and the MOPD student."""
+MEAN = "mean"
+
+
+@dataclass(frozen=True)
+class UnifiedRow:
+    """One policy on one domain (or the mean over its domains), with the paired difference to the base."""
+
+    policy: str
+    env_id: str
+    """A domain, or "mean" (all of the policy's domains pooled; equal plan sizes make it the mean of means)."""
+    models: str
+    estimate: Estimate
+    """Mean reward with its scenario-clustered bootstrap CI."""
+    vs_base: Estimate
+    """Paired difference to the base model on the same episodes."""
+
+
+@dataclass(frozen=True)
+class UnifiedEvaluation:
+    """What the `unified_evaluation` asset produced."""
+
+    domains: tuple[str, ...]
+    rows: tuple[UnifiedRow, ...]
+    bars_png: bytes
+    promoted: dict[str, bool]
+    """Registered model -> whether it is the champion after this evaluation."""
+    mlflow_run_id: str | None
+
+    def row(self, policy: str, env_id: str) -> UnifiedRow:
+        for r in self.rows:
+            if (r.policy, r.env_id) == (policy, env_id):
+                return r
+        raise KeyError(f"no unified row ({policy}, {env_id})")
+
+    def as_json(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """policy -> domain (and "mean") -> {mean, ci_low, ci_high, n}."""
+        out: dict[str, dict[str, dict[str, Any]]] = {}
+        for r in self.rows:
+            out.setdefault(r.policy, {})[r.env_id] = r.estimate.as_dict()
+        return out
+
+    def markdown(self) -> str:
+        columns = [*self.domains, MEAN]
+        lines = [
+            "| policy | " + " | ".join(short(c) for c in columns) + " |",
+            "|---|" + "---|" * len(columns),
+        ]
+        for policy in UNIFIED_POLICIES:
+            cells = []
+            for column in columns:
+                try:
+                    r = self.row(policy, column)
+                except KeyError:
+                    cells.append("-")
+                    continue
+                e, d = r.estimate, r.vs_base
+                diff = "" if policy == "base" else f"<br>Δ {d.mean:+.3f} [{d.ci_low:+.3f}, {d.ci_high:+.3f}]"
+                cells.append(f"{e.mean:.3f} [{e.ci_low:.3f}, {e.ci_high:.3f}]{diff}")
+            lines.append(f"| {policy} | " + " | ".join(cells) + " |")
+        n = next((r.estimate.n for r in self.rows if r.env_id != MEAN), 0)
+        lines.append(
+            f"\nMean reward [95% bootstrap CI by scenario], n = {n} held-out episodes per domain; Δ = paired "
+            "difference to the base model on the same episodes."
+        )
+        return "\n".join(lines)
+
+    def table_rows(self, run_id: str) -> list[dict[str, Any]]:
+        """Rows of table `unified_evaluation`."""
+        now = datetime.now(UTC).replace(tzinfo=None)
+        return [
+            {
+                "run_id": run_id,
+                "policy": r.policy,
+                "env_id": r.env_id,
+                "models": r.models,
+                "mean": r.estimate.mean,
+                "ci_low": r.estimate.ci_low,
+                "ci_high": r.estimate.ci_high,
+                "n": r.estimate.n,
+                "diff_mean": r.vs_base.mean,
+                "diff_ci_low": r.vs_base.ci_low,
+                "diff_ci_high": r.vs_base.ci_high,
+                "created_at": now,
+            }
+            for r in self.rows
+        ]
+
+
+def unified_policies(
+    matrix: TransferMatrix, cascade: Sequence[PolicyScores], mopd: Sequence[PolicyScores]
+) -> dict[str, list[PolicyScores]]:
+    """Policy -> its held-out scores per domain (SFT and specialists each on their own domain)."""
+    domains = matrix.domains
+    policies = {
+        "base": [matrix.scores_of(BASE, d) for d in domains],
+        "sft": [s for d in domains for s in matrix.scores if s.policy == sft_policy(d) and s.env_id == d],
+        "specialist": [matrix.scores_of(specialist_policy(d), d) for d in domains],
+        CASCADE: list(cascade),
+        MOPD: list(mopd),
+    }
+    for policy, scores in policies.items():
+        if policy != "sft" and sorted(s.env_id for s in scores) != sorted(domains):
+            raise ValueError(f"{policy}: evaluated on {sorted(s.env_id for s in scores)}, expected {sorted(domains)}")
+    return policies
+
+
+def unified_evaluation(
+    matrix: TransferMatrix,
+    cascade: Sequence[PolicyScores],
+    mopd: Sequence[PolicyScores],
+    registered: Mapping[str, int | None],
+    store: TableStore | None,
+    tracker: Tracker | None,
+    run_id: str,
+) -> UnifiedEvaluation:
+    """One table and one bar chart over the same held-out episodes: base, SFT, each specialist on its own
+    domain, cascade and MOPD, per domain and on average, each with its CI and its paired difference to the
+    base. `registered` (model name -> version) are moved to `champion` when their mean beats the champion's."""
+    policies = unified_policies(matrix, cascade, mopd)
+    base = {s.env_id: s for s in policies["base"]}
+    rows = []
+    for policy, scores in policies.items():
+        if not scores:
+            continue
+        for s in sorted(scores, key=lambda s: matrix.domains.index(s.env_id)):
+            rows.append(UnifiedRow(policy, s.env_id, s.model, s.estimate(), s.minus(base[s.env_id])))
+        mine = pooled(scores)
+        theirs = pooled([base[s.env_id] for s in scores])
+        rows.append(UnifiedRow(policy, MEAN, mine.model, mine.estimate(), mine.minus(theirs)))
+    groups = [*matrix.domains, MEAN]
+    bars = {}
+    for policy in UNIFIED_POLICIES:
+        values: list[tuple[float, float, float] | None] = []
+        for group in groups:
+            found = [r for r in rows if (r.policy, r.env_id) == (policy, group)]
+            values.append(
+                (found[0].estimate.mean, found[0].estimate.ci_low, found[0].estimate.ci_high) if found else None
+            )
+        if any(v is not None for v in values):
+            bars[policy] = values
+    png = grouped_bars(
+        [short(g) for g in groups], bars, "Held-out mean reward per domain (95% CI)", "mean reward", (0.0, 1.0)
+    )
+    result = UnifiedEvaluation(tuple(matrix.domains), tuple(rows), png, {}, None)
+    promoted: dict[str, bool] = {}
+    mlflow_run_id = None
+    if store is not None:
+        store.append("unified_evaluation", result.table_rows(run_id))
+    if tracker is not None:
+        label_of = {CASCADE_MODEL: CASCADE, MOPD_MODEL: MOPD}
+        for name, version in registered.items():
+            if version is None:
+                continue
+            policy = label_of[name]
+            tracker.record_evaluation(
+                name, version, {f"mean_reward_{short(r.env_id)}": r.estimate.mean for r in rows if r.policy == policy}
+            )
+            promoted[name] = tracker.promote_if_better(
+                name, version, "mean_reward", result.row(policy, MEAN).estimate.mean
+            )
+        with tracker.start_run("unified-evaluation", params={"domains": ",".join(matrix.domains)}) as run:
+            run.log_metrics(
+                0,
+                {f"{r.policy}/{short(r.env_id)}": r.estimate.mean for r in rows if math.isfinite(r.estimate.mean)},
+            )
+            run.log_file("unified_evaluation.png", png, "plots")
+            run.log_file("unified_evaluation.md", result.markdown(), "tables")
+            mlflow_run_id = run.run_id
+    return replace(result, promoted=promoted, mlflow_run_id=mlflow_run_id)

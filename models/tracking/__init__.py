@@ -1,0 +1,100 @@
+"""MLflow tracking and model registry: a thin client over `mlflow.tracking.MlflowClient`.
+
+Four modules behind one `Tracker`: config.py (`TrackingConfig`, URIs, the `mlflow server` command, the quiet
+environment), runs.py (`TrackedRun`, run tags, parameter flattening), cards.py (`ModelCard`) and registry.py
+(`Tracker`, registered versions, the promotion rule). Callers import from `models.tracking`.
+
+One `Tracker` is built from plain settings (`TrackingConfig`: tracking URI, artifact root, experiment
+name), so that a Dagster ConfigurableResource can wrap it later; it never touches MLflow's global state
+(`mlflow.set_tracking_uri`, the active-run stack). MLflow's file store is disabled, so the backend is a
+sqlite database by default (`<data>/mlflow/mlflow.db`) with a local artifact root
+(`<data>/mlflow/artifacts`); any SQLAlchemy URI or an `http(s)://` tracking server works too.
+
+| task | call |
+| --- | --- |
+| one run per training job | `with tracker.start_run(name, params, tags=run_tags(domain=..., profile=..., git_commit=git_commit(), dagster_run_id=..., parent_run_id=...)) as run:` then `run.log_metrics(step, loss=...)`, `run.log_artifact_dir(adapter_dir, "adapter")`; the run ends FINISHED, or FAILED (KILLED on Ctrl-C) when the body raises |
+| per-step metrics | `run.log_history(trainer_log_history)` (one dict per step, e.g. transformers' `state.log_history`) |
+| evaluation on the run | `run.log_evaluation(summary)` inside the run, `tracker.log_run_metrics(run_id, summary, prefix="eval/")` after it |
+| register a trained adapter | `tracker.register_adapter(run_id, "adapter", "socialrl-craigslist-specialist") -> version`; alias `candidate` moves to it |
+| describe a version | `tracker.document_version(name, version, ModelCard(...))`: description, tags, README.md model card and a base-model *name* in adapter_config.json beside the adapter |
+| promote on evaluation | `tracker.promote_if_better(name, version, "mean_reward", 0.61)`: stores tag `eval.mean_reward` on the version, moves alias `champion` when it beats the champion's stored value |
+| re-evaluations with history | `tracker.record_evaluation_history(name, version, summary, suite="nightly")`: latest values as tags `eval.nightly.<metric>`, every evaluation as metric `nightly/<metric>` of the version's run |
+| serve a registered adapter | `local = tracker.lookup(name, "champion")`, then `EngineClient.load_adapter(local.adapter_name, local.path)` |
+| nightly re-evaluation | `tracker.champion_versions()` lists every registered model's champion |
+| the UI (`make ui`) | `server_command(config, port=5000)` is the argv of `mlflow server` over the same store |
+
+Offline and quiet: importing this module sets (unless already set) MLFLOW_DISABLE_TELEMETRY=true,
+MLFLOW_ENABLE_ASYNC_LOGGING=false, MLFLOW_LOGGING_LEVEL=WARNING and MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR=false; MLflow itself is imported lazily, on
+first use, so these take effect as long as nothing imported mlflow earlier in the process.
+
+Registry caveat: MLflow resolves `models:/name@alias` URIs (`mlflow.artifacts.download_artifacts`)
+against the *global* registry URI (MLFLOW_TRACKING_URI, else `sqlite:///mlflow.db` in the current
+directory, which it silently creates). `lookup` therefore resolves the alias with this tracker's own
+client and fetches the version's source URI directly; registered sources are the run's concrete
+artifact URI (e.g. `file:///.../artifacts/adapter`), not `runs:/`, for the same reason.
+"""
+
+from models.tracking.cards import ModelCard, write_model_card
+from models.tracking.config import (
+    QUIET_ENVIRONMENT,
+    TrackingConfig,
+    default_artifact_root,
+    default_tracking_uri,
+    quiet_environment,
+    server_command,
+)
+from models.tracking.registry import (
+    ARTIFACT_PATH_TAG,
+    CANDIDATE,
+    CHAMPION,
+    EVAL_TAG_PREFIX,
+    EVALUATED_TAG_PREFIX,
+    ChampionComparison,
+    LocalModel,
+    RegisteredVersion,
+    RegistryError,
+    Tracker,
+)
+from models.tracking.runs import (
+    DAGSTER_RUN_TAG,
+    DOMAIN_TAG,
+    GIT_COMMIT_TAG,
+    PARENT_RUN_TAG,
+    PROFILE_TAG,
+    STAGE_TAG,
+    TrackedRun,
+    flatten_params,
+    git_commit,
+    run_tags,
+)
+
+__all__ = [
+    "ARTIFACT_PATH_TAG",
+    "CANDIDATE",
+    "CHAMPION",
+    "DAGSTER_RUN_TAG",
+    "DOMAIN_TAG",
+    "EVALUATED_TAG_PREFIX",
+    "EVAL_TAG_PREFIX",
+    "GIT_COMMIT_TAG",
+    "PARENT_RUN_TAG",
+    "PROFILE_TAG",
+    "QUIET_ENVIRONMENT",
+    "STAGE_TAG",
+    "ChampionComparison",
+    "LocalModel",
+    "ModelCard",
+    "RegisteredVersion",
+    "RegistryError",
+    "TrackedRun",
+    "Tracker",
+    "TrackingConfig",
+    "default_artifact_root",
+    "default_tracking_uri",
+    "flatten_params",
+    "git_commit",
+    "quiet_environment",
+    "run_tags",
+    "server_command",
+    "write_model_card",
+]

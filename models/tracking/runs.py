@@ -1,0 +1,204 @@
+"""One MLflow run in progress (`TrackedRun`), the tags that say what a run is, and the helpers that turn
+parameters and metrics into MLflow's batches."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from models.settings import REPO_ROOT
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mlflow.tracking import MlflowClient
+
+DOMAIN_TAG = "socialrl.domain"
+PROFILE_TAG = "socialrl.profile"
+STAGE_TAG = "socialrl.stage"
+DAGSTER_RUN_TAG = "dagster.run_id"
+GIT_COMMIT_TAG = "mlflow.source.git.commit"
+"""MLflow's own tag for the source commit (its UI shows it on the run page)."""
+PARENT_RUN_TAG = "mlflow.parentRunId"
+"""MLflow's own tag for the parent run (its UI nests the run under the parent)."""
+
+
+def flatten_params(params: Mapping[str, Any] | Any, prefix: str = "") -> dict[str, str]:
+    """Nested mappings and dataclasses as dotted keys with text values (what MLflow params are)."""
+    if dataclasses.is_dataclass(params) and not isinstance(params, type):
+        params = dataclasses.asdict(params)
+    flat: dict[str, str] = {}
+    for key, value in params.items():
+        name = f"{prefix}{key}"
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            value = dataclasses.asdict(value)
+        if isinstance(value, Mapping):
+            flat.update(flatten_params(value, prefix=f"{name}."))
+        else:
+            flat[name] = str(value)
+    return flat
+
+
+def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def git_commit(repo: str | Path = REPO_ROOT) -> str | None:
+    """The commit checked out in `repo` (full sha, with "-dirty" when tracked files changed), or None
+    when it is not a git work tree or git is missing."""
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo, capture_output=True, text=True,
+            timeout=10, check=True,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{sha}-dirty" if dirty else sha or None
+
+
+def run_tags(
+    *,
+    domain: str | None = None,
+    profile: str | None = None,
+    git_commit: str | None = None,
+    dagster_run_id: str | None = None,
+    parent_run_id: str | None = None,
+    stage: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, str]:
+    """The tags that say what a run is, for `Tracker.start_run(..., tags=...)`; callers pass the values
+    (none is read from the environment). Empty values are left out.
+
+    | argument | tag |
+    | --- | --- |
+    | domain | `socialrl.domain` (an environment id, e.g. craigslist-v0) |
+    | profile | `socialrl.profile` (smoke, cpu, paper) |
+    | git_commit | `mlflow.source.git.commit` (shown by the MLflow UI; see `git_commit()`) |
+    | dagster_run_id | `dagster.run_id` (the Dagster run that launched it) |
+    | parent_run_id | `mlflow.parentRunId` (the UI nests the run under it, e.g. PPO under its SFT warm-start) |
+    | stage | `socialrl.stage` (sft, ppo, eval, cascade, mopd, ...) |
+    """
+    tags = {
+        DOMAIN_TAG: domain,
+        PROFILE_TAG: profile,
+        GIT_COMMIT_TAG: git_commit,
+        DAGSTER_RUN_TAG: dagster_run_id,
+        PARENT_RUN_TAG: parent_run_id,
+        STAGE_TAG: stage,
+        **dict(extra or {}),
+    }
+    return {k: str(v) for k, v in tags.items() if v is not None and str(v) != ""}
+
+
+def _finite_metrics(values: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
+    """The finite numbers of `values` (bools and text left out) under `prefix<key>`."""
+    out = {}
+    for key, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        if math.isfinite(float(value)):
+            out[f"{prefix}{key}"] = float(value)
+    return out
+
+
+def _log_metric_entries(client: MlflowClient, run_id: str, entries: Sequence[Any]) -> None:
+    from mlflow.utils.validation import MAX_METRICS_PER_BATCH
+
+    for chunk in _chunks(list(entries), MAX_METRICS_PER_BATCH):
+        client.log_batch(run_id, metrics=chunk)
+
+
+def _log_file(client: MlflowClient, run_id: str, name: str, content: bytes | str, artifact_path: str) -> None:
+    if not name or "/" in name:
+        raise ValueError(f"artifact file name must be a plain name, got {name!r}")
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / name
+        path.write_bytes(content.encode() if isinstance(content, str) else content)
+        client.log_artifact(run_id, str(path), artifact_path.strip("/") or None)
+
+
+class TrackedRun:
+    """A run in progress (made by `Tracker.start_run`): params, per-step metrics, artifacts, tags."""
+
+    def __init__(self, client: MlflowClient, run_id: str, experiment_id: str, artifact_uri: str) -> None:
+        self.client = client
+        self.run_id = run_id
+        self.experiment_id = experiment_id
+        self.artifact_uri = artifact_uri
+        """Root artifact URI of the run (artifact paths are relative to it)."""
+
+    def log_params(self, params: Mapping[str, Any] | Any = None, **more: Any) -> None:
+        """Log parameters (nested mappings/dataclasses flattened to dotted keys). MLflow params are
+        write-once: logging a key again with another value raises."""
+        from mlflow.entities import Param
+        from mlflow.utils.validation import MAX_PARAMS_TAGS_PER_BATCH
+
+        flat = {**flatten_params(params or {}), **flatten_params(more)}
+        for chunk in _chunks(sorted(flat.items()), MAX_PARAMS_TAGS_PER_BATCH):
+            self.client.log_batch(self.run_id, params=[Param(k, v) for k, v in chunk])
+
+    def log_metrics(self, step: int, metrics: Mapping[str, float] | None = None, **more: float) -> None:
+        """Log metric values at a training step (names with "/" or "." go through `metrics`)."""
+        from mlflow.entities import Metric
+
+        if int(step) != step or step < 0:
+            raise ValueError(f"step must be a non-negative integer, got {step!r}")
+        values = {**(metrics or {}), **more}
+        now = int(time.time() * 1000)
+        entries = [Metric(k, float(v), now, int(step)) for k, v in sorted(values.items())]
+        _log_metric_entries(self.client, self.run_id, entries)
+
+    def log_history(self, history: Sequence[Mapping[str, Any]], step_key: str = "step", prefix: str = "") -> int:
+        """Log per-step records (one mapping per logged step, e.g. transformers' `trainer.state.log_history`):
+        every finite number of a record at the record's `step_key`; records without a step are skipped.
+        Returns how many values were logged."""
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        entries = []
+        for record in history:
+            step = record.get(step_key)
+            if isinstance(step, bool) or not isinstance(step, int | float) or int(step) != step or step < 0:
+                continue
+            values = _finite_metrics({k: v for k, v in record.items() if k != step_key}, prefix)
+            entries += [Metric(k, v, now, int(step)) for k, v in sorted(values.items())]
+        _log_metric_entries(self.client, self.run_id, entries)
+        return len(entries)
+
+    def log_evaluation(
+        self, summary: Mapping[str, Any] | Any, prefix: str = "eval/", step: int = 0
+    ) -> dict[str, float]:
+        """Log an evaluation's numbers (a mapping or a dataclass such as EvaluationSummary) as metrics
+        `<prefix><name>`; NaN, text and bools are left out. Returns what was logged."""
+        if dataclasses.is_dataclass(summary) and not isinstance(summary, type):
+            summary = dataclasses.asdict(summary)
+        values = _finite_metrics(summary, prefix)
+        if values:
+            self.log_metrics(step, values)
+        return values
+
+    def log_file(self, name: str, content: bytes | str, artifact_path: str = "") -> str:
+        """Store `content` as the artifact `<artifact_path>/<name>` (a plot's PNG bytes, a markdown
+        transcript); returns its artifact URI."""
+        _log_file(self.client, self.run_id, name, content, artifact_path)
+        prefix = f"{self.artifact_uri.rstrip('/')}/{artifact_path.strip('/')}".rstrip("/")
+        return f"{prefix}/{name}"
+
+    def log_artifact_dir(self, local_dir: str | Path, artifact_path: str = "adapter") -> str:
+        """Upload a directory (e.g. the LoRA adapter) under `artifact_path`; returns its artifact URI."""
+        local = Path(local_dir)
+        if not local.is_dir():
+            raise NotADirectoryError(f"{local}: not a directory")
+        if not any(local.iterdir()):
+            raise ValueError(f"{local}: the directory is empty")
+        artifact_path = artifact_path.strip("/")
+        self.client.log_artifacts(self.run_id, str(local), artifact_path or None)
+        return f"{self.artifact_uri.rstrip('/')}/{artifact_path}" if artifact_path else self.artifact_uri

@@ -1,0 +1,57 @@
+"""The episodes of one PPO iteration (or one MOPD step's domain): deterministic in (seed, iteration), so a
+resumed run and a Ray rollout worker rebuild exactly the episodes one process would play.
+
+It lives apart from models/training/ppo.py so that models/training/distributed.py (whose rollout workers
+rebuild the specs) needs nothing from the module that imports it."""
+
+from __future__ import annotations
+
+from agents.llm_agent import LLMAgent, LLMAgentConfig
+from agents.socialrl.code_agents import make_code_agent
+from environments import make, seats
+from environments.core.runtime import EpisodeSpec
+from models.evaluation.scenarios import training_scenarios
+from models.training.config import PPOConfig, learning_seat
+
+
+def rollout_specs(
+    config: PPOConfig, iteration: int, proxy_base_url: str, model: str, api_key: str | None = None
+) -> list[EpisodeSpec]:
+    """The iteration's episodes: deterministic in (seed, iteration); `api_key` is the proxy's token."""
+    seat = learning_seat(config)
+    # The training partition only: rollouts never see a held-out scenario's content.
+    scenarios = training_scenarios(
+        config.env_id, config.episodes_per_iteration, config.seed * 100_003 + iteration, config.scenario_source
+    )
+    specs = []
+    for index, scenario in enumerate(scenarios):
+        episode_seed = (config.seed * 1_000_003 + iteration) * 10_007 + index
+        counterpart = config.counterparts[index % len(config.counterparts)]
+        agent_config = LLMAgentConfig(
+            base_url=proxy_base_url,
+            model=model,
+            api_key_env=None,
+            api_key=api_key,
+            temperature=config.temperature,
+            max_tokens=config.max_new_tokens,
+            seed=episode_seed % (2**31),
+            name=f"policy({model})",
+            extra_body=dict(config.sampling_extra),
+        )
+
+        def agents(scenario=scenario, agent_config=agent_config, counterpart=counterpart, episode_seed=episode_seed):
+            return {
+                s: LLMAgent(agent_config) if s == seat else make_code_agent(counterpart, seed=episode_seed)
+                for s in seats(config.env_id, scenario, episode_seed)
+            }
+
+        specs.append(
+            EpisodeSpec(
+                make_env=lambda: make(config.env_id),
+                make_agents=agents,
+                scenario=scenario,
+                seed=episode_seed,
+                episode_id=f"{config.run_name}:it{iteration}:ep{index}",
+            )
+        )
+    return specs

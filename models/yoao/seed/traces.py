@@ -1,0 +1,192 @@
+"""Traced Red-Black games on the training frames: the selected teacher's (the seed data before the filter)
+and the format tutor's (the untrained teammates' warm-up), each seat traced as the chat an LLM agent sees."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agents.traces import Trace, TracedAgent
+from agents.yoao.llm_players import render_config
+from agents.yoao.red_black_strategies import MajorityFollower, make_strategy_team
+from agents.yoao.red_black_teacher import FormatTutor
+from environments.core.events import Action, Notification
+from environments.core.runtime import Agent, EpisodeResult, EpisodeSpec, run_episodes
+from environments.yoao.red_black import BLACK, RED, VOTE, RedBlackEnv, load_frame, read_choice
+from models.yoao.config import YoaoSettings
+from models.yoao.games import GameSpec, llm_agents_in, scenario_for
+from models.yoao.seed.selection import TeacherChoice, spread_games
+
+log = logging.getLogger("socialrl.yoao")
+
+ENV_ID = "red-black-v0"
+
+
+class TurnTracedAgent(TracedAgent):
+    """A traced agent that also records the round and kind (opinion or vote) of every reply, in order."""
+
+    def __init__(self, inner: Agent) -> None:
+        super().__init__(inner, render_config())
+        self.turns: list[dict[str, Any]] = []
+
+    async def act(self, request: Notification) -> Action:
+        action = await super().act(request)
+        kind = VOTE if VOTE in request.allowed else "opinion"
+        self.turns.append({"round": int(request.data.get("round", 0)), "kind": kind})
+        return action
+
+    def reasoning(self) -> list[dict[str, Any]]:
+        return list(self.turns)
+
+
+@dataclass(frozen=True)
+class TraceSet:
+    """Traced games of one agent kind (teacher or tutor) on the training frames."""
+
+    traces: tuple[Trace, ...]
+    frames: tuple[str, ...]
+    """Frames actually played (every one a training frame)."""
+    games: int
+    team_cooperation: float
+    """Mean share of rounds team A chose BLACK."""
+    welfare_points: float
+    """Mean collective welfare in points."""
+    llm_calls: int
+    wall_s: float
+
+
+def _traced_games(
+    games: Sequence[GameSpec],
+    settings: YoaoSettings,
+    traced_seats: Sequence[int],
+    make_traced: Callable[[int], Agent],
+    make_other: Callable[[int, int], Agent],
+    prefix: str,
+) -> TraceSet:
+    start = time.perf_counter()
+    jobs: list[tuple[GameSpec, dict[int, TurnTracedAgent], dict[str, Agent], EpisodeSpec]] = []
+    for game in games:
+        scenario = scenario_for(game, settings, 0)
+        traced = {i: TurnTracedAgent(make_traced(game.seed * 7 + i)) for i in traced_seats}
+        agents: dict[str, Agent] = {
+            f"A{i}": traced[i] if i in traced else make_other(i, game.seed) for i in range(settings.team_size)
+        }
+        agents.update(make_strategy_team(game.opponent, scenario.seats("B"), game.seed))
+        spec = EpisodeSpec(
+            make_env=lambda: RedBlackEnv(max_invalid_retries=settings.max_invalid_retries),
+            make_agents=lambda agents=agents: agents,
+            scenario=scenario,
+            seed=game.seed,
+            episode_id=f"{prefix}:{game.key}",
+        )
+        jobs.append((game, traced, agents, spec))
+    results: list[EpisodeResult] = asyncio.run(
+        run_episodes([j[3] for j in jobs], concurrency=settings.concurrency, turn_timeout=None)
+    )
+    traces, coop, welfare, calls = [], [], [], 0
+    for (game, traced, agents, _), result in zip(jobs, results, strict=True):
+        m = result.outcome.metrics
+        coop.append(m["team_choices"]["A"].count(BLACK) / len(m["team_choices"]["A"]))
+        welfare.append(float(m["welfare"]))
+        calls += sum(llm.metrics["calls"] for a in agents.values() for llm in llm_agents_in(a))
+        for i, agent in traced.items():
+            seat = f"A{i}"
+            role = result.outcome.roles[seat]
+            traces.append(
+                Trace(
+                    episode_id=f"{result.episode_id}:{seat}",
+                    env_id=ENV_ID,
+                    seat=seat,
+                    agent=agent.describe(),
+                    counterpart=game.opponent,
+                    scenario_id=f"train:{game.frame}:{game.index}",
+                    messages=agent.messages(),
+                    reasoning=agent.reasoning(),
+                    reward=role.reward,
+                    agreement=result.outcome.agreement,
+                    leaked=role.leaked,
+                    outcome={"frame": game.frame, "team_choices": m["team_choices"]["A"], "welfare": m["welfare"]},
+                )
+            )
+    return TraceSet(
+        traces=tuple(traces),
+        frames=tuple(sorted({g.frame for g in games})),
+        games=len(games),
+        team_cooperation=sum(coop) / len(coop) if coop else math.nan,
+        welfare_points=sum(welfare) / len(welfare) if welfare else math.nan,
+        llm_calls=calls,
+        wall_s=time.perf_counter() - start,
+    )
+
+
+def check_training_frames(frames: Sequence[str]) -> None:
+    """Every frame must be a training frame (a frame that does not exist raises FrameError naming it)."""
+    held_out = [f for f in frames if load_frame(f).split != "train"]
+    if held_out:
+        raise ValueError(f"held-out frames {held_out} must never be used for training data")
+
+
+def seed_traces(
+    choice: TeacherChoice, settings: YoaoSettings, engine_url: str, seed: int = 0, engine_key: str | None = None
+) -> TraceSet:
+    """The selected teacher in `trace_teacher_seats` seats of team A (the rest: untrained-like followers that
+    first state RED or BLACK and then follow their team's majority), against the scripted opponents on the
+    training frames; every teacher seat traced as the chat an LLM agent in that seat sees."""
+    check_training_frames(settings.train_frames)
+    games = spread_games(settings.train_frames, settings.opponents, settings.trace_games, seed + 1)
+    make_teacher = choice.maker(engine_url, settings, engine_key)
+
+    def follower(i: int, game_seed: int) -> Agent:
+        return MajorityFollower(first_choice=RED if i % 2 else BLACK, reciprocal=True, noise=0.1, seed=game_seed)
+
+    traced_seats = range(settings.trace_teacher_seats)
+    result = _traced_games(
+        games, settings, traced_seats, lambda s: make_teacher("A0", s), follower, f"yoao-traces-{seed}"
+    )
+    log.info(
+        "seed traces: %d traces of %s, team cooperation %.2f, welfare %.1f, %.0f s",
+        len(result.traces),
+        choice.name,
+        result.team_cooperation,
+        result.welfare_points,
+        result.wall_s,
+    )
+    return result
+
+
+def format_warmup_traces(settings: YoaoSettings, seed: int = 0) -> TraceSet:
+    """The format tutor in every seat of team A on the training frames, every seat traced."""
+    check_training_frames(settings.train_frames)
+    games = spread_games(settings.train_frames, settings.opponents, settings.warmup_games, seed + 2)
+    seats = range(settings.team_size)
+    result = _traced_games(games, settings, seats, FormatTutor, lambda i, s: FormatTutor(s), f"yoao-warmup-{seed}")
+    log.info("format warm-up traces: %d traces, %.0f s", len(result.traces), result.wall_s)
+    return result
+
+
+def trace_frame(trace: Trace) -> str:
+    """The frame of a trace (scenario ids are "train:<frame>:<index>")."""
+    return str(trace.outcome.get("frame") or trace.scenario_id.split(":")[1])
+
+
+def vote_balance(traces: Sequence[Trace]) -> tuple[int, int]:
+    """(BLACK, RED) votes in the traces (read as the game reads them)."""
+    counts: Counter[str | None] = Counter()
+    for trace in traces:
+        frame = load_frame(trace_frame(trace))
+        replies = [m["content"] for m in trace.messages if m["role"] == "assistant"]
+        for reply, turn in zip(replies, trace.reasoning, strict=True):
+            if turn["kind"] == VOTE:
+                counts[read_choice(reply, frame)] += 1
+    return counts[BLACK], counts[RED]
+
+
+def trace_rows(traces: Sequence[Trace], run_id: str) -> list[dict[str, Any]]:
+    """Rows of the `traces` table."""
+    return [t.row(run_id) for t in traces]
