@@ -4,7 +4,6 @@ settings, calls one function of models/socialrl/stage1.py (or agents/), stores t
 function's frozen dataclass with display metadata (numbers rounded; full precision stays in the tables).
 """
 
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from dagster import (
 
 from agents.socialrl.tournament import TournamentConfig, run_tournament
 from agents.traces import Trace
+from assets.common import dagster_run_id, execution_id
 from assets.configs import TeacherSourceConfig
 from environments import SOCIALRL_ENV_IDS
 from models.display import display_metadata, json_safe
@@ -28,6 +28,7 @@ from models.evaluation.policy import EvaluationResult, store_evaluation
 from models.evaluation.reports import environment_summary
 from models.plots import markdown_image
 from models.records import rows_for
+from models.serving.adapters import serve_adapter
 from models.serving.model_store import resolve_model
 from models.socialrl import stage1, teachers
 from models.socialrl.imitation import MIN_COMMAND_RATE
@@ -40,16 +41,12 @@ DOMAINS = StaticPartitionsDefinition(list(SOCIALRL_ENV_IDS))
 GROUP = "socialrl"
 
 
-def _run_id(context: AssetExecutionContext) -> str:
-    return f"{context.run_id[:8]}-{uuid.uuid4().hex[:4]}"
-
-
 def _tags(context: AssetExecutionContext, settings: SettingsResource, stage: str, parent: str | None = None) -> dict:
     return run_tags(
         domain=context.partition_key if context.has_partition_key else None,
         profile=settings.get_profile().name,
         git_commit=git_commit(),
-        dagster_run_id=context.run_id,
+        dagster_run_id=dagster_run_id(context),
         parent_run_id=parent,
         stage=stage,
     )
@@ -79,7 +76,7 @@ def code_agent_tournament(
     seeded scenarios of all six SocialRL environments; episodes to the episode tables."""
     profile = settings.get_profile()
     results = run_tournament(TournamentConfig(scenarios_per_pairing=2 if profile.name == "smoke" else 8))
-    run_id = f"tournament-{_run_id(context)}"
+    run_id = f"tournament-{execution_id(context)}"
     table = store.store()
     table.append_all(rows_for(results, run_id))
     summary = environment_summary(table, run_id)
@@ -99,7 +96,7 @@ def scenarios(
 ) -> Output[stage1.ScenarioSplit]:
     """Training and held-out scenarios of a domain (disjoint by content; real data where the domain has it
     and the profile says so), stored in the `scenarios` table."""
-    split = stage1.split_scenarios(context.partition_key, settings.get_profile(), _run_id(context))
+    split = stage1.split_scenarios(context.partition_key, settings.get_profile(), execution_id(context))
     store.store().append("scenarios", split.rows)
     return Output(
         split,
@@ -139,7 +136,7 @@ def teacher_traces(
     OpenAI-compatible endpoint (models/socialrl/teachers.py; failed episodes are counted and left out).
     Each episode rendered as the chat the seat saw, with the INFER -> ACT -> ANTICIPATE reasoning, to `traces`."""
     env_id = context.partition_key
-    run_id = _run_id(context)
+    run_id = execution_id(context)
     collection = teachers.teacher_traces(
         env_id, settings.get_profile(), config.teacher(), settings.paths(), run_tag=f"traces-{run_id}"
     )
@@ -196,7 +193,7 @@ def sft_warmstart(
     # The lineage prompts without the INFER/ANTICIPATE scaffold: train on the ACT replies only.
     traces = teachers.sft_traces(_load_traces(store, env_id, teacher_traces.run_id), "act")
     base_dir = resolve_model(profile.base_model, settings.paths().models)
-    output = settings.paths().run_dir("sft", env_id, _run_id(context))
+    output = settings.paths().run_dir("sft", env_id, execution_id(context))
     warm = stage1.warmstart(
         env_id, traces, profile, base_dir, output, mlflow.tracker(), _tags(context, settings, "sft")
     )
@@ -304,8 +301,8 @@ def warmstart_imitation(
     env_id, profile = context.partition_key, settings.get_profile()
     if not sft_warmstart.adapter_dir:
         return Output(None, metadata={"skipped": sft_warmstart.skipped})
-    run_id = _run_id(context)
-    served = stage1.serve_adapter(engine.client, f"{env_id}-sft", Path(sft_warmstart.adapter_dir)).name
+    run_id = execution_id(context)
+    served = serve_adapter(engine.client, f"{env_id}-sft", Path(sft_warmstart.adapter_dir))
     table = store.store()
 
     def store_result(result: EvaluationResult, label: str) -> None:
@@ -372,11 +369,11 @@ def specialist_eval(
     every behaviour metric with scenario-clustered bootstrap CIs; representative transcripts. Stored in the
     `evaluations` table, on the model version (description, model card) and its MLflow run."""
     env_id, profile = context.partition_key, settings.get_profile()
-    run_id = _run_id(context)
+    run_id = execution_id(context)
     served = {"base": "base"}
     if sft_warmstart.adapter_dir and warmstart_imitation is None:
-        served["sft"] = stage1.serve_adapter(engine.client, f"{env_id}-sft", Path(sft_warmstart.adapter_dir)).name
-    served["ppo"] = stage1.serve_adapter(engine.client, f"{env_id}-ppo", Path(specialist.adapter_dir)).name
+        served["sft"] = serve_adapter(engine.client, f"{env_id}-sft", Path(sft_warmstart.adapter_dir))
+    served["ppo"] = serve_adapter(engine.client, f"{env_id}-ppo", Path(specialist.adapter_dir))
     table = store.store()
 
     def store_result(result: EvaluationResult, label: str) -> None:

@@ -14,7 +14,9 @@ Selected by $SOCIALRL_PROFILE (default `cpu`) or by the Dagster settings resourc
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from environments import SOCIALRL_ENV_IDS
 from models.training.config import (
@@ -26,7 +28,10 @@ from models.training.config import (
     SFTSettings,
 )
 from models.training.mopd_config import MOPDConfig
-from models.yoao.config import CPU_YOAO, PAPER_YOAO, SMOKE_YOAO, YoaoSettings
+from models.yoao.config import CPU_YOAO, PAPER_OPPONENTS, PAPER_YOAO, SMOKE_YOAO, YoaoSettings
+
+if TYPE_CHECKING:
+    from models.serving.engine import EngineConfig
 
 PROFILE_NAMES = ("smoke", "cpu", "paper")
 
@@ -57,10 +62,18 @@ class EngineSettings:
         if self.max_logprobs < 1:
             raise ValueError(f"max_logprobs must be >= 1, got {self.max_logprobs}")
 
+    def engine_config(self, model_path: Path, **overrides: Any) -> EngineConfig:
+        """The engine these settings describe, every field carried over (the one mapping from a profile to an
+        engine); `overrides` set the rest (served name, api key, port, ...)."""
+        from models.serving.engine import EngineConfig
+
+        carried = {f.name: getattr(self, f.name) for f in fields(self)}
+        return EngineConfig(model_path=model_path, **{**carried, **overrides})
+
 
 @dataclass(frozen=True)
 class Stage2Settings:
-    """SocialRL stage 2 (models/socialrl/stage2.py): transfer matrix, cascade, MOPD, unified evaluation."""
+    """SocialRL stage 2 (models/socialrl/stage2/): transfer matrix, cascade, MOPD, unified evaluation."""
 
     domains: tuple[str, ...] = SOCIALRL_ENV_IDS
     """Domains of the unified policy; each needs a registered specialist (stage 1)."""
@@ -78,7 +91,7 @@ class Stage2Settings:
     probe_seed: int = 7
     """Seed of the validation probe's scenario stream."""
     adjacency_weight: float = 1.0
-    """Weight of the mutual-benefit term of the cascade-order score (models/socialrl/stage2.py)."""
+    """Weight of the mutual-benefit term of the cascade-order score (models/socialrl/stage2/)."""
     cascade_ppo_iterations: int = 2
     """PPO iterations of each cascade stage (every one is a checkpoint candidate)."""
     cascade_episodes_per_iteration: int = 0
@@ -381,8 +394,10 @@ CPU = Profile(
     scenario_source="dataset",
     # The rollouts' operating point (measured ~360 tok/s at 16 episodes in flight); 32 piled up the engine.
     eval_concurrency=16,
-    teacher_episodes=32,
-    trace_min_reward=0.3,
+    teacher_episodes=240,
+    # Every teacher episode without a leak is a demonstration of the policy to imitate (a low reward is a hard
+    # scenario, not a worse teacher).
+    trace_min_reward=0.0,
     # Whole conversations packed into 2048-token rows, four rows per optimiser step.
     sft=SFTSettings(learning_rate=3e-4, epochs=1.0, batch_size=1, grad_accumulation=4, max_length=2048, bf16=True),
     ppo=PPOConfig(
@@ -529,18 +544,7 @@ PAPER = Profile(
     red_team=RedTeamSettings(scenarios=25, max_new_tokens=512),
     leaderboard=LeaderboardSettings(
         heldout_scenarios=200,
-        red_black_opponents=(
-            "always_defect",
-            "early_exploiter_no_recovery",
-            "defect_critical",
-            "critical_exploiter",
-            "late_betrayer",
-            "mid_exploiter",
-            "early_exploiter",
-            "tit_for_tat",
-            "mostly_cooperate",
-            "always_cooperate",
-        ),
+        red_black_opponents=PAPER_OPPONENTS,
         red_black_games=4,
         max_new_tokens=512,
     ),

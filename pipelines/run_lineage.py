@@ -177,7 +177,7 @@ def run_lineage(
     from pipelines.definitions import LINEAGE, build_definitions
 
     paths = DataPaths(data) if data is not None else DataPaths.from_env()
-    log_file = log_file or paths.logs / f"make-run-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.log"
+    log_file = log_file or paths.log_file("make-run")
     defs = build_definitions(profile, str(paths.root), stage2_specialists)
     tag = profile_tag(profile, stage2_specialists)
     instance = DagsterInstance.from_config(str(paths.dagster_home))  # the same instance `make ui` opens
@@ -217,7 +217,7 @@ def _announce(step: StepResult) -> None:
 
 def write_report(paths: DataPaths, profile: str, steps: list[StepResult], elapsed: float) -> Path:
     """The run's numbers as strict JSON under <data>/reports/: per domain `paired` and `learning_curve`."""
-    path = paths.reports / f"make-run-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
+    path = paths.report_file("make-run")
     domains = {s.partition: s.report for s in steps if s.partition and s.report}
     report = {
         "profile": profile,
@@ -260,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown domains {sorted(unknown)}; choose from {', '.join(SOCIALRL_ENV_IDS)}")
     paths = DataPaths(args.data_dir) if args.data_dir else DataPaths.from_env()
-    log_file = paths.logs / f"make-run-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.log"
+    log_file = paths.log_file("make-run")
     configure_logging(log_file)
     log.info("profile %s, domains %s, data %s; full log %s", profile.name, ", ".join(domains), paths.root, log_file)
     start = time.perf_counter()

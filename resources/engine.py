@@ -19,7 +19,7 @@ from pathlib import Path
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import Field, PrivateAttr
 
-from models.serving.engine import EngineClient, EngineConfig, VLLMEngine, new_token
+from models.serving.engine import EngineClient, VLLMEngine, new_token
 from models.serving.model_store import resolve_model
 from models.serving.proxy import ProxyConfig, ProxyServer
 from models.settings import DataPaths
@@ -63,8 +63,7 @@ class EngineResource(ConfigurableResource):
             return
         profile = self.settings.get_profile()
         self._model_dir = resolve_model(self.model or profile.base_model, paths.models, self._tracking())
-        config = EngineConfig.for_profile(
-            profile.engine,
+        config = profile.engine.engine_config(
             self._model_dir,
             served_model_name=BASE_MODEL_NAME,
             api_key=new_token(),  # per run: held by the engine client and the proxy only

@@ -103,7 +103,6 @@ CORE_PAPER_IMPORTS = {
     "models/profiles.py": {"models.yoao.config"},
     "models/training/config.py": {"agents.socialrl.code_agents"},
     "models/training/mopd_config.py": {"agents.socialrl.code_agents"},
-    "models/training/ppo.py": {"agents.socialrl.code_agents"},
     "models/training/rollouts.py": {"agents.socialrl.code_agents"},
 }
 

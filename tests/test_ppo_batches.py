@@ -8,8 +8,9 @@ from types import SimpleNamespace
 import pytest
 
 from models.training.config import PPOConfig, PPOHyper
-from models.training.ppo import rollout_specs, training_samples
+from models.training.ppo import training_samples
 from models.training.ppo_learner import RecordedTurn
+from models.training.rollouts import rollout_specs
 
 
 def _episode(episode_id: str, reward: float, invalid: int = 0) -> SimpleNamespace:

@@ -267,8 +267,8 @@ def test_engine_group_loads_an_adapter_on_every_replica_or_on_none() -> None:
 
 
 def test_engine_group_clears_a_stale_copy_before_loading_like_a_single_engine() -> None:
-    """stage1.serve_adapter / PPO's adapter sync: "unload if served, then load" also fixes a half-loaded name."""
-    from models.socialrl.stage1 import serve_adapter
+    """models.serving.adapters.serve_adapter (every stage's hot-swap, PPO's adapter sync included): "unload if served, then load" also fixes a half-loaded name."""
+    from models.serving.adapters import serve_adapter
 
     one, two = FakeAdapterHost(), FakeAdapterHost()
     two.adapters.append("pol-v3")  # left on one replica only (e.g. loaded there by hand)

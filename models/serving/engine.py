@@ -26,7 +26,6 @@ replica or on none (docs/scale_out.md, "Several engines behind one proxy").
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import secrets
 import subprocess
@@ -35,7 +34,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
@@ -50,9 +49,6 @@ from models.serving.process import (
     terminate_with_parent,
 )
 from models.settings import REPO_ROOT
-
-if TYPE_CHECKING:  # profiles import the training configs; the engine needs only the settings' fields
-    from models.profiles import EngineSettings
 
 __all__ = [
     "EngineClient",
@@ -158,13 +154,6 @@ class EngineConfig:
     """Bearer token every route but /health requires (vLLM's --api-key, passed as VLLM_API_KEY); None = open,
     allowed only on a loopback `host`. Never logged."""
 
-    @classmethod
-    def for_profile(cls, settings: EngineSettings, model_path: Path, **overrides: Any) -> EngineConfig:
-        """The engine a profile's `EngineSettings` describe, every field carried over (the one mapping from
-        a profile to an engine); `overrides` set the rest (served name, api key, port, ...)."""
-        carried = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}
-        return cls(model_path=model_path, **{**carried, **overrides})
-
     def __post_init__(self) -> None:
         if self.max_model_len < 64:
             raise ValueError(f"max_model_len must be >= 64, got {self.max_model_len}")
@@ -264,7 +253,7 @@ class EngineGroup(EngineClient):
     replicas that did load it unload it again and EngineError is raised: never half-deployed. `models()` lists
     what any replica serves (so that callers' "unload the name if served, then load" sequences also clear a
     stale copy); `models_by_replica()` tells them apart. Scoring and chat go to the replicas in turn.
-    A subclass so that every caller typed for EngineClient (PPO's and MOPD's adapter sync, stage1.serve_adapter)
+    A subclass so that every caller typed for EngineClient (models/serving/adapters.py: every stage's adapter hot-swap)
     takes a group unchanged; it owns its clients and closes them.
     """
 

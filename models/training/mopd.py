@@ -7,7 +7,7 @@ One step:
    base not yet absorbed (a domain whose teacher is no better than the base gets eps);
 2. rollout: the student (served by vLLM as `<run>-v<step>`) plays `episodes_per_step` episodes, their domains
    drawn from the curriculum, in each domain's learning seat through the rollout proxy, exactly as a PPO
-   rollout (models.training.ppo.rollout_specs); the proxy records the engine's token ids;
+   rollout (models.training.rollouts.rollout_specs); the proxy records the engine's token ids;
 3. teacher scoring: each episode's recorded turns are packed into prefix-stable segments
    (models.training.ppo_learner.episode_samples) and each segment is scored by the specialist of the
    episode's domain in ONE completions request to the same engine (`EngineClient.prompt_logprobs`: the
@@ -60,8 +60,9 @@ from models.serving.adapters import advance_adapter
 from models.serving.engine import EngineClient, EngineError
 from models.training.config import PPOConfig, Services
 from models.training.mopd_config import MOPDConfig, MOPDResult
-from models.training.ppo import flush_proxy, load_recorded_turns, rollout_specs
-from models.training.ppo_learner import Segment, _pad, episode_samples, micro_batches
+from models.training.ppo import flush_proxy, load_recorded_turns
+from models.training.ppo_learner import Segment, episode_samples, micro_batches, pad_segments
+from models.training.rollouts import rollout_specs
 from models.training.sft import load_lora_model
 
 log = logging.getLogger("socialrl.mopd")
@@ -165,7 +166,7 @@ def student_log_distributions(
     """The student's full log-softmax (temperature 1) predicting each listed position: (len(positions[i]), V)
     per segment (the logits at position j - 1 predict token j). Only the needed positions go through the LM
     head (transformers' `logits_to_keep`): a sequence's full logits are seq x vocab, most of it prompt."""
-    ids, mask = _pad(segments, pad_id)  # PPO's padding: the same rows, right-padded
+    ids, mask = pad_segments(segments, pad_id)  # PPO's padding: the same rows, right-padded
     keep = sorted({p - 1 for wanted in positions for p in wanted})
     column = {p: i for i, p in enumerate(keep)}
     logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=torch.tensor(keep, dtype=torch.long)).logits

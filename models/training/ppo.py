@@ -37,18 +37,16 @@ from typing import Any
 import httpx
 import torch
 
-from agents.llm_agent import LLMAgent, LLMAgentConfig
-from agents.socialrl.code_agents import make_code_agent
-from environments import make, seats
-from environments.core.runtime import EpisodeResult, EpisodeSpec, run_episodes
-from models.evaluation.scenarios import training_scenarios
+from environments.core.runtime import EpisodeResult, run_episodes
 from models.evaluation.stats import mean_estimate
 from models.records import rows_for
+from models.serving.adapters import advance_adapter
 from models.serving.engine import EngineClient
 from models.storage import TableStore
 from models.training.config import PPOConfig, PPOResult, Services, adapter_name, learning_seat
 from models.training.distributed import DataParallelLearner, distributed_rollouts
 from models.training.ppo_learner import EpisodeSample, PPOLearner, RecordedTurn, ValueModel, episode_samples
+from models.training.rollouts import rollout_specs
 from models.training.sft import load_lora_model
 
 log = logging.getLogger("socialrl.ppo")
@@ -60,51 +58,6 @@ class PPOState:
 
     iteration: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
-
-
-def rollout_specs(
-    config: PPOConfig, iteration: int, proxy_base_url: str, model: str, api_key: str | None = None
-) -> list[EpisodeSpec]:
-    """The iteration's episodes: deterministic in (seed, iteration); `api_key` is the proxy's token."""
-    seat = learning_seat(config)
-    # The training partition only: rollouts never see a held-out scenario's content.
-    groups = config.episodes_per_iteration // config.group_size
-    scenarios = training_scenarios(config.env_id, groups, config.seed * 100_003 + iteration, config.scenario_source)
-    specs = []
-    for index in range(config.episodes_per_iteration):
-        # A group shares its scenario, counterpart and counterpart seed; only the policy's sampling seed differs.
-        group, member = divmod(index, config.group_size)
-        scenario = scenarios[group]
-        episode_seed = (config.seed * 1_000_003 + iteration) * 10_007 + group
-        counterpart = config.counterparts[group % len(config.counterparts)]
-        agent_config = LLMAgentConfig(
-            base_url=proxy_base_url,
-            model=model,
-            api_key_env=None,
-            api_key=api_key,
-            temperature=config.temperature,
-            max_tokens=config.max_new_tokens,
-            seed=(episode_seed * config.group_size + member) % (2**31),
-            name=f"policy({model})",
-            extra_body=dict(config.sampling_extra),
-        )
-
-        def agents(scenario=scenario, agent_config=agent_config, counterpart=counterpart, episode_seed=episode_seed):
-            return {
-                s: LLMAgent(agent_config) if s == seat else make_code_agent(counterpart, seed=episode_seed)
-                for s in seats(config.env_id, scenario, episode_seed)
-            }
-
-        specs.append(
-            EpisodeSpec(
-                make_env=lambda: make(config.env_id),
-                make_agents=agents,
-                scenario=scenario,
-                seed=episode_seed,
-                episode_id=f"{config.run_name}:it{iteration}:ep{index}",
-            )
-        )
-    return specs
 
 
 def flush_proxy(proxy_base_url: str, api_key: str | None = None) -> None:
@@ -302,75 +255,14 @@ def train_ppo(
         state = _restore_checkpoint(checkpoint, learner, generator)
         resumed_from = state.iteration
         log.info("PPO %s: resumed from iteration %d (%s)", config.run_name, state.iteration, checkpoint)
-    seat = learning_seat(config)
     served = _sync_adapter(config, learner, services.engine, output, state.iteration, previous=None)
     while state.iteration < config.iterations:
-        iteration = state.iteration
-        metrics: dict[str, Any] = {"iteration": iteration, "adapter": served}
+        metrics = _iteration(config, learner, services, state.iteration, served, generator)
         start = time.perf_counter()
-        if config.data_parallel.rollout_workers > 1:  # episodes spread over Ray tasks, recorded by the same proxy
-            results: list[EpisodeResult] = distributed_rollouts(
-                config, iteration, services.proxy_base_url, served, config.data_parallel, services.proxy_api_key
-            )
-        else:
-            specs = rollout_specs(config, iteration, services.proxy_base_url, served, services.proxy_api_key)
-            results = asyncio.run(
-                run_episodes(specs, concurrency=config.concurrency, turn_timeout=config.turn_timeout_s)
-            )
-        flush_proxy(services.proxy_base_url, services.proxy_api_key)
-        services.store.append_all(rows_for(results, run_id=f"{config.run_name}:it{iteration}"))
-        metrics["time_rollout_s"] = time.perf_counter() - start
-
-        start = time.perf_counter()
-        episode_ids = [r.episode_id for r in results]
-        recorded = load_recorded_turns(services.store, episode_ids, seat)
-        errors = recorded_call_errors(services.store, episode_ids, seat)
-        samples, batch_stats = training_samples(config, results, recorded, seat)
-        metrics.update(batch_stats, failed_calls=len(errors))
-        if errors or batch_stats["episodes_without_calls"]:
-            log.warning(
-                "PPO %s it %d: %d failed calls (first: %s), %d episodes without a recorded call left out",
-                config.run_name, iteration + 1, len(errors), errors[0][:300] if errors else "-",
-                batch_stats["episodes_without_calls"],
-            )  # fmt: skip
-        if not samples:
-            raise RuntimeError(f"iteration {iteration}: the proxy recorded no calls of seat {seat!r}")
-        prepared, prepare_stats = learner.prepare(samples)
-        train_actor = iteration >= config.critic_warmup_iterations
-        update_start = time.perf_counter()
-        update = learner.update(prepared, train_actor=train_actor, generator=generator)
-        metrics["time_update_s"] = time.perf_counter() - update_start
-        metrics["time_train_s"] = time.perf_counter() - start
-
-        start = time.perf_counter()
-        previous = served
-        served = _sync_adapter(config, learner, services.engine, output, iteration + 1, previous=previous)
+        served = _sync_adapter(config, learner, services.engine, output, state.iteration + 1, previous=served)
         metrics["time_sync_s"] = time.perf_counter() - start
-
-        rewards = [r.outcome.roles[seat].reward for r in results]
-        curve = mean_estimate(rewards, [r.outcome.scenario_id for r in results], (0.0, 1.0), seed=iteration)
-        rollout_tokens = sum(len(t.prompt_ids) + len(t.completion_ids) for turns in recorded.values() for t in turns)
-        metrics.update(
-            {
-                "reward_mean": curve.mean,
-                "reward_ci_low": curve.ci_low,
-                "reward_ci_high": curve.ci_high,
-                "episodes": len(results),
-                "agreement_rate": sum(r.outcome.agreement for r in results) / len(results),
-                "invalid_actions_per_episode": sum(r.outcome.roles[seat].invalid_actions for r in results)
-                / len(results),
-                "packed_fraction": sum(s.packed for s in samples) / len(samples),
-                "agent_tokens": sum(len(seg.agent_positions) for s in samples for seg in s.segments),
-                "rollout_tokens": rollout_tokens,
-                "rollout_tokens_per_s": rollout_tokens / metrics["time_rollout_s"],
-                "update_tokens_per_s": update["update_tokens"] / metrics["time_update_s"],
-                "actor_trained": train_actor,
-                **prepare_stats,
-                **update,
-            }
-        )
         state.history.append(metrics)
-        state.iteration = iteration + 1
+        state.iteration += 1
         if state.iteration % config.checkpoint_every == 0 or state.iteration == config.iterations:
             _save_checkpoint(output, state, learner, generator, config.keep_checkpoints)
         log.info(_progress(config, metrics))
@@ -384,22 +276,103 @@ def train_ppo(
     return PPOResult(final, served, state.history, resumed_from)
 
 
+def _rollouts(config: PPOConfig, services: Services, iteration: int, served: str) -> list[EpisodeResult]:
+    """Step 1: the iteration's episodes played by the served adapter through the proxy, recorded and stored."""
+    if config.data_parallel.rollout_workers > 1:  # episodes spread over Ray tasks, recorded by the same proxy
+        results: list[EpisodeResult] = distributed_rollouts(
+            config, iteration, services.proxy_base_url, served, config.data_parallel, services.proxy_api_key
+        )
+    else:
+        specs = rollout_specs(config, iteration, services.proxy_base_url, served, services.proxy_api_key)
+        results = asyncio.run(run_episodes(specs, concurrency=config.concurrency, turn_timeout=config.turn_timeout_s))
+    flush_proxy(services.proxy_base_url, services.proxy_api_key)
+    services.store.append_all(rows_for(results, run_id=f"{config.run_name}:it{iteration}"))
+    return results
+
+
+def _batch(
+    config: PPOConfig, services: Services, iteration: int, results: list[EpisodeResult]
+) -> tuple[list[EpisodeSample], dict[str, list[RecordedTurn]], dict[str, Any]]:
+    """Step 2: the batch from the proxy's recorded calls (what failed or was left out is counted and logged)."""
+    seat = learning_seat(config)
+    episode_ids = [r.episode_id for r in results]
+    recorded = load_recorded_turns(services.store, episode_ids, seat)
+    errors = recorded_call_errors(services.store, episode_ids, seat)
+    samples, stats = training_samples(config, results, recorded, seat)
+    stats["failed_calls"] = len(errors)
+    if errors or stats["episodes_without_calls"]:
+        log.warning(
+            "PPO %s it %d: %d failed calls (first: %s), %d episodes without a recorded call left out",
+            config.run_name, iteration + 1, len(errors), errors[0][:300] if errors else "-",
+            stats["episodes_without_calls"],
+        )  # fmt: skip
+    if not samples:
+        raise RuntimeError(f"iteration {iteration}: the proxy recorded no calls of seat {seat!r}")
+    return samples, recorded, stats
+
+
+def _iteration(
+    config: PPOConfig,
+    learner: PPOLearner,
+    services: Services,
+    iteration: int,
+    served: str,
+    generator: torch.Generator,
+) -> dict[str, Any]:
+    """One iteration's rollout, batch and update (the sync is the caller's); its metrics."""
+    seat = learning_seat(config)
+    start = time.perf_counter()
+    results = _rollouts(config, services, iteration, served)
+    rollout_s = time.perf_counter() - start
+    rewards = [r.outcome.roles[seat].reward for r in results]
+    curve = mean_estimate(rewards, [r.outcome.scenario_id for r in results], (0.0, 1.0), seed=iteration)
+    log.info(
+        "PPO %s it %d/%d rollout: %d episodes, reward %.3f [%.3f, %.3f], %.0fs",
+        config.run_name, iteration + 1, config.iterations, len(results), curve.mean, curve.ci_low, curve.ci_high,
+        rollout_s,
+    )  # fmt: skip
+    start = time.perf_counter()
+    samples, recorded, batch_stats = _batch(config, services, iteration, results)
+    prepared, prepare_stats = learner.prepare(samples)
+    train_actor = iteration >= config.critic_warmup_iterations
+    update_start = time.perf_counter()
+    update = learner.update(prepared, train_actor=train_actor, generator=generator)
+    update_s = time.perf_counter() - update_start
+    rollout_tokens = sum(len(t.prompt_ids) + len(t.completion_ids) for turns in recorded.values() for t in turns)
+    return {
+        "iteration": iteration,
+        "adapter": served,
+        "time_rollout_s": rollout_s,
+        "time_update_s": update_s,
+        "time_train_s": time.perf_counter() - start,
+        "reward_mean": curve.mean,
+        "reward_ci_low": curve.ci_low,
+        "reward_ci_high": curve.ci_high,
+        "episodes": len(results),
+        "agreement_rate": sum(r.outcome.agreement for r in results) / len(results),
+        "invalid_actions_per_episode": sum(r.outcome.roles[seat].invalid_actions for r in results) / len(results),
+        "packed_fraction": sum(s.packed for s in samples) / len(samples),
+        "agent_tokens": sum(len(seg.agent_positions) for s in samples for seg in s.segments),
+        "rollout_tokens": rollout_tokens,
+        "rollout_tokens_per_s": rollout_tokens / rollout_s,
+        "update_tokens_per_s": update["update_tokens"] / update_s,
+        "actor_trained": train_actor,
+        **batch_stats,
+        **prepare_stats,
+        **update,
+    }
+
+
 def _sync_adapter(
     config: PPOConfig, learner: PPOLearner, engine: EngineClient, output: Path, iteration: int, previous: str | None
 ) -> str:
-    """Save the current adapter and hot-load it into the engine; unload the previous version."""
+    """Step 4: save the current adapter and hot-load it into the engine; unload the previous version."""
     name = adapter_name(config, iteration)
     directory = output / "adapters" / name
     if directory.exists():
         shutil.rmtree(directory)
     learner.actor.save_pretrained(directory, selected_adapters=["default"])
-    if name in engine.models():
-        engine.unload_adapter(name)
-    engine.load_adapter(name, directory)
-    if previous is not None and previous != name:
-        engine.unload_adapter(previous)
-        shutil.rmtree(output / "adapters" / previous, ignore_errors=True)
-    return name
+    return advance_adapter(engine, name, directory, previous)
 
 
 def main(argv: list[str] | None = None) -> int:

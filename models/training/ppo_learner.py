@@ -173,7 +173,7 @@ class ValueHead(nn.Module):
         return self.head(hidden.float()).squeeze(-1)
 
 
-def _pad(
+def pad_segments(
     segments: Sequence[Segment], pad_id: int, device: torch.device | str = "cpu"
 ) -> tuple[torch.Tensor, torch.Tensor]:
     width = max(len(s.input_ids) for s in segments)
@@ -222,7 +222,7 @@ def _agent_token_stats(
     with_hidden: bool = False,
 ) -> TokenStats:
     device = next(model.parameters()).device
-    ids, mask = _pad(segments, pad_id, device)
+    ids, mask = pad_segments(segments, pad_id, device)
     out = model(input_ids=ids, attention_mask=mask, use_cache=False, output_hidden_states=with_hidden)
     logits = out.logits
     blocked = None
@@ -260,7 +260,7 @@ def token_logprobs(
 def token_values(critic: ValueModel, segments: Sequence[Segment], pad_id: int) -> list[torch.Tensor]:
     """Critic value before each agent token (read at the preceding position)."""
     device = next(critic.parameters()).device
-    ids, mask = _pad(segments, pad_id, device)
+    ids, mask = pad_segments(segments, pad_id, device)
     values = critic(ids, mask)
     return [values[row, torch.tensor(s.agent_positions, device=device) - 1] for row, s in enumerate(segments)]
 
@@ -298,6 +298,17 @@ def whiten_advantages(prepared: Sequence[PreparedEpisode]) -> None:
     mean, std = flat.mean(), flat.std(unbiased=False)
     for p in prepared:
         p.advantages = [(a - mean) / (std + 1e-8) for a in p.advantages]
+
+
+@dataclass
+class _Targets:
+    """A minibatch's per-token targets, concatenated in segment order."""
+
+    old_lp: torch.Tensor
+    old_v: torch.Tensor
+    adv: torch.Tensor
+    ret: torch.Tensor
+    ref_lp: torch.Tensor | None
 
 
 REFERENCE_ADAPTER = "reference"
@@ -454,89 +465,102 @@ class PPOLearner:
         stats: dict[str, list[float]] = {k: [] for k in names}
         self.actor.train()
         self.critic.train()
-        to = self.device
         for _ in range(h.ppo_epochs):
             order = torch.randperm(len(prepared), generator=generator).tolist()
             for start in range(0, len(order), h.minibatch_episodes):
                 batch = [prepared[i] for i in order[start : start + h.minibatch_episodes]]
-                segments = [s for p in batch for s in p.sample.segments]
-                old_lp = torch.cat([x for p in batch for x in p.old_logprobs]).to(to)
-                old_v = torch.cat([x for p in batch for x in p.old_values]).to(to)
-                adv = torch.cat([x for p in batch for x in p.advantages]).to(to)
-                ret = torch.cat([x for p in batch for x in p.returns]).to(to)
-                ref_lp = torch.cat([x for p in batch for x in p.ref_logprobs]).to(to) if h.kl_coef > 0 else None
-                offsets = [0, *itertools.accumulate(len(s.agent_positions) for s in segments)]
-                n_tokens = offsets[-1]
-                chunks = [
-                    (offsets[a], offsets[b], segments[a:b]) for a, b in micro_batches(segments, h.micro_batch_tokens)
-                ]
-                if self.data_parallel is not None:
-                    chunks = self.data_parallel.share(chunks)
-                stats["tokens"].append(float(sum(len(s.input_ids) for s in segments)))
-                self.critic_optimizer.zero_grad()
-                self.actor_optimizer.zero_grad()
-                value_loss = policy_loss = kl_total = clipped_count = ratio_total = 0.0
-                for lo, hi, part in chunks:
-                    loss = torch.zeros((), device=to)
-                    if self.shared and not train_actor:
-                        with torch.no_grad(), self._autocast():
-                            hidden = self._stats(part, with_hidden=True).hidden
-                        with self._autocast():
-                            values = self.critic(hidden.detach()).float()
-                    elif self.shared:
-                        with self._autocast():
-                            token_stats = self._stats(part, with_hidden=True)
-                            # Group advantages do not use the values: the head learns on its own, the
-                            # policy only from its objective.
-                            hidden = token_stats.hidden.detach() if h.advantage == "group" else token_stats.hidden
-                            values = self.critic(hidden).float()
-                    else:
-                        with self._autocast():
-                            values = torch.cat(token_values(self.critic, part, self.pad_id)).float()
-                        if train_actor:
-                            with self._autocast():
-                                token_stats = self._stats(part, with_hidden=False)
-                    part_value = self._value_loss(values, old_v[lo:hi], ret[lo:hi], n_tokens)
-                    loss = loss + (h.vf_coef * part_value if self.shared and train_actor else part_value)
-                    value_loss += float(part_value.detach())
-                    if train_actor:
-                        new_lp = torch.cat(token_stats.logprobs).float()
-                        ratio = torch.exp(new_lp - old_lp[lo:hi])
-                        objective = torch.min(
-                            ratio * adv[lo:hi], ratio.clamp(1 - h.clip_range, 1 + h.clip_range) * adv[lo:hi]
-                        )
-                        part_policy = -objective.sum() / n_tokens
-                        loss = loss + part_policy
-                        if ref_lp is not None:
-                            log_ratio = ref_lp[lo:hi] - new_lp
-                            part_kl = (torch.exp(log_ratio) - log_ratio - 1).sum() / n_tokens  # k3 estimator, >= 0
-                            loss = loss + h.kl_coef * part_kl
-                            kl_total += float(part_kl.detach())
-                        policy_loss += float(part_policy.detach())
-                        clipped_count += float(((ratio.detach() - 1).abs() > h.clip_range).sum())
-                        ratio_total += float(ratio.detach().sum())
-                    loss.backward()
-                if self.data_parallel is not None:  # every rank then holds the whole minibatch's gradients
-                    modules = [self.critic, self.actor] if train_actor else [self.critic]
-                    sums = [value_loss, policy_loss, kl_total, clipped_count, ratio_total]
-                    value_loss, policy_loss, kl_total, clipped_count, ratio_total = self.data_parallel.reduce(
-                        modules, sums
-                    )
-                nn.utils.clip_grad_norm_(self.critic.parameters(), h.max_grad_norm)
-                self.critic_optimizer.step()
-                stats["value_loss"].append(value_loss)
-                if not train_actor:
-                    continue
-                grad_norm = nn.utils.clip_grad_norm_(
-                    [p for p in self.actor.parameters() if p.requires_grad], h.max_grad_norm
-                )
-                self.actor_optimizer.step()
-                stats["policy_loss"].append(policy_loss)
-                stats["kl"].append(kl_total)
-                stats["clip_fraction"].append(clipped_count / n_tokens)
-                stats["ratio_mean"].append(ratio_total / n_tokens)
-                stats["actor_grad_norm"].append(float(grad_norm))
+                for key, value in self._minibatch_step(batch, train_actor).items():
+                    stats[key].append(value)
         tokens = sum(stats.pop("tokens"))
         out = {k: (sum(v) / len(v) if v else math.nan) for k, v in stats.items()}
         out["update_tokens"] = tokens
         return out
+
+    def _minibatch_step(self, batch: Sequence[PreparedEpisode], train_actor: bool) -> dict[str, float]:
+        """One optimiser step on a minibatch: its micro-batches' gradients summed (over the data-parallel
+        ranks too), clipped, applied; the minibatch's statistics."""
+        h, to = self.hyper, self.device
+        segments = [s for p in batch for s in p.sample.segments]
+        targets = _Targets(
+            old_lp=torch.cat([x for p in batch for x in p.old_logprobs]).to(to),
+            old_v=torch.cat([x for p in batch for x in p.old_values]).to(to),
+            adv=torch.cat([x for p in batch for x in p.advantages]).to(to),
+            ret=torch.cat([x for p in batch for x in p.returns]).to(to),
+            ref_lp=torch.cat([x for p in batch for x in p.ref_logprobs]).to(to) if h.kl_coef > 0 else None,
+        )
+        offsets = [0, *itertools.accumulate(len(s.agent_positions) for s in segments)]
+        n_tokens = offsets[-1]
+        chunks = [(offsets[a], offsets[b], segments[a:b]) for a, b in micro_batches(segments, h.micro_batch_tokens)]
+        if self.data_parallel is not None:
+            chunks = self.data_parallel.share(chunks)
+        self.critic_optimizer.zero_grad()
+        self.actor_optimizer.zero_grad()
+        sums = [0.0] * 5  # value loss, policy loss, KL, clipped tokens, ratio total
+        for lo, hi, part in chunks:
+            loss, part_sums = self._micro_batch_loss(part, targets, slice(lo, hi), n_tokens, train_actor)
+            loss.backward()
+            sums = [a + b for a, b in zip(sums, part_sums, strict=True)]
+        if self.data_parallel is not None:  # every rank then holds the whole minibatch's gradients
+            modules = [self.critic, self.actor] if train_actor else [self.critic]
+            sums = list(self.data_parallel.reduce(modules, sums))
+        value_loss, policy_loss, kl_total, clipped_count, ratio_total = sums
+        nn.utils.clip_grad_norm_(self.critic.parameters(), h.max_grad_norm)
+        self.critic_optimizer.step()
+        out = {"tokens": float(sum(len(s.input_ids) for s in segments)), "value_loss": value_loss}
+        if not train_actor:
+            return out
+        grad_norm = nn.utils.clip_grad_norm_([p for p in self.actor.parameters() if p.requires_grad], h.max_grad_norm)
+        self.actor_optimizer.step()
+        return {
+            **out,
+            "policy_loss": policy_loss,
+            "kl": kl_total,
+            "clip_fraction": clipped_count / n_tokens,
+            "ratio_mean": ratio_total / n_tokens,
+            "actor_grad_norm": float(grad_norm),
+        }
+
+    def _micro_batch_loss(
+        self, part: Sequence[Segment], targets: _Targets, span: slice, n_tokens: int, train_actor: bool
+    ) -> tuple[torch.Tensor, list[float]]:
+        """A micro-batch's share of the minibatch loss (value, clipped policy objective, KL) and its sums."""
+        h = self.hyper
+        loss = torch.zeros((), device=self.device)
+        if self.shared and not train_actor:
+            with torch.no_grad(), self._autocast():
+                hidden = self._stats(part, with_hidden=True).hidden
+            with self._autocast():
+                values = self.critic(hidden.detach()).float()
+        elif self.shared:
+            with self._autocast():
+                token_stats = self._stats(part, with_hidden=True)
+                # Group advantages do not use the values: the head learns on its own, the policy only from its
+                # objective.
+                hidden = token_stats.hidden.detach() if h.advantage == "group" else token_stats.hidden
+                values = self.critic(hidden).float()
+        else:
+            with self._autocast():
+                values = torch.cat(token_values(self.critic, part, self.pad_id)).float()
+            if train_actor:
+                with self._autocast():
+                    token_stats = self._stats(part, with_hidden=False)
+        part_value = self._value_loss(values, targets.old_v[span], targets.ret[span], n_tokens)
+        loss = loss + (h.vf_coef * part_value if self.shared and train_actor else part_value)
+        sums = [float(part_value.detach()), 0.0, 0.0, 0.0, 0.0]
+        if not train_actor:
+            return loss, sums
+        new_lp = torch.cat(token_stats.logprobs).float()
+        ratio = torch.exp(new_lp - targets.old_lp[span])
+        adv = targets.adv[span]
+        objective = torch.min(ratio * adv, ratio.clamp(1 - h.clip_range, 1 + h.clip_range) * adv)
+        part_policy = -objective.sum() / n_tokens
+        loss = loss + part_policy
+        if targets.ref_lp is not None:
+            log_ratio = targets.ref_lp[span] - new_lp
+            part_kl = (torch.exp(log_ratio) - log_ratio - 1).sum() / n_tokens  # k3 estimator, >= 0
+            loss = loss + h.kl_coef * part_kl
+            sums[2] = float(part_kl.detach())
+        sums[1] = float(part_policy.detach())
+        sums[3] = float(((ratio.detach() - 1).abs() > h.clip_range).sum())
+        sums[4] = float(ratio.detach().sum())
+        return loss, sums

@@ -20,13 +20,15 @@ def rollout_specs(
     """The iteration's episodes: deterministic in (seed, iteration); `api_key` is the proxy's token."""
     seat = learning_seat(config)
     # The training partition only: rollouts never see a held-out scenario's content.
-    scenarios = training_scenarios(
-        config.env_id, config.episodes_per_iteration, config.seed * 100_003 + iteration, config.scenario_source
-    )
+    groups = config.episodes_per_iteration // config.group_size
+    scenarios = training_scenarios(config.env_id, groups, config.seed * 100_003 + iteration, config.scenario_source)
     specs = []
-    for index, scenario in enumerate(scenarios):
-        episode_seed = (config.seed * 1_000_003 + iteration) * 10_007 + index
-        counterpart = config.counterparts[index % len(config.counterparts)]
+    for index in range(config.episodes_per_iteration):
+        # A group shares its scenario, counterpart and counterpart seed; only the policy's sampling seed differs.
+        group, member = divmod(index, config.group_size)
+        scenario = scenarios[group]
+        episode_seed = (config.seed * 1_000_003 + iteration) * 10_007 + group
+        counterpart = config.counterparts[group % len(config.counterparts)]
         agent_config = LLMAgentConfig(
             base_url=proxy_base_url,
             model=model,
@@ -34,7 +36,7 @@ def rollout_specs(
             api_key=api_key,
             temperature=config.temperature,
             max_tokens=config.max_new_tokens,
-            seed=episode_seed % (2**31),
+            seed=(episode_seed * config.group_size + member) % (2**31),
             name=f"policy({model})",
             extra_body=dict(config.sampling_extra),
         )

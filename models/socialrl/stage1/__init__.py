@@ -21,14 +21,12 @@ from models.socialrl.stage1.data import ScenarioSplit, domain_scenarios, split_s
 from models.socialrl.stage1.evaluation import (
     CODE_POLICIES,
     PolicyResult,
-    ServedAdapter,
     base_plan,
     evaluate_code_policies,
     evaluate_model,
     evaluate_served,
     evaluation_plan,
     llm_policy,
-    serve_adapter,
 )
 from models.socialrl.stage1.report import (
     POLICY_ORDER,
@@ -47,7 +45,6 @@ __all__ = [
     "CurvePoint",
     "PolicyResult",
     "ScenarioSplit",
-    "ServedAdapter",
     "Specialist",
     "SpecialistEvaluation",
     "WarmStart",
@@ -66,7 +63,6 @@ __all__ = [
     "llm_policy",
     "measure_imitation",
     "registered_name",
-    "serve_adapter",
     "specialist_seat",
     "split_scenarios",
     "teacher_traces",

@@ -16,7 +16,6 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from agents.llm_agent import LLMAgent, LLMAgentConfig
 from agents.socialrl.baselines import BASELINES, make_baseline
@@ -27,7 +26,6 @@ from models.evaluation.policy import EvaluationPlan, EvaluationResult, Evaluatio
 from models.evaluation.scenarios import held_out_scenarios
 from models.evaluation.stats import Estimate
 from models.profiles import Profile
-from models.serving.engine import EngineClient
 from models.socialrl.episode_metrics import EpisodeRecord, episode_records, summary
 from models.socialrl.stage1.common import specialist_seat
 
@@ -111,21 +109,6 @@ def evaluate_model(
         return llm_policy(base_url, model, profile, seed=policy_seed, api_key=api_key)
 
     return evaluate_policy(plan, make_policy)
-
-
-@dataclass(frozen=True)
-class ServedAdapter:
-    """An adapter loaded into the engine for evaluation."""
-
-    name: str
-    path: Path
-
-
-def serve_adapter(engine: EngineClient, name: str, path: Path) -> ServedAdapter:
-    if name in engine.models():
-        engine.unload_adapter(name)
-    engine.load_adapter(name, path)
-    return ServedAdapter(name, path)
 
 
 # ------------------------------------------------------------------------------------------- results
