@@ -29,12 +29,17 @@ PAGE = r"""<!DOCTYPE html>
   #log li.private { border-left-color: #c77d00; background: #fff8ec; }
   #log li.you { border-left-color: #2a6fdb; background: #f2f6fd; }
   #log li.turn { border-left-color: #2a9d4b; color: #185c2e; background: #f1faf3; }
-  #log li.invalid_action, #log li.timeout { border-left-color: #c00; background: #fff0f0; }
+  #log li.invalid_action, #log li.timeout, #log li.refused { border-left-color: #c00; background: #fff0f0; }
+  #log li.parsed { border-left-color: #2a6fdb; color: #33557f; font-size: .9rem; background: #f8faff; }
   #log li.deal, #log li.episode_end { border-left-color: #333; font-weight: 600; }
   .who { font-size: .8rem; color: #666; display: block; }
   #status { font-weight: 600; margin: .75rem 0; }
   #move { width: 100%; min-height: 4.5rem; box-sizing: border-box; }
   #outcome { border: 2px solid #333; border-radius: 6px; padding: .5rem .75rem; white-space: pre-wrap; }
+  #record { border-collapse: collapse; margin: 1rem 0; font-size: .9rem; width: 100%; }
+  #record th, #record td { border: 1px solid #ccc; padding: .25rem .4rem; text-align: left; vertical-align: top;
+                           white-space: pre-wrap; overflow-wrap: anywhere; }
+  #record tr.refused td { background: #fff0f0; }
 </style>
 </head>
 <body>
@@ -61,6 +66,11 @@ PAGE = r"""<!DOCTYPE html>
     <span id="allowed"></span>
   </form>
   <div id="outcome" hidden></div>
+  <table id="record" hidden>
+    <caption>Every attempt of every seat, as the game read it (the texts of refused replies included)</caption>
+    <thead><tr><th>#</th><th>seat</th><th>text</th><th>read as</th><th>refused because</th></tr></thead>
+    <tbody></tbody>
+  </table>
 </section>
 <script>
 "use strict";
@@ -127,6 +137,8 @@ function addEvent(event) {
   const who = document.createElement("span");
   who.className = "who";
   if (event.kind === "you") who.textContent = "you";
+  else if (event.kind === "parsed") who.textContent = "how the game read your move";
+  else if (event.kind === "refused") who.textContent = event.sender + ": refused reply";
   else if (event.kind === "observation") who.textContent = event.sender ? event.sender : (event.private ? "private to you" : "game");
   else who.textContent = event.kind.replace("_", " ");
   const text = document.createElement("span");
@@ -180,7 +192,24 @@ function render(state) {
       ];
       box.textContent = lines.join("\n");
     } else { box.textContent = "No outcome (" + state.status + ")."; }
+    showRecord(state.record || []);
   }
+}
+
+function showRecord(record) {
+  const body = $("record").querySelector("tbody");
+  body.replaceChildren();
+  record.forEach((a) => {
+    const row = document.createElement("tr");
+    row.className = a.accepted ? "accepted" : "refused";
+    [String(a.index + 1), a.seat, a.text, a.read_as, a.accepted ? "" : a.reason].forEach((value) => {
+      const cell = document.createElement("td");
+      cell.textContent = value;
+      row.appendChild(cell);
+    });
+    body.appendChild(row);
+  });
+  $("record").hidden = record.length === 0;
 }
 
 async function poll() {
@@ -205,7 +234,7 @@ $("setup").addEventListener("submit", async (ev) => {
   catch (e) { showError(e.message); return; }
   if (polling) clearInterval(polling);
   game = state.game_id; next = 0; introShown = false;
-  $("log").replaceChildren(); $("outcome").hidden = true; $("game").hidden = false;
+  $("log").replaceChildren(); $("outcome").hidden = true; $("record").hidden = true; $("game").hidden = false;
   $("intro").textContent = "You play '" + state.seat + "' in " + state.env_id + " against " + state.opponent + ".";
   render(state);
   polling = setInterval(poll, 500);

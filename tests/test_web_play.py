@@ -18,7 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agents.web_play import CodeOpponents, GameRoom, PlayError, create_app
+from agents.web_play import CodeOpponents, GameRoom, OpponentOption, PlayError, create_app
+from environments.core.events import RAW_TEXT, Action
 from models.play import ModelOpponents, ModelServing, record_played_episode
 from models.serving.process import ServerThread
 from models.storage import TableStore
@@ -203,6 +204,83 @@ def test_a_full_craigslist_game_against_a_code_agent_in_the_browser(code_server,
     )
     assert turns.values.tolist() == [["buyer", "offer"], ["seller", "accept"]]
     assert store.query("SELECT count(*) AS n FROM transcripts WHERE episode_id = ?", [episode_id]).n[0] == 2
+
+
+class Stumbler:
+    """A test opponent whose first reply to every turn request is refused (an offer without a price, with a
+    draft it never meant to send), and whose retry offers the listing price."""
+
+    def __init__(self) -> None:
+        self.tries = 0
+
+    async def reset(self, agent_id: str, env_id: str, spec, episode_id: str) -> None:
+        self.agent_id = agent_id
+
+    async def observe(self, event) -> None:
+        pass
+
+    async def act(self, request) -> Action:
+        self.tries += 1
+        text = "OFFER $ (draft: my floor is secret-floor)" if self.tries % 2 else "Fine. OFFER $400"
+        return Action(self.agent_id, RAW_TEXT, text)
+
+
+class StumblingOpponents:
+    """An opponent provider for the page: `stumbler` in Craigslist."""
+
+    def handles(self, name: str) -> bool:
+        return name == "stumbler"
+
+    def options(self, env_id: str) -> list[OpponentOption]:
+        return [OpponentOption("stumbler", "stumbler (test)", "code")] if env_id == "craigslist-v0" else []
+
+    def check(self, env_id: str, name: str) -> None:
+        if env_id != "craigslist-v0":
+            raise PlayError("stumbler plays Craigslist only")
+
+    async def make_agents(self, env_id: str, name: str, seats, seed: int) -> dict:
+        return {seat: Stumbler() for seat in seats}
+
+
+def test_the_page_shows_every_attempt_and_how_a_move_was_read(browser, tmp_path: Path) -> None:
+    store = TableStore(tmp_path / "tables")
+    app = create_app([StumblingOpponents()], record=lambda result: record_played_episode(store, result, "play-test"))
+    with serve(app) as url:
+        page = new_page(browser)
+        try:
+            page.goto(f"{url}/?env=craigslist-v0&seat=buyer&opponent=stumbler&seed=4")
+            page.wait_for_selector("#env option", state="attached")
+            page.click("#start")
+            outcome = play_in_page(page, ["ACCEPT", "Hello. OFFER $50", "QUIT"])
+            assert "Agreement: no" in outcome
+            log = page.inner_text("#log")
+            # The person's own move, as the environment read it.
+            assert page.locator("#log li.parsed").count() == 2  # the offer and the quit
+            assert 'The game read your move as: offer {"price": 50.0}' in page.inner_text("#log li.parsed >> nth=0")
+            # The opponent's refused replies, with the reason, but not their text while the game runs.
+            refused = page.locator("#log li.refused")
+            assert refused.count() == 1
+            assert "seller's reply was refused: `OFFER` needs a price" in refused.nth(0).inner_text()
+            assert "secret-floor" not in log
+            # Order: the refusal comes before the seller's accepted offer it led to.
+            assert log.index("seller's reply was refused") < log.index("$400")
+            # After the game: every attempt of both seats, texts and reasons included.
+            record = page.locator("#record tbody tr")
+            rows = [record.nth(k).inner_text() for k in range(record.count())]
+            assert page.is_visible("#record") and len(rows) == 5  # ACCEPT, OFFER $50, refused, OFFER $400, QUIT
+            assert "ACCEPT" in rows[0] and "not allowed now" in rows[0]
+            assert 'offer {"price": 50.0}' in rows[1]
+            assert "secret-floor" in rows[2] and "needs a price" in rows[2]
+            assert 'offer {"price": 400.0}' in rows[3] and "quit" in rows[4]
+            assert page.locator("#record tr.refused").count() == 2
+            assert page.script_errors == []
+        finally:
+            page.close()
+    # The same attempts are in the tables (the `attempts` view).
+    stored = store.query("SELECT speaker, accepted FROM attempts ORDER BY attempt_index")
+    assert stored.values.tolist() == [
+        ["buyer", False], ["buyer", True], ["seller", False], ["seller", True], ["buyer", True]
+    ]  # fmt: skip
 
 
 def test_the_page_shows_bad_choices(code_server, browser) -> None:

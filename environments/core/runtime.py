@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from environments.core.base import ActionSpec, Environment, Outcome, Scenario, TranscriptEntry
+from environments.core.base import ActionSpec, Attempt, Environment, Outcome, Scenario, TranscriptEntry
 from environments.core.events import Action, Event, Notification, NotificationKind
 
 
@@ -51,6 +51,8 @@ class EpisodeResult:
     wall_seconds: float
     inboxes: dict[str, tuple[Event, ...]] = field(default_factory=dict)
     """Every event delivered to each seat, in order (kept only when requested)."""
+    attempts: tuple[Attempt, ...] = ()
+    """Every answer of every seat, accepted or refused with the reason, in order (`Environment.attempts`)."""
 
 
 def describe_agent(agent: object) -> str:
@@ -142,6 +144,7 @@ async def run_episode(
         timeouts=timeouts,
         wall_seconds=time.perf_counter() - start,
         inboxes={a: tuple(v) for a, v in inboxes.items()} if keep_inboxes else {},
+        attempts=env.attempts,
     )
 
 
