@@ -23,7 +23,7 @@ from agents.traces import Trace
 from assets.common import dagster_run_id, execution_id
 from assets.configs import TeacherSourceConfig
 from environments import SOCIALRL_ENV_IDS
-from models.display import display_metadata, json_safe
+from models.display import display_json, display_metadata
 from models.evaluation.policy import EvaluationResult, store_evaluation
 from models.evaluation.reports import environment_summary
 from models.plots import markdown_image
@@ -255,7 +255,7 @@ def specialist(
         metadata={
             "learning_curve": MetadataValue.md(markdown_image(reward_png, "reward per iteration")),
             "diagnostics": MetadataValue.md(markdown_image(diagnostics_png, "PPO diagnostics")),
-            "reward_curve": MetadataValue.json([json_safe(p.reward_mean) for p in trained.curve]),
+            "reward_curve": MetadataValue.json(display_json([p.reward_mean for p in trained.curve])),
             **display_metadata(
                 {
                     "final_reward_mean": last.reward_mean,
@@ -317,7 +317,7 @@ def warmstart_imitation(
         metadata={
             "imitation": MetadataValue.md(report.markdown()),
             "transcripts": MetadataValue.md(report.transcripts_markdown or "*no episodes*"),
-            "report": MetadataValue.json(json_safe(report.as_json())),
+            "report": MetadataValue.json(display_json(report.as_json())),
             "plan": imitation.plan,
             **display_metadata(
                 {
@@ -408,7 +408,7 @@ def specialist_eval(
             "evaluation": MetadataValue.md(evaluation.markdown()),
             "plot": MetadataValue.md(markdown_image(png, "held-out reward")),
             "transcripts": MetadataValue.md(evaluation.transcripts_markdown or "*no episodes*"),
-            "report": MetadataValue.json(json_safe(evaluation.report())),
+            "report": MetadataValue.json(display_json(evaluation.report())),
             "seat": evaluation.seat,
             **display_metadata(
                 {

@@ -290,6 +290,7 @@ def dagster_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def dagster_webserver(dagster_home: Path) -> Iterator[str]:
     """`dagster-webserver` on the code location (workspace.yaml), on a free port."""
     from models.serving.engine import free_port
+    from models.serving.process import wait_until_answers
 
     home = dagster_home
     port = free_port()
@@ -312,15 +313,7 @@ def dagster_webserver(dagster_home: Path) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/server_info", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(1)
-        else:
+        if not wait_until_answers(f"{url}/server_info", 120, process):
             pytest.fail("dagster-webserver did not start within 120 s")
         yield url
     finally:

@@ -151,15 +151,18 @@ class SpecialistEvaluation:
 
 
 def evaluation_plot(evaluation: SpecialistEvaluation) -> bytes:
-    """Mean reward per policy with its interval, as bars."""
-    labels = list(evaluation.policies)
-    bars = {
-        label: [
-            (p.summary.mean_reward, p.summary.ci_low, p.summary.ci_high) if name == label else None for name in labels
-        ]
-        for label, p in evaluation.policies.items()
-    }
-    return plots.grouped_bars(labels, bars, f"{evaluation.env_id}: held-out reward (95% CI)", "mean reward", (0, 1))
+    """Mean reward per policy with its interval (the axis fitted to the data), beside the paired reward
+    differences with theirs (models/plots.py `policy_comparison`)."""
+    return plots.policy_comparison(
+        {
+            label: (p.summary.mean_reward, p.summary.ci_low, p.summary.ci_high)
+            for label, p in evaluation.policies.items()
+        },
+        {name: (e.mean, e.ci_low, e.ci_high) for name, e in evaluation.paired.items()},
+        f"{evaluation.env_id}: held-out reward (95% CI)",
+        "mean reward",
+        "paired reward difference (same episodes)",
+    )
 
 
 def evaluate_specialist(
