@@ -21,7 +21,7 @@ sqlite database by default (`<data>/mlflow/mlflow.db`) with a local artifact roo
 | re-evaluations with history | `tracker.record_evaluation_history(name, version, summary, suite="nightly")`: latest values as tags `eval.nightly.<metric>`, every evaluation as metric `nightly/<metric>` of the version's run |
 | serve a registered adapter | `local = tracker.lookup(name, "champion")`, then `EngineClient.load_adapter(local.adapter_name, local.path)` |
 | nightly re-evaluation | `tracker.champion_versions()` lists every registered model's champion |
-| the UI (`make ui`) | `server_command(config, port=5000)` is the argv of `mlflow server` over the same store |
+| the UI (`make ui`) | `server_command(config, port=5000)` is the argv of `mlflow server` over the same store, run with `server_environment()` (one worker, no job execution, no access log) |
 
 Offline and quiet: importing this module sets (unless already set) MLFLOW_DISABLE_TELEMETRY=true,
 MLFLOW_ENABLE_ASYNC_LOGGING=false, MLFLOW_LOGGING_LEVEL=WARNING and MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR=false; MLflow itself is imported lazily, on
@@ -37,11 +37,13 @@ artifact URI (e.g. `file:///.../artifacts/adapter`), not `runs:/`, for the same 
 from models.tracking.cards import ModelCard, write_model_card
 from models.tracking.config import (
     QUIET_ENVIRONMENT,
+    SERVER_ENVIRONMENT,
     TrackingConfig,
     default_artifact_root,
     default_tracking_uri,
     quiet_environment,
     server_command,
+    server_environment,
 )
 from models.tracking.registry import (
     ARTIFACT_PATH_TAG,
@@ -80,6 +82,7 @@ __all__ = [
     "PARENT_RUN_TAG",
     "PROFILE_TAG",
     "QUIET_ENVIRONMENT",
+    "SERVER_ENVIRONMENT",
     "STAGE_TAG",
     "ChampionComparison",
     "LocalModel",
@@ -96,5 +99,6 @@ __all__ = [
     "quiet_environment",
     "run_tags",
     "server_command",
+    "server_environment",
     "write_model_card",
 ]
