@@ -12,6 +12,9 @@ from datetime import UTC, datetime
 
 from dagster import AssetExecutionContext, Config, MetadataValue, OpExecutionContext, Output, asset, op
 
+from assets import socialrl
+from assets import stage2 as stage2_assets
+from assets.common import mlflow_links
 from environments import SOCIALRL_ENV_IDS
 from models.display import display_metadata, format_number
 from models.evaluation.policy import EvaluationResult, EvaluationSummary, store_evaluation, summarise
@@ -79,7 +82,13 @@ def _summary(results: list[EvaluationResult]) -> EvaluationSummary:
     return summarise(episodes, results[0].summary.confidence, results[0].summary.ci_method, results[0].seed)
 
 
-@asset(group_name=GROUP, kinds={"vllm", "mlflow", "duckdb"})
+# The edges to what it evaluates: the specialists' champion alias (moved by specialist_champion) and the stage-2
+# policies' (moved by unified_evaluation). Non-argument dependencies: it reads the registry, not their outputs.
+@asset(
+    group_name=GROUP,
+    kinds={"vllm", "mlflow", "duckdb"},
+    deps=[socialrl.specialist_champion, stage2_assets.unified_evaluation],
+)
 def champion_evaluations(
     context: AssetExecutionContext,
     settings: SettingsResource,
@@ -92,7 +101,7 @@ def champion_evaluations(
     their domains (summarised over them). Materialised nightly by a schedule."""
     now = datetime.now(UTC)
     today = now.strftime("%Y%m%d")
-    tracker = mlflow.tracker()
+    tracker, links = mlflow.tracker(), mlflow.links()
     rows: dict[str, float] = {}
     lines, transcripts = [], []
     for version in tracker.champion_versions(prefix="socialrl-"):
@@ -102,11 +111,18 @@ def champion_evaluations(
         summary = _summary(results)
         tracker.record_evaluation_history(version.name, version.version, summary, "nightly", when=now, source=run_id)
         rows[label] = summary.mean_reward
-        lines.append(
-            f"| {label} | {format_number(summary.mean_reward)} | "
-            f"[{format_number(summary.ci_low)}, {format_number(summary.ci_high)}] | {summary.n} | "
-            f"{format_number(summary.agreement_rate)} | {version.run_id or ''} |"
+        run_link = (
+            f"[{version.run_id[:8]}]({links.mlflow_run(tracker.experiment_id, version.run_id)})"
+            if version.run_id
+            else ""
         )
+        lines.append(
+            f"| [{label}]({links.mlflow_version(version.name, version.version)}) | {format_number(summary.mean_reward)} | "
+            f"[{format_number(summary.ci_low)}, {format_number(summary.ci_high)}] | {summary.n} | "
+            f"{format_number(summary.agreement_rate)} | {run_link} |"
+        )
+        if version.run_id:
+            mlflow_links(context, mlflow, version.run_id)  # the training run links to this nightly run
         for result in results:
             title = label if len(results) == 1 else f"{label} on {result.env_id}"
             transcripts.append(transcripts_markdown(representative_transcripts(result, title), title=title))

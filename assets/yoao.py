@@ -28,7 +28,7 @@ from dagster import (
 )
 from pydantic import Field
 
-from assets.common import execution_id
+from assets.common import execution_id, mlflow_links
 from assets.configs import EndpointConfig
 from environments.yoao.red_black import list_frames
 from models.plots import markdown_image
@@ -203,6 +203,7 @@ def yoao_format_warmup(
             "examples": adapter.examples,
             "model": f"{adapter.registered_name} v{adapter.version}",
             "wall_s": round(warmup.wall_s, 1),
+            **mlflow_links(context, mlflow, None, adapter.registered_name, adapter.version),
         },
     )
 
@@ -232,6 +233,7 @@ def yoao_seed_agent(
             "examples": adapter.examples,
             "model": f"{adapter.registered_name} v{adapter.version}",
             "wall_s": round(adapter.wall_s, 1),
+            **mlflow_links(context, mlflow, None, adapter.registered_name, adapter.version),
         },
     )
 
@@ -500,6 +502,7 @@ def yoao_results(
             "benchmark": MetadataValue.json(benchmark),
             "seed_champion": f"{SEED_MODEL_NAME} v{version}" if promoted else "unchanged",
             "mlflow_run_id": run_id,
+            **mlflow_links(context, mlflow, run_id),
         },
     )
 

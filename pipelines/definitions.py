@@ -39,6 +39,7 @@ from dagster._loggers import colored_console_logger
 
 from assets import behaviour, leaderboard, monitoring, socialrl, stage2, tom, yoao
 from models.profiles import get_profile
+from models.tracking.links import DAGSTER_UI_URL, MLFLOW_UI_URL
 from resources import EngineResource, MlflowResource, SettingsResource, StoreResource
 
 
@@ -51,16 +52,24 @@ def build_resources(
         profile=get_profile(profile).name, data_dir=data_dir, stage2_specialists=stage2_specialists
     )
     engine = EngineResource(settings=settings, remote_api_key=EnvVar("SOCIALRL_REMOTE_API_KEY").get_value("") or "")
+    links = {  # where `make ui` serves the two UIs (pipelines/ui.py passes its ports)
+        "ui_url": EnvVar(MLFLOW_UI_URL_ENV).get_value("") or MLFLOW_UI_URL,
+        "dagster_ui_url": EnvVar(DAGSTER_UI_URL_ENV).get_value("") or DAGSTER_UI_URL,
+    }
     return {
         "settings": settings,
         "store": StoreResource(settings=settings),
         "engine": engine,
-        "mlflow": MlflowResource(settings=settings),
+        "mlflow": MlflowResource(settings=settings, **links),
     }
 
 
 EVALUATE_NEW_VERSIONS_ENV = "SOCIALRL_EVALUATE_NEW_VERSIONS"
 """Set to 1/true to start `new_model_version_sensor` RUNNING (the code location's edge reads it)."""
+MLFLOW_UI_URL_ENV = "SOCIALRL_MLFLOW_UI_URL"
+"""The MLflow UI that asset metadata links to (default http://127.0.0.1:5000; `make ui` sets it)."""
+DAGSTER_UI_URL_ENV = "SOCIALRL_DAGSTER_UI_URL"
+"""The Dagster UI that MLflow runs link back to (default http://127.0.0.1:3000; `make ui` sets it)."""
 
 
 def new_version_sensor_status(value: str | None) -> DefaultSensorStatus:

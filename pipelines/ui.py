@@ -22,11 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from models.settings import REPO_ROOT, DataPaths
-from models.tracking import TrackingConfig, server_command, server_environment
+from models.tracking import Tracker, TrackingConfig, UiLinks, server_command, server_environment
 
 # Read by pipelines/definitions.py (the code location); not imported from there, so that this launcher does
 # not load every asset module into its own process.
 EVALUATE_NEW_VERSIONS_ENV = "SOCIALRL_EVALUATE_NEW_VERSIONS"
+MLFLOW_UI_URL_ENV = "SOCIALRL_MLFLOW_UI_URL"
+DAGSTER_UI_URL_ENV = "SOCIALRL_DAGSTER_UI_URL"
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,9 @@ def ui_servers(
     # The code location's settings resource reads the same data directory ($SOCIALRL_DATA_DIR, the edge).
     dagster_env = {**os.environ, "DAGSTER_HOME": str(paths.dagster_home), "SOCIALRL_DATA_DIR": str(paths.root)}
     dagster_env[EVALUATE_NEW_VERSIONS_ENV] = "1" if evaluate_new_versions else "0"
+    # Asset metadata links to this MLflow UI, and MLflow runs link back to this Dagster UI.
+    dagster_env[MLFLOW_UI_URL_ENV] = f"http://127.0.0.1:{mlflow_port}"
+    dagster_env[DAGSTER_UI_URL_ENV] = f"http://127.0.0.1:{dagster_port}"
     dagster = [str(bin_dir / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(dagster_port)]
     mlflow = server_command(TrackingConfig.from_env(paths), port=mlflow_port)
     return [UiServer("dagster", dagster, dagster_env), UiServer("mlflow", mlflow, server_environment())]
@@ -87,7 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     paths = DataPaths.from_env()
     signal.signal(signal.SIGTERM, _interrupt)
     processes = [start(s) for s in ui_servers(paths, args.dagster_port, args.mlflow_port, args.evaluate_new_versions)]
-    print(f"Dagster UI: http://127.0.0.1:{args.dagster_port}   MLflow UI: http://127.0.0.1:{args.mlflow_port}")
+    links = UiLinks(f"http://127.0.0.1:{args.dagster_port}", f"http://127.0.0.1:{args.mlflow_port}")
+    # The experiment's training runs: MLflow 3 opens an experiment on an empty GenAI "Traces" overview otherwise.
+    experiment = Tracker(TrackingConfig.from_env(paths)).experiment_id
+    print(f"Dagster UI: {links.dagster_url}   MLflow UI: {links.mlflow_experiment(experiment)}")
     sensor = (
         "ON: evaluates each version registered from now on (one vLLM engine per run)"
         if args.evaluate_new_versions

@@ -154,6 +154,29 @@ def test_make_ui_starts_no_heavy_work_unless_configured() -> None:
     assert schedule.default_status == DefaultScheduleStatus.RUNNING
 
 
+def test_make_ui_points_each_ui_at_the_other(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make ui` tells the code location where both UIs are: asset metadata links to its MLflow, MLflow runs
+    link back to its Dagster (pipelines/ui.py -> $SOCIALRL_*_UI_URL -> MlflowResource)."""
+    from models.settings import DataPaths
+    from pipelines import definitions, ui
+
+    servers = {s.name: s for s in ui.ui_servers(DataPaths(tmp_path), dagster_port=3100, mlflow_port=5100)}
+    env = servers["dagster"].env
+    assert (ui.MLFLOW_UI_URL_ENV, ui.DAGSTER_UI_URL_ENV) == (
+        definitions.MLFLOW_UI_URL_ENV,
+        definitions.DAGSTER_UI_URL_ENV,
+    )
+    assert (
+        env[ui.MLFLOW_UI_URL_ENV] == "http://127.0.0.1:5100" and env[ui.DAGSTER_UI_URL_ENV] == "http://127.0.0.1:3100"
+    )
+    for key in (ui.MLFLOW_UI_URL_ENV, ui.DAGSTER_UI_URL_ENV):
+        monkeypatch.setenv(key, env[key])
+    links = definitions.build_resources("smoke", str(tmp_path))["mlflow"].links()
+    assert links.mlflow_version("m", 1).startswith("http://127.0.0.1:5100/#/models/m/versions/1")
+    assert links.dagster_run("abc") == "http://127.0.0.1:3100/runs/abc"
+    assert servers["mlflow"].argv[-1] == "5100"
+
+
 @pytest.mark.slow
 def test_smoke_lineage_materialises_with_real_resources(
     tmp_path: Path, tiny_model_dir: Path, caplog: pytest.LogCaptureFixture

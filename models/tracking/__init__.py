@@ -1,8 +1,9 @@
 """MLflow tracking and model registry: a thin client over `mlflow.tracking.MlflowClient`.
 
-Four modules behind one `Tracker`: config.py (`TrackingConfig`, URIs, the `mlflow server` command, the quiet
-environment), runs.py (`TrackedRun`, run tags, parameter flattening), cards.py (`ModelCard`) and registry.py
-(`Tracker`, registered versions, the promotion rule). Callers import from `models.tracking`.
+Five modules behind one `Tracker`: config.py (`TrackingConfig`, URIs, the `mlflow server` command, the quiet
+environment), runs.py (`TrackedRun`, run tags, parameter flattening), cards.py (`ModelCard`), registry.py
+(`Tracker`, registered versions, the promotion rule) and links.py (`UiLinks`: URLs between the Dagster and
+MLflow UIs). Callers import from `models.tracking`.
 
 One `Tracker` is built from plain settings (`TrackingConfig`: tracking URI, artifact root, experiment
 name), so that a Dagster ConfigurableResource can wrap it later; it never touches MLflow's global state
@@ -45,6 +46,7 @@ from models.tracking.config import (
     server_command,
     server_environment,
 )
+from models.tracking.links import UiLinks
 from models.tracking.registry import (
     ARTIFACT_PATH_TAG,
     CANDIDATE,
@@ -59,11 +61,13 @@ from models.tracking.registry import (
 )
 from models.tracking.runs import (
     DAGSTER_RUN_TAG,
+    DAGSTER_RUN_URL_TAG,
     DOMAIN_TAG,
     GIT_COMMIT_TAG,
     PARENT_RUN_TAG,
     PROFILE_TAG,
     STAGE_TAG,
+    SUMMARY_PREFIX,
     TrackedRun,
     flatten_params,
     git_commit,
@@ -75,6 +79,7 @@ __all__ = [
     "CANDIDATE",
     "CHAMPION",
     "DAGSTER_RUN_TAG",
+    "DAGSTER_RUN_URL_TAG",
     "DOMAIN_TAG",
     "EVALUATED_TAG_PREFIX",
     "EVAL_TAG_PREFIX",
@@ -84,6 +89,7 @@ __all__ = [
     "QUIET_ENVIRONMENT",
     "SERVER_ENVIRONMENT",
     "STAGE_TAG",
+    "SUMMARY_PREFIX",
     "ChampionComparison",
     "LocalModel",
     "ModelCard",
@@ -92,6 +98,7 @@ __all__ = [
     "TrackedRun",
     "Tracker",
     "TrackingConfig",
+    "UiLinks",
     "default_artifact_root",
     "default_tracking_uri",
     "flatten_params",

@@ -30,7 +30,7 @@ from models.socialrl.stage1.evaluation import (
 )
 from models.socialrl.stage1.specialist import Specialist
 from models.socialrl.stage1.warmstart import WarmStart, WarmStartImitation
-from models.tracking import ModelCard, Tracker
+from models.tracking import SUMMARY_PREFIX, ModelCard, Tracker
 
 POLICY_ORDER = ("base", "sft", "ppo", "teacher", "accept_first", "hold_target", "split_difference")
 """The policies of a domain's report, in display order."""
@@ -281,10 +281,11 @@ def document_specialist(
     )
     tracker.document_version(s.model_name, s.model_version, card)
     if s.mlflow_run_id:
-        tracker.log_run_metrics(
+        tracker.log_run_metrics(  # after the PPO curves on the run page (SUMMARY_PREFIX)
             s.mlflow_run_id,
             {
-                **{f"eval/{label}_mean_reward": p.summary.mean_reward for label, p in evaluation.policies.items()},
-                **{f"eval/{name}": e.mean for name, e in evaluation.paired.items() if math.isfinite(e.mean)},
+                **{f"{label}_mean_reward": p.summary.mean_reward for label, p in evaluation.policies.items()},
+                **{name: e.mean for name, e in evaluation.paired.items() if math.isfinite(e.mean)},
             },
+            prefix=SUMMARY_PREFIX,
         )

@@ -20,7 +20,7 @@ from models.socialrl.stage1.evaluation import (
     evaluate_served,
     evaluation_plan,
 )
-from models.tracking import GIT_COMMIT_TAG, ModelCard, Tracker, write_model_card
+from models.tracking import GIT_COMMIT_TAG, SUMMARY_PREFIX, ModelCard, Tracker, write_model_card
 from models.training.config import SFTResult
 from models.training.sft import run_sft
 
@@ -84,7 +84,7 @@ def warmstart(
             "tokens_per_s": result.tokens_per_second,
             "wall_seconds": result.wall_seconds,
         }
-        run.log_metrics(result.steps, {k: float(v) for k, v in summary.items() if v is not None})
+        run.log_metrics(result.steps, {f"{SUMMARY_PREFIX}{k}": float(v) for k, v in summary.items() if v is not None})
         if result.loss_curve:
             steps = list(range(1, len(result.loss_curve) + 1))
             png = plots.line_with_band([plots.Series("train loss", steps, result.loss_curve)], "SFT", "step", "loss")
