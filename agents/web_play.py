@@ -16,8 +16,8 @@ API (every error is JSON `{"error": "..."}` with a 4xx status, and the page show
 
 | request | answer |
 | --- | --- |
-| `GET /api/environments` | each playable environment: id, title, seats, opponents (name, label, kind) |
-| `POST /api/games` `{"env_id", "seat", "opponent", "seed"}` | 201 `{"game_id", "episode_id", ...}`; 400 for an unknown environment, seat or opponent (a model alias the registry does not know) |
+| `GET /api/environments` | each playable environment: id, title, seats, opponents (name, label, kind, and for a model what it was trained for: `trained`, `domains`, `seat`) |
+| `POST /api/games` `{"env_id", "seat", "opponent", "seed"}` | 201 `{"game_id", "episode_id", "warning", ...}` (`warning`: the model plays outside the domain or seat it was trained for); 400 for an unknown environment, seat or opponent (a model alias the registry does not know) |
 | `GET /api/games/{id}?since=n` | the events addressed to the seat from index n on (with how each of the person's moves was read and each refused reply of another seat, reason only), whether it is the person's turn (allowed kinds, the request's text), and when done the seat's outcome and every attempt of every seat with its text (`record`) |
 | `POST /api/games/{id}/moves` `{"text"}` | 202; 409 when it is not the person's turn; 400 for an empty or over-long move |
 | `DELETE /api/games/{id}` | abandons a game (nothing is recorded) |
@@ -79,6 +79,12 @@ class OpponentOption:
     """What the person reads."""
     kind: str
     """"code" or "model"."""
+    trained: str = ""
+    """What a model was trained for, in words (e.g. "craigslist-v0 as buyer"); "" for a code agent."""
+    domains: tuple[str, ...] = ()
+    """The environments it was trained on (empty: not recorded, or a code agent that plays them all)."""
+    seat: str = ""
+    """The seat it was trained to play there ("" when not recorded)."""
 
 
 class OpponentProvider(Protocol):
@@ -95,6 +101,9 @@ class OpponentProvider(Protocol):
 
     async def make_agents(self, env_id: str, name: str, seats: Sequence[str], seed: int) -> dict[str, Agent]:
         """Agents for the opponent's `seats` (may start serving a model: it can take a while)."""
+
+    def note(self, env_id: str, name: str, seats: Sequence[str]) -> str:
+        """A warning when `name` plays `seats` of `env_id` outside what it was trained for; "" otherwise."""
 
 
 def opponent_and_team_seats(env_id: str, seats: Sequence[str], human_seat: str) -> tuple[list[str], list[str]]:
@@ -130,6 +139,9 @@ class CodeOpponents:
         if env_id == RED_BLACK:
             return dict(make_strategy_team(name, seats, seed))
         return {seat: make_code_agent(name, seed + 7919 * (k + 1)) for k, seat in enumerate(seats)}
+
+    def note(self, env_id: str, name: str, seats: Sequence[str]) -> str:
+        return ""  # code agents and scripted teams play every seat of the environments they are offered in
 
 
 # ------------------------------------------------------------------------------------------ the person
@@ -262,6 +274,8 @@ class Game:
     result: EpisodeResult | None = None
     error: str = ""
     recorded: bool = False
+    warning: str = ""
+    """Why the opponent may play badly here (a model outside the domain or seat it was trained for)."""
 
     def view(self, since: int = 0) -> dict[str, Any]:
         since = max(0, since)
@@ -286,6 +300,7 @@ class Game:
             "kinds": dict(spec.kinds) if spec else {},
             "done": self.status in ("finished", "failed", "abandoned"),
             "error": self.error,
+            "warning": self.warning,
             "outcome": None,
             "record": [],
         }
@@ -389,6 +404,7 @@ class GameRoom:
         self._forget_old()
         game_id = uuid.uuid4().hex[:12]
         game = Game(game_id, env_id, seat, opponent, seed, f"play:{env_id}:{game_id}", WebHumanAgent())
+        game.warning = provider.note(env_id, opponent, opponent_and_team_seats(env_id, seats, seat)[0])
         self.games[game_id] = game
         game.task = asyncio.get_running_loop().create_task(self._play(game, provider, scenario, seats))
         return game

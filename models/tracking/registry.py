@@ -34,6 +34,7 @@ from models.tracking.runs import (
     GIT_COMMIT_TAG,
     NOTE_TAG,
     PROFILE_TAG,
+    SEAT_TAG,
     TrackedRun,
     _finite_metrics,
     _log_file,
@@ -328,7 +329,7 @@ class Tracker:
 
     def document_version(self, name: str, version: int | str, card: ModelCard) -> RegisteredVersion:
         """Make a version explain itself: its description (`card.description()`), tags (base model, domain,
-        profile, parent, git commit) and, beside the adapter in the version's artifacts, a README.md model card
+        seat, profile, parent, git commit) and, beside the adapter in the version's artifacts, a README.md model card
         and an adapter_config.json naming the base model by name (see `write_model_card`). Returns the
         updated version."""
         mv = self._version(name, version)
@@ -337,6 +338,7 @@ class Tracker:
         tags = {
             "socialrl.base_model": card.base_model,
             DOMAIN_TAG: card.domain,
+            SEAT_TAG: card.seat,
             PROFILE_TAG: card.profile,
             "socialrl.parent": card.parent,
             GIT_COMMIT_TAG: card.git_commit,

@@ -18,6 +18,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from mlflow.tracking import MlflowClient
 
 DOMAIN_TAG = "socialrl.domain"
+DOMAINS_TAG = "socialrl.domains"
+"""Model-version tag: the comma-separated domains a multi-domain policy was trained and evaluated on."""
+SEAT_TAG = "socialrl.seat"
+"""Model-version tag: the seat the version was trained to play in its domain (from its model card)."""
 PROFILE_TAG = "socialrl.profile"
 STAGE_TAG = "socialrl.stage"
 DAGSTER_RUN_TAG = "dagster.run_id"
