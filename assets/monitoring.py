@@ -8,6 +8,7 @@ A specialist is evaluated on its domain; a stage-2 policy (`socialrl-cascade`, `
 of its `socialrl.domains` tag, summarised over all of them (equal episode counts: the mean of the domains)."""
 
 import dataclasses
+import logging
 from datetime import UTC, datetime
 
 from dagster import AssetExecutionContext, Config, MetadataValue, OpExecutionContext, Output, asset, op
@@ -16,7 +17,7 @@ from assets import socialrl
 from assets import stage2 as stage2_assets
 from assets.common import mlflow_links
 from environments import SOCIALRL_ENV_IDS
-from models.display import display_metadata, format_number
+from models.display import display_json, display_metadata, format_number
 from models.evaluation.policy import EvaluationResult, EvaluationSummary, store_evaluation, summarise
 from models.evaluation.transcripts import representative_transcripts, transcripts_markdown
 from models.serving.adapters import serve_adapter
@@ -24,6 +25,8 @@ from models.socialrl import stage1, stage2
 from resources import EngineResource, MlflowResource, SettingsResource, StoreResource
 
 GROUP = "monitoring"
+log = logging.getLogger("socialrl.monitoring")
+"""Progress and results on the console (`make run`) and in the run's Events (a Dagster-managed logger)."""
 
 
 def _env_of(model_name: str) -> str | None:
@@ -103,14 +106,18 @@ def champion_evaluations(
     today = now.strftime("%Y%m%d")
     tracker, links = mlflow.tracker(), mlflow.links()
     rows: dict[str, float] = {}
+    report: dict[str, dict] = {}
     lines, transcripts = [], []
-    for version in tracker.champion_versions(prefix="socialrl-"):
+    champions = tracker.champion_versions(prefix="socialrl-")
+    for k, version in enumerate(champions):
         label = f"{version.name}@v{version.version}"
         run_id = f"nightly-{today}"
+        log.info("nightly evaluation %d/%d: %s", k + 1, len(champions), label)
         results = _evaluate_version(settings, store, engine, mlflow, version.name, version.version, run_id, int(today))
         summary = _summary(results)
         tracker.record_evaluation_history(version.name, version.version, summary, "nightly", when=now, source=run_id)
         rows[label] = summary.mean_reward
+        report[label] = {"run_id": run_id, **summary.as_dict()}
         run_link = (
             f"[{version.run_id[:8]}]({links.mlflow_run(tracker.experiment_id, version.run_id)})"
             if version.run_id
@@ -126,7 +133,10 @@ def champion_evaluations(
         for result in results:
             title = label if len(results) == 1 else f"{label} on {result.env_id}"
             transcripts.append(transcripts_markdown(representative_transcripts(result, title), title=title))
-        context.log.info(f"{label}: nightly mean reward {summary.mean_reward:.3f} (n={summary.n})")
+        log.info(
+            "nightly %s: mean reward %.3f [%.3f, %.3f] (n=%d), agreement %.2f",
+            label, summary.mean_reward, summary.ci_low, summary.ci_high, summary.n, summary.agreement_rate,
+        )  # fmt: skip
     table = "\n".join(lines) or "| (no champions yet) | | | | | |"
     return Output(
         rows,
@@ -137,6 +147,7 @@ def champion_evaluations(
                 + table
             ),
             "transcripts": MetadataValue.md("\n\n".join(transcripts) or "*no champions yet*"),
+            "report": MetadataValue.json(display_json(report)),  # make run's report reads it (nightly)
         },
     )
 
@@ -164,5 +175,8 @@ def evaluate_model_version(
     tracker = mlflow.tracker()
     tracker.record_evaluation(config.model_name, config.version, {"mean_reward": summary.mean_reward})
     tracker.record_evaluation_history(config.model_name, config.version, summary, "heldout", source=run_id)
-    context.log.info(f"{config.model_name} v{config.version}: mean reward {summary.mean_reward:.3f} (n={summary.n})")
+    log.info(
+        "%s v%s: held-out mean reward %.3f [%.3f, %.3f] (n=%d)",
+        config.model_name, config.version, summary.mean_reward, summary.ci_low, summary.ci_high, summary.n,
+    )  # fmt: skip
     return summary.as_dict()

@@ -255,6 +255,9 @@ class Profile:
     """Sampling temperature of models under evaluation (seeded per episode, so paired policies share seeds)."""
     eval_concurrency: int = 32
     """Evaluation episodes in flight at once (their calls batch in the engine)."""
+    progress_interval_s: float = 60.0
+    """Longest silence of a run: a "still working" line is logged whenever the `socialrl` loggers were quiet
+    this long (models/progress.py; the settings resource runs the watch while a run's resources are up)."""
     engine: EngineSettings = field(default_factory=EngineSettings)
     """Engine start-up settings."""
     stage2: Stage2Settings = field(default_factory=Stage2Settings)
@@ -280,6 +283,8 @@ class Profile:
             raise ValueError("scenario and episode counts must be >= 1")
         if self.base_heldout_scenarios < 0:
             raise ValueError(f"base_heldout_scenarios must be >= 0, got {self.base_heldout_scenarios}")
+        if not self.progress_interval_s > 0:
+            raise ValueError(f"progress_interval_s must be > 0, got {self.progress_interval_s}")
 
     def for_stage2_specialists(self) -> Profile:
         """This profile with stage 1 sized as `run_stage2` trains its specialists (`Stage2Settings.specialist_*`;
@@ -327,6 +332,7 @@ SMOKE = Profile(
     ),
     max_new_tokens=16,
     eval_concurrency=16,
+    progress_interval_s=15.0,  # the smoke lineage test checks that no step is quiet longer (tests/test_pipelines.py)
     engine=EngineSettings(max_model_len=2048, kv_cache_gib=1.0),
     # All six domains through every stage-2 asset in a few minutes: two held-out episodes per policy and
     # domain, one PPO iteration per cascade stage, two MOPD steps.

@@ -13,7 +13,8 @@ every Dagster event and every log line go to <data>/logs/make-run-<time>.log. Th
 written to <data>/reports/make-run-<time>.json) is read back from the `report` metadata of each domain's
 `specialist_eval` materialisation: per domain the policies' held-out results, the paired differences
 (`ppo_minus_sft`, `sft_minus_base`, `ppo_minus_base`, each {mean, ci_low, ci_high, n}) and the PPO
-`learning_curve`.
+`learning_curve`; and from `champion_evaluations`' `report` the nightly result (`nightly`: each champion's
+mean reward with its interval and n).
 
     python -m pipelines.run_lineage [--profile smoke|cpu|paper] [--domains craigslist-v0,dnd-v0]
                                     [--data-dir DIR] [--skip-monitoring] [--force]
@@ -28,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from environments import SOCIALRL_ENV_IDS
-from models.display import strict_json
+from models.display import format_number, strict_json
 from models.profiles import PROFILE_NAMES, get_profile
+from models.progress import PlainFormatter
 from models.settings import DataPaths
 from models.tracking import TrackingConfig
 
@@ -52,7 +54,8 @@ class StepResult:
     """The Dagster run id ("" when the run could not be created)."""
     error: str = ""
     report: dict[str, Any] | None = None
-    """A domain run's `specialist_eval` report (policies, paired differences, learning curve)."""
+    """A domain run's `specialist_eval` report (policies, paired differences, learning curve), or the nightly
+    run's `champion_evaluations` report (each champion's mean reward with its interval and n)."""
     markdown: str = ""
     """The same evaluation as `SpecialistEvaluation.markdown()` rendered it (its `evaluation` metadata)."""
     step_seconds: dict[str, float] = field(default_factory=dict)
@@ -136,7 +139,7 @@ def _execute(defs, job: str, partition: str | None, instance, profile: str, log_
     seconds = time.perf_counter() - start
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     promoted = checks.get("beats_champion") if partition else None
-    record = _latest(instance, "specialist_eval", profile, partition) if partition else None
+    record = _latest(instance, _MARKER[job], profile, partition)  # its `report` metadata, where it has one
     report, markdown = _report_of(record), _metadata_of(record, "evaluation") or ""
     failed_steps = {e.step_key or "" for e in result.all_events if e.is_step_failure}
     # A candidate that does not beat the champion fails the blocking check (Dagster marks the run failed and
@@ -192,7 +195,7 @@ def run_lineage(
             if done is not None and job == "champion_evaluation_job":
                 done = done if time.strftime("%Y-%m-%d", time.gmtime(done.timestamp)) == today else None
             if done is not None:
-                report = _report_of(done) if partition else None
+                report = _report_of(done)
                 markdown = (_metadata_of(done, "evaluation") or "") if partition else ""
                 steps.append(
                     StepResult(
@@ -223,10 +226,20 @@ def write_report(paths: DataPaths, profile: str, steps: list[StepResult], elapse
         "profile": profile,
         "wall_s": round(elapsed, 1),
         "domains": domains,
+        "nightly": next((s.report for s in steps if s.job == "champion_evaluation_job" and s.report), None),
         "steps": [{k: v for k, v in asdict(s).items() if k not in ("report", "markdown")} for s in steps],
     }
     path.write_text(strict_json(report, indent=1))
     return path
+
+
+def nightly_text(report: dict[str, Any]) -> str:
+    """What `make run` prints of `champion_evaluations`' report: each champion's mean reward with its interval."""
+    lines = ["Nightly champion evaluation (fresh held-out scenarios):"]
+    for label, r in report.items():
+        low, high = format_number(r.get("ci_low")), format_number(r.get("ci_high"))
+        lines.append(f"  {label}: mean reward {format_number(r.get('mean_reward'))} [{low}, {high}] (n={r.get('n')})")
+    return "\n".join(lines)
 
 
 def configure_logging(log_file: Path) -> None:
@@ -235,11 +248,12 @@ def configure_logging(log_file: Path) -> None:
     root = logging.getLogger()
     root.setLevel(logging.DEBUG)
     to_file = logging.FileHandler(log_file)
-    to_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    to_file.setFormatter(PlainFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
     root.addHandler(to_file)
     console = logging.StreamHandler(sys.stdout)
     console.setLevel(logging.INFO)
-    console.setFormatter(logging.Formatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
+    # Dagster-managed, the socialrl records reach this handler rewritten; PlainFormatter prints them as written.
+    console.setFormatter(PlainFormatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
     console.addFilter(lambda record: record.name.startswith("socialrl"))
     root.addHandler(console)
     for noisy in ("httpx", "httpcore", "urllib3", "filelock", "datasets"):
@@ -270,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     for step in steps:
         if step.markdown:
             print(step.markdown + "\n")
+        if step.job == "champion_evaluation_job" and step.report:
+            print(nightly_text(step.report) + "\n")
     print(f"This run's numbers: {write_report(paths, profile.name, steps, elapsed)}")
     tracking = TrackingConfig.from_env(paths)
     print(

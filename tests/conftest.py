@@ -34,6 +34,34 @@ def vllm_engine(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
         yield engine
 
 
+@pytest.fixture(scope="module")
+def rollout_proxy(vllm_engine: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """The rollout proxy in front of the session engine, recording into a module's own tables; keyed like the
+    pipeline's (the rollout agents and the flush must send `rollout_proxy.config.api_key`)."""
+    from models.serving.engine import new_token
+    from models.serving.proxy import ProxyConfig, ProxyServer
+
+    config = ProxyConfig(
+        upstreams=(vllm_engine.base_url,),
+        base_models=("tiny",),
+        table_root=tmp_path_factory.mktemp("rollout_tables"),
+        port=0,
+        api_key=new_token(),
+        upstream_api_key=vllm_engine.config.api_key,
+    )
+    with ProxyServer(config) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def yes_no_ids(tiny_model_dir: Path) -> list[int]:
+    """The tiny tokenizer's ids of " yes" and " no" (the keyword tasks' allowed tokens)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    return [tokenizer.encode(" yes")[0], tokenizer.encode(" no")[0]]
+
+
 def make_tiny_lora(model_dir: Path, adapter: Path, seed: int = 0) -> Path:
     """Save a real PEFT LoRA adapter (rank 8, q/v projections, random A and B so it changes outputs) of the
     model at `model_dir` to `adapter`; different seeds give different adapters."""

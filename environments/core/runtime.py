@@ -160,16 +160,17 @@ class EpisodeSpec:
 
 
 def progress_logger(
-    log: logging.Logger, label: str, total: int, noun: str = "episode"
+    log: logging.Logger, label: str, total: int, noun: str = "episode", id_prefix: str | None = None
 ) -> Callable[[int, EpisodeResult], None]:
     """An `on_result` callback for `run_episodes`: one INFO line per ended episode, with the count, its id
-    (less the `label:` prefix) and the seconds since the callback was made. Batches of LLM episodes run for
-    minutes on CPU; these lines are their progress."""
+    (less the `<id_prefix>:` prefix, default the label) and the seconds since the callback was made. Batches of
+    LLM episodes run for minutes on CPU; these lines are their progress."""
     start = time.perf_counter()
+    strip = f"{label if id_prefix is None else id_prefix}:"
 
     def line(ended: int, result: EpisodeResult) -> None:
         log.info(
-            "%s: %s %d/%d ended (%s), %.0f s", label, noun, ended, total, result.episode_id.removeprefix(f"{label}:"),
+            "%s: %s %d/%d ended (%s), %.0f s", label, noun, ended, total, result.episode_id.removeprefix(strip),
             time.perf_counter() - start,
         )  # fmt: skip
 
