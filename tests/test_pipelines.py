@@ -22,6 +22,7 @@ EXPECTED_ASSETS = {
     "scenarios",
     "teacher_traces",
     "sft_warmstart",
+    "warmstart_imitation",
     "specialist",
     "specialist_eval",
     "specialist_champion",
@@ -77,6 +78,7 @@ def test_definitions_load_and_every_job_resolves() -> None:
     checks = {key.name for key in defs.resolve_asset_graph().asset_check_keys}
     assert checks == {
         "traces_are_usable",
+        "warmstart_imitates_teacher",
         "completions_have_token_ids",
         "beats_champion",
         "transfer_matrix_complete",

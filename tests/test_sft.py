@@ -171,3 +171,37 @@ def test_checkpoints_every_k_steps_carry_their_held_out_loss_and_a_loadable_adap
     assert result.loss_tokens > 0
     adapted = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model_dir), first.adapter_dir)
     assert adapted.peft_config["default"].r == 8
+
+
+def test_the_trained_positions_loss_equals_trls_loss_and_gradients(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """SFTSettings.trained_positions_only runs the LM head at the trained positions only; on the same packed
+    batch its loss and its gradients are TRL's (which scores every position on the CPU)."""
+    import torch
+    from datasets import Dataset
+
+    from models.training.sft import load_lora_model, trainer_class, trainer_config
+
+    rng = random.Random(3)
+    settings = SFTSettings(max_steps=1, bf16=False, lora=LoraSettings(r=8, alpha=16))
+    model, tokenizer = load_lora_model(tiny_model_dir, settings.lora)
+    rows = [e.as_row() for e in tokenise_conversations([_conversation(rng) for _ in range(4)], tokenizer, 256).examples]
+    results = {}
+    for compact in (False, True):
+        torch.manual_seed(0)
+        model, tokenizer = load_lora_model(tiny_model_dir, settings.lora)
+        trainer = trainer_class(compact)(
+            model=model,
+            args=trainer_config(settings, tmp_path / str(compact), on_cpu=True),
+            train_dataset=Dataset.from_list(rows),
+            processing_class=tokenizer,
+        )
+        batch = trainer._prepare_inputs(next(iter(trainer.get_train_dataloader())))
+        assert int((batch["labels"] != -100).sum()) < batch["labels"].numel() // 2  # most positions are context
+        loss = trainer.compute_loss(model, batch)
+        loss.backward()
+        grads = [p.grad.clone() for p in model.parameters() if p.requires_grad]
+        results[compact] = (float(loss), grads, trainer._metrics["train"]["mean_token_accuracy"][-1])
+    (trl_loss, trl_grads, trl_accuracy), (our_loss, our_grads, our_accuracy) = results[False], results[True]
+    assert our_loss == pytest.approx(trl_loss, rel=1e-4)
+    assert all(torch.allclose(a, b, rtol=1e-3, atol=1e-6) for a, b in zip(trl_grads, our_grads, strict=True))
+    assert our_accuracy == pytest.approx(trl_accuracy)
