@@ -2,7 +2,8 @@
 function of models/yoao/, stores tables, logs MLflow runs with plots and returns that function's result.
 
 Seed pipeline: yoao_teacher_selection -> yoao_seed_traces -> yoao_seed_dataset -> yoao_seed_agent, with
-yoao_format_warmup (the untrained teammates' format-only adapter, which the seed continues).
+yoao_format_warmup (the untrained teammates' format warm-up adapter, which the seed continues); then
+yoao_warmstart_imitation (both adapters replayed on their held-out turns).
 Experiments, partitioned by held-out frame: propagation_by_seed_count -> propagation_mute,
 propagation_persistence, propagation_prompting_baseline. Then sugarscape_zero_shot, and yoao_results, which
 pools the frames of the profile, writes the report and moves the seed's `champion` alias.
