@@ -23,7 +23,7 @@ from models.yoao.report import BENCHMARK_KEYS, write_json
 from pipelines.run_lineage import PROFILE_TAG, QUIET_CONSOLE, configure_logging
 
 SEED_PIPELINE = ("yoao_teacher_selection", "yoao_seed_traces", "yoao_seed_dataset", "yoao_format_warmup",
-                 "yoao_seed_agent", "sugarscape_zero_shot")  # fmt: skip
+                 "yoao_seed_agent", "yoao_warmstart_imitation", "sugarscape_zero_shot")  # fmt: skip
 EXPERIMENTS = ("propagation_by_seed_count", "propagation_mute", "propagation_persistence",
                "propagation_prompting_baseline")  # fmt: skip
 
