@@ -116,13 +116,19 @@ def test_sft_lowers_the_held_out_loss_and_saves_a_loadable_adapter(
     steps: list[dict[str, float]] = []
     with caplog.at_level("INFO", logger="socialrl.sft"):
         result = run_sft(tiny_model_dir, train, tmp_path, settings, eval_conversations=held_out, on_step=steps.append)
-    # Progress: one line per optimiser step with its loss and rate.
+    # Progress: one line per optimiser step with its loss and rate, and one for the held-out loss measured
+    # after the last step.
     progress = [r.getMessage() for r in caplog.records if r.getMessage().startswith("SFT step")]
-    assert len(progress) == 15 and "loss" in progress[-1] and "tok/s" in progress[-1]
+    step_lines = [line for line in progress if "tok/s" in line]
+    assert len(step_lines) == 15 and all(" loss " in line for line in step_lines)
+    assert progress[-1] == f"SFT step 15/15  held-out loss {result.eval_loss_after:.3f}"
     assert "{'loss'" not in capsys.readouterr().out  # the trainer's own log dicts stay off the console
     assert result.examples == 24 and result.steps == 15  # one example per conversation
     assert result.eval_loss_after < result.eval_loss_before - 0.3
+    evaluations = [s for s in steps if "eval_loss" in s]
+    steps = [s for s in steps if "loss" in s]
     assert [s["step"] for s in steps] == list(range(1, 16)) and len(result.loss_curve) == 15
+    assert evaluations == [{"step": 15.0, "eval_loss": result.eval_loss_after}]
     # Tokens are counted as fed: the steps' counts add up to the result's, and 15 steps of 2 packed rows
     # cannot hold more than 30 rows' worth.
     assert sum(s["tokens"] for s in steps) == result.train_tokens > 0 and result.tokens_per_second > 0
