@@ -57,17 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     endpoint = Endpoint(args.name or args.model, args.model, args.base_url, api_key=key)
 
     if endpoint.local:
-        from models.serving.engine import EngineConfig
         from models.serving.local import serve_local
         from models.tracking import TrackingConfig
 
-        engine = EngineConfig(
-            model_path=paths.models,
-            max_model_len=profile.engine.max_model_len,
-            kv_cache_gib=profile.engine.kv_cache_gib,
-            enforce_eager=profile.engine.enforce_eager,
-            max_lora_rank=profile.engine.max_lora_rank,
-        )
+        engine = profile.engine.engine_config(paths.models)  # model_path: replaced by the resolved weights
         serving = serve_local(args.model, profile.base_model, paths, engine, TrackingConfig.from_env(paths))
     else:
         serving = nullcontext(None)

@@ -61,14 +61,11 @@ def run_yoao(profile_name: str, data: Path | None = None, results_path: Path | N
     from dagster import AssetSelection, DagsterInstance, materialize
 
     from pipelines.definitions import all_assets, all_checks, build_resources
-    from resources import EngineResource
 
     profile = get_profile(profile_name)
     paths = DataPaths(data) if data is not None else DataPaths.from_env()
     instance = DagsterInstance.from_config(str(paths.dagster_home))
-    resources = build_resources(profile=profile.name, data_dir=str(paths.root))
-    if profile.yoao.model:
-        resources["engine"] = EngineResource(settings=resources["settings"], model=profile.yoao.model)
+    resources = build_resources(profile=profile.name, data_dir=str(paths.root))  # yoao_engine: the seeds' model
     runs: list[YoaoRun] = []
     results = None
     for frame, assets in plan(profile.yoao.heldout_frames):

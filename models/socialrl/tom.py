@@ -323,7 +323,7 @@ def train_students(
     if len(kept) - cut < 1:
         raise ValueError(f"{env_id}: no usable traces for the ToM students (min reward {profile.trace_min_reward})")
     held_out, train = kept[:cut], kept[cut:]
-    settings = profile.tom.sft or profile.sft
+    settings = profile.tom.resolved(profile).sft
     students: dict[str, Student] = {}
     for arm, fmt in STUDENT_FORMATS.items():
         train_chats = [t.messages for t in sft_traces(train, fmt)]

@@ -11,7 +11,7 @@ Frames are validated by name when the settings are made: a frame that does not e
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from agents.yoao.red_black_strategies import PAPER_OPPONENTS
 from environments.yoao.red_black import DISCUSSION_ORDERS, list_frames, load_frame
@@ -198,6 +198,11 @@ class YoaoSettings:
             raise ValueError(f"must be >= 1: {bad}")
         if self.trace_teacher_seats > self.team_size:
             raise ValueError("trace_teacher_seats cannot exceed team_size")
+
+    def resolved(self, base_model: str) -> YoaoSettings:
+        """These settings with `model` set (None: the profile's `base_model`): what the seeds train on and the
+        YOAO engine serves."""
+        return self if self.model else replace(self, model=base_model)
         if not 0.0 <= self.max_abstention_rate <= 1.0:
             raise ValueError(f"max_abstention_rate must lie in [0, 1], got {self.max_abstention_rate}")
 

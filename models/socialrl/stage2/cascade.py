@@ -413,13 +413,13 @@ def _stage_ppo(run: _CascadeRun, index: int, domain: str, stage_dir: Path, init:
     under their own names next)."""
     from models.training.ppo import train_ppo  # loads torch: only when training runs
 
-    s2 = run.profile.stage2
+    s2 = run.profile.stage2.resolved(run.profile)
     base_config = run.profile.ppo_for(domain)
     config = replace(
         base_config,
         run_name=f"cascade-{run.attempt}-s{index}",
         iterations=s2.cascade_ppo_iterations,
-        episodes_per_iteration=s2.cascade_episodes_per_iteration or base_config.episodes_per_iteration,
+        episodes_per_iteration=s2.cascade_episodes_per_iteration,
         keep_checkpoints=max(1, s2.cascade_ppo_iterations // s2.cascade_checkpoint_every),
         checkpoint_every=s2.cascade_checkpoint_every,
         critic_warmup_iterations=min(base_config.critic_warmup_iterations, s2.cascade_ppo_iterations - 1),
