@@ -119,40 +119,27 @@ def result_json(outputs: dict[str, Any], domains: tuple[str, ...], wall_s: float
 
 
 def report(outputs: dict[str, Any]) -> str:
-    """The numbers people look at, as text."""
+    """The numbers people look at, as the results render themselves."""
     matrix = outputs["transfer_matrix"].matrix
-    order = outputs["cascade_order"]
-    mopd = outputs["mopd_student"]
-    cascade = outputs["cascade_policy"]
-    lines = ["Transfer matrix (specialist - base, paired, held-out; rows donors, columns recipients):", ""]
-    lines.append("| donor | " + " | ".join(d for d in matrix.domains) + " |")
-    lines.append("|---|" + "---|" * len(matrix.domains))
-    for kind in matrix.kinds():
-        for donor in matrix.donors(kind):
-            cells = []
-            for r in matrix.domains:
-                try:
-                    e = matrix.cell(donor, r, kind).difference
-                    cells.append(f"{e.mean:+.3f} [{e.ci_low:+.3f}, {e.ci_high:+.3f}] n={e.n}")
-                except KeyError:
-                    cells.append("-")
-            lines.append(f"| {donor}{'' if kind == 'specialist' else ' (SFT)'} | " + " | ".join(cells) + " |")
-    lines += ["", matrix.describe_donors(), ""]
-    lines.append(
-        f"Cascade order: {' -> '.join(order.order)} (score {order.chosen.score:+.4f}; paper's "
-        f"{order.paper.score:+.4f}, reversed {order.reverse.score:+.4f}; {order.orders_scored} orders scored)"
+    return "\n".join(
+        [
+            "Transfer matrix (specialist - base, paired, held-out; rows donors, columns recipients):",
+            "",
+            matrix.markdown(),
+            "",
+            matrix.describe_donors(),
+            "",
+            outputs["cascade_order"].summary(),
+            "",
+            outputs["cascade_policy"].markdown(),
+            "",
+            "Unified evaluation (held-out):",
+            "",
+            outputs["unified_evaluation"].markdown(),
+            "",
+            outputs["mopd_student"].summary(),
+        ]
     )
-    for stage in cascade.stages:
-        lines.append(
-            f"  stage {stage.index + 1} {stage.domain}: kept {stage.chosen}, held-out "
-            + ", ".join(f"{s.env_id} {s.mean:.3f}" for s in stage.heldout)
-            + f" ({stage.wall_s:.0f} s)"
-        )
-    lines += ["", "Unified evaluation (held-out):", "", outputs["unified_evaluation"].markdown(), ""]
-    shares = ", ".join(f"{d} {'undefined' if v is None else f'{v:.1%}'}" for d, v in mopd.recovered.items())
-    mean = "undefined" if mopd.recovered_mean is None else f"{mopd.recovered_mean:.1%}"
-    lines.append(f"MOPD: {mopd.steps} steps, recovered share {mean} ({shares})")
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:

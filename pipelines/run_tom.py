@@ -62,28 +62,6 @@ def run_tom(profile: str, domains: tuple[str, ...], data: Path | None = None) ->
     return out
 
 
-def report(result: ToMDomainResult) -> str:
-    """Every number of one domain, as text."""
-    lines = [f"{result.env_id} (seat {result.seat}, {result.episodes} episodes per arm)"]
-    for arm, e in result.arms.items():
-        lines.append(
-            f"  {arm:16s} reward {e.mean:.3f} [{e.ci_low:.3f}, {e.ci_high:.3f}] n={e.n}  agreement "
-            f"{result.agreement[arm]:.2f}  invalid/turn {result.invalid_action_rate[arm]}"
-        )
-    for name, d in result.differences.items():
-        lines.append(f"  {name:28s} {d.mean:+.3f} [{d.ci_low:+.3f}, {d.ci_high:+.3f}] n={d.n}")
-    for arm, s in result.skills.items():
-        lines.append(
-            f"  {arm:16s} INFER {s.infer.mean:.3f} [{s.infer.ci_low:.3f}, {s.infer.ci_high:.3f}] n={s.infer.n}; "
-            f"ANTICIPATE {s.anticipate.mean:.3f} [{s.anticipate.ci_low:.3f}, {s.anticipate.ci_high:.3f}] "
-            f"n={s.anticipate.n}; well-formed {s.well_formed_rate:.2f}, coverage INFER {s.infer_coverage:.2f} "
-            f"ANTICIPATE {s.anticipate_coverage:.2f}"
-        )
-    for skill, c in result.correlation.items():
-        lines.append(f"  r({skill}, reward) = {c.mean:+.3f} [{c.ci_low:+.3f}, {c.ci_high:+.3f}] n={c.n}")
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", choices=PROFILE_NAMES, default=None, help="default: $SOCIALRL_PROFILE or cpu")
@@ -106,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - start
     done = [r for r in results.values() if isinstance(r, ToMDomainResult)]
     for r in done:
-        print(report(r))
+        print(r.markdown() + "\n")
     if done:
         write_json(output, result_file(done))
         details = {r.env_id: r.details() for r in done}
