@@ -4,7 +4,8 @@ the profile, on the Dagster instance `make ui` opens, then the results file.
     python -m pipelines.run_tom [--profile smoke|cpu|paper] [--domains craigslist-v0,...] [--data-dir DIR]
                                 [--output benchmarks/results/tom_<profile>.json]
 
-Each domain is one Dagster run (its own vLLM server and proxy for tom_analysis). The results file has, per
+Each domain is two runs of `tom_job` (`STAGES`; the second starts its own vLLM server and proxy for
+tom_analysis), launched through pipelines/launcher.py; the printed tables are `ToMDomainResult.markdown()`. The results file has, per
 domain, the four arms {mean, ci_low, ci_high, n} and `skill_outcome_correlation` {infer, anticipate} each
 {r, ci_low, ci_high, n}; everything else (paired differences, skill scores, rates, wall time) goes to
 `<output stem>_details.json` beside it. On the cpu profile: Craigslist, 45.7 min measured here (docs/tom.md).
@@ -18,47 +19,34 @@ from environments import SOCIALRL_ENV_IDS
 from models.profiles import PROFILE_NAMES, get_profile
 from models.settings import REPO_ROOT, DataPaths
 from models.socialrl.tom import ToMDomainResult, result_file, write_json
-from pipelines.run_lineage import PROFILE_TAG, QUIET_CONSOLE, configure_logging
+from pipelines.launcher import Launcher
+from pipelines.run_lineage import configure_logging
+
+STAGES = (("students", ("tom_traces", "tom_student")), ("analysis", ("tom_analysis",)))
+"""The two runs of `tom_job` per domain: the students train before the engine starts (in one in-process run
+every resource starts with the run, so vLLM would sit beside the SFT trainer, idle and holding memory)."""
 
 
-def run_tom(profile: str, domains: tuple[str, ...], data: Path | None = None) -> dict[str, ToMDomainResult | str]:
-    """Materialise the study per domain; returns each domain's result, or the error that stopped it."""
-    from dagster import AssetSelection, DagsterInstance, materialize
-
-    from pipelines.definitions import all_assets, build_resources
-
+def run_tom(
+    profile: str, domains: tuple[str, ...], data: Path | None = None, log_file: Path | None = None
+) -> dict[str, ToMDomainResult | str]:
+    """Run `tom_job` per domain (`STAGES`); returns each domain's result, read back through the instance, or
+    the error that stopped it."""
     paths = DataPaths(data) if data is not None else DataPaths.from_env()
-    instance = DagsterInstance.from_config(str(paths.dagster_home))
-    resources = build_resources(profile=profile, data_dir=str(paths.root))
+    launcher = Launcher(profile, paths, "run_tom", log_file=log_file)
     out: dict[str, ToMDomainResult | str] = {}
-    # Two runs per domain: the students train before the engine starts (in one in-process run every resource
-    # starts with the run, so vLLM would sit beside the SFT trainer, idle and holding memory).
-    stages = (
-        ("students", AssetSelection.assets("tom_traces", "tom_student")),
-        ("analysis", AssetSelection.assets("tom_analysis")),
-    )
     for domain in domains:
         start = time.perf_counter()
-        for stage, selection in stages:
-            result = materialize(
-                all_assets,
-                selection=selection,
-                resources=resources,
-                instance=instance,
-                partition_key=domain,
-                run_config={"loggers": QUIET_CONSOLE},
-                raise_on_error=False,
-                tags={"socialrl/launched_by": "run_tom", PROFILE_TAG: profile},
-            )
+        for stage, assets in STAGES:
+            run = launcher.run("tom_job", domain, assets=assets)
             seconds = time.perf_counter() - start
-            if not result.success:
-                errors = "; ".join(e.message or "" for e in result.all_events if e.is_failure)
-                out[domain] = f"{stage}: {errors[:1000] or 'failed'}"
+            if not run.success:
+                out[domain] = f"{stage}: {run.error[:1000] or 'failed'}"
                 print(f"[tom] {domain} {stage}: FAILED ({seconds:.0f} s)", flush=True)
                 break
             print(f"[tom] {domain} {stage}: ok ({seconds:.0f} s)", flush=True)
         else:
-            out[domain] = result.output_for_node("tom_analysis")
+            out[domain] = launcher.load("tom_analysis", domain)
     return out
 
 
@@ -80,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(log_file)
     print(f"[tom] profile {profile.name}, domains {', '.join(domains)}; full log {log_file}", flush=True)
     start = time.perf_counter()
-    results = run_tom(profile.name, domains, paths.root)
+    results = run_tom(profile.name, domains, paths.root, log_file)
     elapsed = time.perf_counter() - start
     done = [r for r in results.values() if isinstance(r, ToMDomainResult)]
     for r in done:

@@ -1,6 +1,6 @@
 """Every way of starting an engine serves the same model with the same engine settings, for every profile: the
-UI's resources (pipelines/definitions.py), the command lines that launch the code location's jobs, the
-leaderboard's command line, `make play` and the local teacher. No engine starts: `VLLMEngine.start` hands the
+UI's resources (pipelines/definitions.py), each job the command lines launch (run_lineage, run_stage2, run_tom,
+run_yoao, through pipelines/launcher.py), the leaderboard's command line, `make play` and the local teacher. No engine starts: `VLLMEngine.start` hands the
 config it was given back, and model references resolve to a directory named after them."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def no_engines(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[list
         return path
 
     monkeypatch.setattr(VLLMEngine, "start", start)
-    for module in ("resources.engine", "models.serving.local", "pipelines.play", "assets.yoao"):
+    for module in ("resources.engine", "models.serving.local", "models.cli.play", "assets.yoao"):
         monkeypatch.setattr(f"{module}.resolve_model", resolve)
     yield resolved
 
@@ -80,10 +80,9 @@ def resource_engine(resources: dict[str, Any], key: str) -> EngineConfig:
 def test_every_entry_point_serves_the_profiles_model_and_engine(
     name: str, tmp_path: Path, no_engines: list[tuple[str, Any]]
 ) -> None:
-    from models.serving.local import is_adapter  # noqa: F401  (the module whose resolve_model is patched)
+    from models.cli import evaluate_endpoint, play
     from models.socialrl.teachers import TeacherConfig, open_teacher
-    from pipelines import evaluate_endpoint, play
-    from pipelines.definitions import build_definitions, build_resources
+    from pipelines.definitions import build_definitions
     from resources import SettingsResource
 
     profile = get_profile(name)
@@ -94,14 +93,11 @@ def test_every_entry_point_serves_the_profiles_model_and_engine(
     engines: dict[str, tuple[str, dict[str, Any]]] = {
         "ui engine": served(resource_engine(ui, "engine")),
         "ui yoao_engine": served(resource_engine(ui, "yoao_engine")),
-        # The command lines that launch the code location's jobs build the same resources for their arguments.
-        "run_lineage": served(resource_engine(build_definitions(name, str(data)).resources, "engine")),
-        "run_stage2 (its stage 1)": served(
-            resource_engine(build_definitions(name, str(data), stage2_specialists=True).resources, "engine")
-        ),
-        "run_stage2": served(resource_engine(build_resources(name, str(data)), "engine")),
-        "run_tom": served(resource_engine(build_resources(name, str(data)), "engine")),
-        "run_yoao": served(resource_engine(build_resources(name, str(data)), "yoao_engine")),
+        **{
+            f"{command}: {job}": served(resource_engine(launcher.definitions.resources, engine_key(job)))
+            for command, launcher, job in launched_jobs(name, data)
+            if engine_key(job) in launcher.definitions.resolve_job_def(job).required_resource_keys
+        },
         "evaluate_endpoint": served(
             captured(
                 lambda: evaluate_endpoint.main(
@@ -126,6 +122,37 @@ def test_every_entry_point_serves_the_profiles_model_and_engine(
     assert seeds.name.replace("__", "/") == yoao
     if name == "paper":
         assert (base, yoao) == ("Qwen/Qwen3-4B-Instruct-2507", "Qwen/Qwen3-14B")
+
+
+def engine_key(job: str) -> str:
+    return "yoao_engine" if job == "yoao_job" else "engine"
+
+
+def launched_jobs(profile: str, data: Path) -> list[tuple[str, Any, str]]:
+    """(command, its launcher, job) of every job each command line launches (run_lineage, run_stage2, run_tom,
+    run_yoao), caught at `Launcher.run` (which answers that the run failed, so each command stops early)."""
+    from pipelines.launcher import LaunchedRun, Launcher
+    from pipelines.run_lineage import run_lineage
+    from pipelines.run_stage2 import run_stage2
+    from pipelines.run_tom import run_tom
+    from pipelines.run_yoao import run_yoao
+
+    launched: list[tuple[str, Any, str]] = []
+
+    def run(self: Launcher, job: str, partition: str | None = None, *args: Any, **kwargs: Any) -> LaunchedRun:
+        launched.append((self.launched_by, self, job))
+        return LaunchedRun(job, partition, False, 0.0, "", "stopped by the test")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Launcher, "run", run)
+        run_lineage(profile, ("craigslist-v0",), data=data)
+        run_stage2(profile, ("craigslist-v0",), data)
+        run_tom(profile, ("craigslist-v0",), data)
+        run_yoao(profile, data, data / "yoao.json")
+    jobs = {(command, job) for command, _, job in launched}
+    assert {("make run", "stage1_job"), ("make run", "champion_evaluation_job"), ("run_stage2", "stage2_job"),
+            ("run_tom", "tom_job"), ("run_yoao", "yoao_job")} <= jobs  # fmt: skip
+    return launched
 
 
 def tracking(paths: DataPaths):

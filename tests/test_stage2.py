@@ -387,7 +387,7 @@ def test_run_stage2_sizes_its_specialists_apart_from_make_run() -> None:
     profile tag, so `make run` on the same instance neither skips its own run nor reports theirs."""
     from models.profiles import get_profile
     from pipelines.definitions import build_resources
-    from pipelines.run_lineage import profile_tag
+    from pipelines.launcher import profile_tag
 
     cpu = get_profile("cpu")
     sized = build_resources("cpu", stage2_specialists=True)["settings"].get_profile()

@@ -8,7 +8,7 @@ game (about 40 s on CPU) and stopped with the server; --engine-url uses a runnin
 instead. Every finished game is recorded in the episode tables (run id `play-<UTC date>`), the model's calls
 in `recorded_calls`.
 
-    python -m pipelines.play [--host 127.0.0.1] [--port 8300] [--profile smoke|cpu|paper]
+    python -m models.cli.play [--host 127.0.0.1] [--port 8300] [--profile smoke|cpu|paper]
                              [--data-dir DIR] [--engine-url URL] [--no-models]
 """
 

@@ -1,9 +1,9 @@
 """Put any OpenAI-compatible endpoint on the leaderboard (models/evaluation/leaderboard.py).
 
-    python -m pipelines.evaluate_endpoint --base-url https://api.example.com/v1 --model gpt-4.1 \\
+    python -m models.cli.evaluate_endpoint --base-url https://api.example.com/v1 --model gpt-4.1 \\
         --api-key-env OPENAI_API_KEY
-    python -m pipelines.evaluate_endpoint --model smollm2-135m-instruct --name smollm2-base
-    python -m pipelines.evaluate_endpoint --model models:/socialrl-craigslist-specialist@champion
+    python -m models.cli.evaluate_endpoint --model smollm2-135m-instruct --name smollm2-base
+    python -m models.cli.evaluate_endpoint --model models:/socialrl-craigslist-specialist@champion
 
 With `--base-url` the model is called there (the key, if any, is read from the environment variable
 named by `--api-key-env`, default OPENAI_API_KEY, and never printed). Without it `--model` is a model
