@@ -1,5 +1,5 @@
 """`make run`: launch the lineage's jobs (pipelines.definitions.LINEAGE, the same jobs the UI runs) in this
-process on the Dagster instance the UI uses, and report what their assets recorded.
+process on the Dagster instance the UI uses (pipelines/launcher.py), and report what their assets recorded.
 
 Order: `tournament_job`; `stage1_job` once per domain partition (scenarios -> teacher_traces ->
 sft_warmstart -> specialist -> specialist_eval -> specialist_champion, with the checks); then
