@@ -83,7 +83,7 @@ def _yoao(settings: SettingsResource) -> tuple[Profile, YoaoSettings]:
 
 def _base_model_dir(settings: SettingsResource) -> Path:
     profile, yoao = _yoao(settings)
-    return resolve_model(yoao.model or profile.base_model, settings.paths().models)
+    return resolve_model(str(yoao.resolved(profile.base_model).model), settings.paths().models)
 
 
 def _image(png: bytes, alt: str) -> MetadataValue:
@@ -98,7 +98,10 @@ class TeacherSelectionConfig(Config):
 # ------------------------------------------------------------------------------------------ seed pipeline
 @asset(group_name=GROUP, kinds={"python", "vllm"})
 def yoao_teacher_selection(
-    context: AssetExecutionContext, config: TeacherSelectionConfig, settings: SettingsResource, engine: EngineResource
+    context: AssetExecutionContext,
+    config: TeacherSelectionConfig,
+    settings: SettingsResource,
+    yoao_engine: EngineResource,
 ) -> Output[TeacherSelection]:
     """Candidate teachers (the code teacher, the engine's base model with and without the cooperative
     meta-prompt, configured endpoints) play team A on the training frames against the scripted opponents; the
@@ -107,7 +110,7 @@ def yoao_teacher_selection(
     extra = tuple(e.teacher_endpoint() for e in config.endpoints)
     yoao = replace(yoao, teacher_endpoints=yoao.teacher_endpoints + extra)
     selection = select_teacher(
-        teacher_candidates(yoao, engine.proxy_base_url, BASE_MODEL_NAME, engine.proxy_api_key), yoao
+        teacher_candidates(yoao, yoao_engine.proxy_base_url, BASE_MODEL_NAME, yoao_engine.proxy_api_key), yoao
     )
     return Output(
         selection,
@@ -124,13 +127,15 @@ def yoao_seed_traces(
     context: AssetExecutionContext,
     yoao_teacher_selection: TeacherSelection,
     settings: SettingsResource,
-    engine: EngineResource,
+    yoao_engine: EngineResource,
     store: StoreResource,
 ) -> Output[TraceSet]:
     """The selected teacher in team A (with untrained-like followers) against the scripted opponents on the
     training frames, each teacher seat traced as the chat an LLM seat sees; to the `traces` table."""
     _, yoao = _yoao(settings)
-    traces = seed_traces(yoao_teacher_selection.selected, yoao, engine.proxy_base_url, engine_key=engine.proxy_api_key)
+    traces = seed_traces(
+        yoao_teacher_selection.selected, yoao, yoao_engine.proxy_base_url, engine_key=yoao_engine.proxy_api_key
+    )
     run_id = execution_id(context)
     store.store().append("traces", trace_rows(traces.traces, run_id))
     return Output(
@@ -151,14 +156,16 @@ def yoao_seed_dataset(
     context: AssetExecutionContext,
     yoao_seed_traces: TraceSet,
     settings: SettingsResource,
-    engine: EngineResource,
+    yoao_engine: EngineResource,
     store: StoreResource,
 ) -> Output[SeedDataset]:
     """Keeps the teacher's principled cooperative turns, drops retaliation and outcome-only reasoning (the
     rule-based classifier of models/yoao/seed/dataset.py; an LLM judge when `yoao.judge` is set); kept/dropped counts
     and an example per reason; every turn's decision to `yoao_seed_turns`. Held-out frames never appear."""
     _, yoao = _yoao(settings)
-    dataset = build_seed_dataset(yoao_seed_traces.traces, judge_for(yoao, engine.proxy_base_url, engine.proxy_api_key))
+    dataset = build_seed_dataset(
+        yoao_seed_traces.traces, judge_for(yoao, yoao_engine.proxy_base_url, yoao_engine.proxy_api_key)
+    )
     run_id = execution_id(context)
     store.store().append("yoao_seed_turns", [{"run_id": run_id, **row} for row in dataset.turns])
     examples = "\n\n".join(f"**{reason}**: {text}" for reason, text in sorted(dataset.examples.items()))
@@ -253,7 +260,7 @@ def yoao_warmstart_imitation(
     yoao_format_warmup: FormatWarmup,
     yoao_seed_agent: TrainedAdapter,
     settings: SettingsResource,
-    engine: EngineResource,
+    yoao_engine: EngineResource,
     mlflow: MlflowResource,
 ) -> Output[WarmstartImitation]:
     """Have the warm-starts learned their data? The format warm-up and the seed replayed on their held-out
@@ -262,7 +269,7 @@ def yoao_warmstart_imitation(
     whether it plateaued, and a few transcripts."""
     profile, yoao = _yoao(settings)
     start = time.perf_counter()
-    models = _players(engine, yoao_format_warmup, yoao_seed_agent)
+    models = _players(yoao_engine, yoao_format_warmup, yoao_seed_agent)
 
     def replay(adapter: TrainedAdapter, served: str) -> AdapterImitation:
         return replay_adapter(
@@ -383,14 +390,14 @@ def propagation_by_seed_count(
     yoao_seed_agent: TrainedAdapter,
     yoao_format_warmup: FormatWarmup,
     settings: SettingsResource,
-    engine: EngineResource,
+    yoao_engine: EngineResource,
     store: StoreResource,
     mlflow: MlflowResource,
 ) -> Output[ExperimentResult]:
     """k = 0..5 seeds among untrained teammates (base model + the format warm-up) on this held-out frame against
     the scripted opponent teams: team cooperation, decided cooperation (not carried by ties or abstentions),
     collective welfare, influence of the first seed, every arm's abstention and invalid-vote rates."""
-    setup = _setup(context, settings, engine, store, yoao_format_warmup, yoao_seed_agent)
+    setup = _setup(context, settings, yoao_engine, store, yoao_format_warmup, yoao_seed_agent)
     result = experiments.propagation_by_seed_count(setup)
     return _experiment_output(result, settings, mlflow, report.seed_count_plot([result]))
 
@@ -429,12 +436,12 @@ def propagation_mute(
     yoao_seed_agent: TrainedAdapter,
     yoao_format_warmup: FormatWarmup,
     settings: SettingsResource,
-    engine: EngineResource,
+    yoao_engine: EngineResource,
     store: StoreResource,
     mlflow: MlflowResource,
 ) -> Output[ExperimentResult]:
     """The seed muted (it votes, but only says "I vote BLACK." in the frame's words) vs unmuted vs no seed."""
-    setup = _setup(context, settings, engine, store, yoao_format_warmup, yoao_seed_agent)
+    setup = _setup(context, settings, yoao_engine, store, yoao_format_warmup, yoao_seed_agent)
     result = experiments.propagation_mute(setup, propagation_by_seed_count)
     return _experiment_output(result, settings, mlflow, report.arms_plot("Mute test", result.arms))
 
@@ -446,13 +453,13 @@ def propagation_persistence(
     yoao_seed_agent: TrainedAdapter,
     yoao_format_warmup: FormatWarmup,
     settings: SettingsResource,
-    engine: EngineResource,
+    yoao_engine: EngineResource,
     store: StoreResource,
     mlflow: MlflowResource,
 ) -> Output[ExperimentResult]:
     """Seeds for the first rounds, then untrained members in their seats: cooperation after the removal vs the
     seeds kept all game and vs no seeds."""
-    setup = _setup(context, settings, engine, store, yoao_format_warmup, yoao_seed_agent)
+    setup = _setup(context, settings, yoao_engine, store, yoao_format_warmup, yoao_seed_agent)
     result = experiments.propagation_persistence(setup, propagation_by_seed_count)
     png = report.arms_plot("Persistence test", result.arms, result.window)
     return _experiment_output(result, settings, mlflow, png)
@@ -466,7 +473,7 @@ def propagation_prompting_baseline(
     yoao_seed_agent: TrainedAdapter,
     yoao_format_warmup: FormatWarmup,
     settings: SettingsResource,
-    engine: EngineResource,
+    yoao_engine: EngineResource,
     store: StoreResource,
     mlflow: MlflowResource,
 ) -> Output[ExperimentResult]:
@@ -478,7 +485,7 @@ def propagation_prompting_baseline(
                                 yoao_seed_agent.version)  # fmt: skip
         result = experiments.not_played("propagation_prompting_baseline", setup, PROMPTING_BASELINE_OFF)
         return Output(result, metadata={"skipped": result.skipped})
-    setup = _setup(context, settings, engine, store, yoao_format_warmup, yoao_seed_agent, yoao_teacher_selection)
+    setup = _setup(context, settings, yoao_engine, store, yoao_format_warmup, yoao_seed_agent, yoao_teacher_selection)
     result = experiments.propagation_prompting_baseline(setup, propagation_by_seed_count)
     return _experiment_output(result, settings, mlflow, report.arms_plot("Prompting baseline", result.arms))
 
@@ -489,7 +496,7 @@ def sugarscape_zero_shot(
     yoao_seed_agent: TrainedAdapter,
     yoao_format_warmup: FormatWarmup,
     settings: SettingsResource,
-    engine: EngineResource,
+    yoao_engine: EngineResource,
     mlflow: MlflowResource,
 ) -> Output[SugarscapeResult]:
     """LLM traders on Sugarscape under one exploitative prompt, seed shares 0/20/50/100%: trade success,
@@ -498,7 +505,7 @@ def sugarscape_zero_shot(
     if yoao.sugarscape.skip:
         result = run_sugarscape(yoao.sugarscape, "", "", "")
         return Output(result, metadata={"skipped": result.skipped})
-    models = _players(engine, yoao_format_warmup, yoao_seed_agent)
+    models = _players(yoao_engine, yoao_format_warmup, yoao_seed_agent)
     result = run_sugarscape(yoao.sugarscape, models.base_url, models.seed, models.untrained, models.api_key)
     png = report.sugarscape_plot(result)
     metrics = {f"{f.fraction:g}.{k}": v for f in result.fractions for k, v in f.as_dict().items()

@@ -140,6 +140,20 @@ class Stage2Settings:
         if min(sizes) < 0:
             raise ValueError(f"specialist sizes must be >= 0 (0: the profile's), got {sizes}")
 
+    def resolved(self, profile: Profile) -> Stage2Settings:
+        """These settings with every "0 / empty: the profile's value" field set to `profile`'s value (the one
+        place that rule is applied; resolving twice changes nothing)."""
+        return replace(
+            self,
+            heldout_scenarios=self.heldout_scenarios or profile.heldout_scenarios,
+            eval_counterparts=self.eval_counterparts or profile.eval_counterparts,
+            cascade_episodes_per_iteration=self.cascade_episodes_per_iteration or profile.ppo.episodes_per_iteration,
+            specialist_ppo_iterations=self.specialist_ppo_iterations or profile.ppo.iterations,
+            specialist_episodes_per_iteration=self.specialist_episodes_per_iteration
+            or profile.ppo.episodes_per_iteration,
+            specialist_heldout_scenarios=self.specialist_heldout_scenarios or profile.heldout_scenarios,
+        )
+
 
 @dataclass(frozen=True)
 class ToMSettings:
@@ -169,6 +183,10 @@ class ToMSettings:
             raise ValueError("the ToM study needs >= 2 teacher episodes and >= 2 held-out scenarios")
         if self.sft_eval_conversations < 0 or self.max_new_tokens < 1:
             raise ValueError("sft_eval_conversations must be >= 0 and max_new_tokens >= 1")
+
+    def resolved(self, profile: Profile) -> ToMSettings:
+        """These settings with `sft` set (None: `profile.sft`)."""
+        return replace(self, sft=self.sft or profile.sft)
 
 
 @dataclass(frozen=True)
@@ -284,14 +302,14 @@ class Profile:
     def for_stage2_specialists(self) -> Profile:
         """This profile with stage 1 sized as `run_stage2` trains its specialists (`Stage2Settings.specialist_*`;
         an unset size keeps this profile's)."""
-        s2 = self.stage2
+        s2 = self.stage2.resolved(self)
         return replace(
             self,
-            heldout_scenarios=s2.specialist_heldout_scenarios or self.heldout_scenarios,
+            heldout_scenarios=s2.specialist_heldout_scenarios,
             ppo=replace(
                 self.ppo,
-                iterations=s2.specialist_ppo_iterations or self.ppo.iterations,
-                episodes_per_iteration=s2.specialist_episodes_per_iteration or self.ppo.episodes_per_iteration,
+                iterations=s2.specialist_ppo_iterations,
+                episodes_per_iteration=s2.specialist_episodes_per_iteration,
             ),
         )
 

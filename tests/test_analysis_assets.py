@@ -22,7 +22,7 @@ def test_the_tom_behaviour_and_leaderboard_assets_materialise_with_real_resource
     from models.storage import TableStore
     from models.tracking import Tracker, TrackingConfig
     from pipelines.definitions import all_assets, build_resources
-    from pipelines.run_tom import report, run_tom
+    from pipelines.run_tom import run_tom
 
     data = tmp_path / "data"
     (data / "models").mkdir(parents=True)
@@ -36,7 +36,7 @@ def test_the_tom_behaviour_and_leaderboard_assets_materialise_with_real_resource
     episodes = 2 * 3  # smoke: 2 held-out scenarios x 3 counterparts
     arms = ("base", "base_tom_prompt", "sft_act", "sft_tom")
     assert {arm: e.n for arm, e in result.arms.items()} == dict.fromkeys(arms, episodes)
-    assert "r(infer, reward)" in report(result)
+    assert "r(infer, reward)" in result.markdown()  # what tom_analysis shows and run_tom prints
     store = TableStore(data / "tables")
     evaluated = store.query("SELECT DISTINCT policy_name FROM evaluations")
     assert {f"craigslist-v0:tom:{arm}" for arm in arms} == set(evaluated.policy_name)

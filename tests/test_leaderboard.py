@@ -151,7 +151,7 @@ def test_an_endpoint_needs_a_name_a_model_and_an_http_url() -> None:
 def test_the_command_line_plays_the_local_engine_and_merges_its_row(
     vllm_engine: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pipelines.evaluate_endpoint import main
+    from models.cli.evaluate_endpoint import main
 
     output = tmp_path / "leaderboard.json"
     output.write_text(json.dumps([{"endpoint": "other", "profile": "smoke", "mean_reward": 0.1, "domains": {}}]))

@@ -11,7 +11,7 @@ Frames are validated by name when the settings are made: a frame that does not e
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from agents.yoao.red_black_strategies import PAPER_OPPONENTS
 from agents.yoao.red_black_teacher import TUTOR_KINDS
@@ -226,6 +226,11 @@ class YoaoSettings:
             raise ValueError("warmup_reason_rate must lie in [0, 1] and heldout_share in (0, 1)")
         if self.imitation_conversations < 1:
             raise ValueError(f"imitation_conversations must be >= 1, got {self.imitation_conversations}")
+
+    def resolved(self, base_model: str) -> YoaoSettings:
+        """These settings with `model` set (None: the profile's `base_model`): what the seeds train on and the
+        YOAO engine serves."""
+        return self if self.model else replace(self, model=base_model)
 
 
 SMOKE_YOAO = YoaoSettings(
