@@ -394,7 +394,7 @@ def test_run_stage2_sizes_its_specialists_apart_from_make_run() -> None:
     plain = build_resources("cpu")["settings"].get_profile()
     assert plain == cpu
     assert (sized.ppo.iterations, sized.ppo.episodes_per_iteration, sized.heldout_scenarios) == (2, 8, 4)
-    assert (cpu.ppo.iterations, cpu.ppo.episodes_per_iteration, cpu.heldout_scenarios) == (6, 16, 16)
+    assert (cpu.ppo.iterations, cpu.ppo.episodes_per_iteration, cpu.heldout_scenarios) == (3, 16, 32)
     assert sized.sft == cpu.sft and sized.ppo.hyper == cpu.ppo.hyper  # only the sizes change
     assert profile_tag("cpu", stage2_specialists=True) != profile_tag("cpu") == "cpu"
     # A profile that sets no specialist sizes trains stage 2's specialists as `make run` does.
