@@ -60,7 +60,7 @@ ui: setup
 
 # Play a negotiation in the browser (http://127.0.0.1:8300) against a code agent or a registered model.
 play: setup
-	$(PY) -m pipelines.play $(if $(PORT),--port $(PORT))
+	$(PY) -m models.cli.play $(if $(PORT),--port $(PORT))
 
 # Debian's Chromium, for the tests that load the Dagster UI and the play page headless.
 browser:

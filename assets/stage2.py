@@ -69,26 +69,12 @@ def transfer_matrix(
         profile, domains, _services(engine, store), mlflow.tracker(), BASE_MODEL_NAME, execution_id(context)
     )
     matrix = result.matrix
-    table = "| donor | " + " | ".join(stage2.short(d) for d in matrix.domains) + " |\n"
-    table += "|---|" + "---|" * len(matrix.domains) + "\n"
-    for kind in matrix.kinds():
-        for donor in matrix.donors(kind):
-            cells = []
-            for recipient in matrix.domains:
-                try:
-                    e = matrix.cell(donor, recipient, kind).difference
-                    cells.append(f"{e.mean:+.3f} [{e.ci_low:+.3f}, {e.ci_high:+.3f}]")
-                except KeyError:
-                    cells.append("-")
-            label = stage2.short(donor) + ("" if kind == "specialist" else " (SFT)")
-            table += f"| {label} | " + " | ".join(cells) + " |\n"
-    n = matrix.cells[0].difference.n if matrix.cells else 0
     return Output(
         result,
         metadata={
             "heatmap": MetadataValue.md(markdown_image(result.heatmap_png, "transfer matrix")),
             "donors": MetadataValue.md(matrix.describe_donors()),
-            "cells": MetadataValue.md(table + f"\nn = {n} paired held-out episodes per cell."),
+            "cells": MetadataValue.md(matrix.markdown()),
             "specialists": MetadataValue.json(result.specialists),
             "domains": MetadataValue.json(list(matrix.domains)),
             "wall_s": round(result.wall_s, 1),
@@ -132,16 +118,6 @@ def cascade_order(
     matrix = transfer_matrix.matrix
     order = stage2.choose_cascade_order(matrix.means(), matrix.domains, settings.get_profile().stage2.adjacency_weight)
 
-    def line(s: stage2.OrderScore) -> str:
-        return (
-            f"| {' -> '.join(stage2.short(d) for d in s.order)} | {s.score:+.4f} | {s.backward:+.4f} | "
-            f"{s.adjacency:+.4f} |"
-        )
-
-    table = "| order | score | backward transfer | mutual benefit of neighbours |\n|---|---|---|---|\n"
-    table += "\n".join(
-        [f"{line(order.chosen)} chosen", f"{line(order.paper)} paper", f"{line(order.reverse)} paper reversed"]
-    )
     return Output(
         order,
         metadata={
@@ -150,7 +126,7 @@ def cascade_order(
             "paper_order_score": order.paper.score,
             "reverse_order_score": order.reverse.score,
             "orders_scored": order.orders_scored,
-            "scores": MetadataValue.md(table),
+            "scores": MetadataValue.md(order.markdown()),
             "rule": MetadataValue.md(order.rule),
         },
     )
@@ -198,20 +174,11 @@ def cascade_policy(
         mlflow.tracker(),
         run_id=execution_id(context),
     )
-    rows = "| after stage | " + " | ".join(stage2.short(d) for d in result.order) + " | kept checkpoint |\n"
-    rows += "|---|" + "---|" * (len(result.order) + 1) + "\n"
-    for stage in result.stages:
-        means = {s.env_id: s.mean for s in stage.heldout}
-        rows += (
-            f"| {stage.index + 1} ({stage.domain}) | "
-            + " | ".join(f"{means[d]:.3f}" for d in result.order)
-            + f" | {stage.chosen} |\n"
-        )
     return Output(
         result,
         metadata={
             "curve": MetadataValue.md(markdown_image(result.curve_png, "cascade forgetting/transfer curve")),
-            "stages": MetadataValue.md(rows),
+            "stages": MetadataValue.md(result.markdown()),
             "final_mean_reward": stage2.pooled(result.scores).mean,
             "model": f"{result.model_name} v{result.model_version}",
             "resumed_stages": result.resumed_stages,
@@ -261,24 +228,12 @@ def mopd_student(
         BASE_MODEL_NAME,
         run_id=execution_id(context),
     )
-    shares = "| domain | recovered share | student | base | specialist |\n|---|---|---|---|---|\n"
-    matrix = transfer_matrix.matrix
-    for s in result.scores:
-        share = result.recovered[s.env_id]
-        shares += (
-            f"| {s.env_id} | {'undefined' if share is None else f'{share:.1%}'} | {s.mean:.3f} | "
-            f"{matrix.scores_of(stage2.BASE, s.env_id).mean:.3f} | "
-            f"{matrix.scores_of(stage2.specialist_policy(s.env_id), s.env_id).mean:.3f} |\n"
-        )
     last = result.history[-1] if result.history else {}
     return Output(
         result,
         metadata={
             "gap_curve": MetadataValue.md(markdown_image(result.gap_png, "MOPD gap per domain")),
-            "recovered": MetadataValue.md(
-                shares + "\nShare of the specialists' held-out advantage over the base recovered by the student "
-                "(the paper: 92.6% in 60 steps); undefined where the specialist does not beat the base."
-            ),
+            "recovered": MetadataValue.md(result.markdown(transfer_matrix.matrix)),
             "recovered_mean": -1.0 if result.recovered_mean is None else float(result.recovered_mean),
             "steps": result.steps,
             "final_reverse_kl": float(last.get("reverse_kl", float("nan"))),

@@ -74,31 +74,6 @@ def tom_student(
     )
 
 
-def _arms_table(result: tom.ToMDomainResult) -> str:
-    lines = [
-        "| arm | n | mean reward [95% CI] | agreement | invalid/turn | INFER | ANTICIPATE |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for arm, estimate in result.arms.items():
-        skills = result.skills.get(arm)
-        infer = f"{skills.infer.mean:.2f} (n={skills.infer.n})" if skills and skills.infer.n else "-"
-        anticipate = (
-            f"{skills.anticipate.mean:.2f} (n={skills.anticipate.n})" if skills and skills.anticipate.n else "-"
-        )
-        invalid = result.invalid_action_rate[arm]
-        lines.append(
-            f"| {arm} | {estimate.n} | {estimate.mean:.3f} [{estimate.ci_low:.3f}, {estimate.ci_high:.3f}] | "
-            f"{result.agreement[arm]:.2f} | {'-' if invalid is None else f'{invalid:.2f}'} | {infer} | {anticipate} |"
-        )
-    lines += ["", "| paired difference | mean [95% CI] | n |", "|---|---|---|"]
-    for name, d in result.differences.items():
-        lines.append(f"| {name} | {d.mean:+.3f} [{d.ci_low:+.3f}, {d.ci_high:+.3f}] | {d.n} |")
-    lines += ["", "| skill vs reward | r [95% CI] | n |", "|---|---|---|"]
-    for skill, c in result.correlation.items():
-        lines.append(f"| {skill} | {c.mean:+.2f} [{c.ci_low:+.2f}, {c.ci_high:+.2f}] | {c.n} |")
-    return "\n".join(lines)
-
-
 def arms_plot(result: tom.ToMDomainResult) -> bytes:
     """Mean reward per arm, and the scaffolded arms' skill scores, with their intervals."""
     arms = list(result.arms)
@@ -148,7 +123,7 @@ def tom_analysis(
     return Output(
         result,
         metadata={
-            "results": MetadataValue.md(_arms_table(result)),
+            "results": MetadataValue.md(result.markdown()),
             "plot": MetadataValue.md(markdown_image(png, f"ToM study {env_id}")),
             "report": str(report),
             **{f"reward_{arm}": e.mean for arm, e in result.arms.items()},

@@ -2,13 +2,15 @@
 function of models/yoao/, stores tables, logs MLflow runs with plots and returns that function's result.
 
 Seed pipeline: yoao_teacher_selection -> yoao_seed_traces -> yoao_seed_dataset -> yoao_seed_agent, with
-yoao_format_warmup (the untrained teammates' format-only adapter, which the seed continues).
+yoao_format_warmup (the untrained teammates' format warm-up adapter, which the seed continues); then
+yoao_warmstart_imitation (both adapters replayed on their held-out turns).
 Experiments, partitioned by held-out frame: propagation_by_seed_count -> propagation_mute,
 propagation_persistence, propagation_prompting_baseline. Then sugarscape_zero_shot, and yoao_results, which
 pools the frames of the profile, writes the report and moves the seed's `champion` alias.
 """
 
 import json
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -38,7 +40,9 @@ from models.serving.model_store import resolve_model
 from models.tracking import Tracker
 from models.yoao import experiments, report
 from models.yoao.config import YoaoSettings
-from models.yoao.experiments import ExperimentResult, ExperimentSetup, PlayerModels
+from models.yoao.experiments import PROMPTING_BASELINE_OFF, ExperimentResult, ExperimentSetup, PlayerModels
+from models.yoao.games import summarise_records
+from models.yoao.imitation import AdapterImitation, WarmstartImitation, replay_adapter
 from models.yoao.seed import (
     SEED_MODEL_NAME,
     FormatWarmup,
@@ -79,7 +83,7 @@ def _yoao(settings: SettingsResource) -> tuple[Profile, YoaoSettings]:
 
 def _base_model_dir(settings: SettingsResource) -> Path:
     profile, yoao = _yoao(settings)
-    return resolve_model(yoao.model or profile.base_model, settings.paths().models)
+    return resolve_model(str(yoao.resolved(profile.base_model).model), settings.paths().models)
 
 
 def _image(png: bytes, alt: str) -> MetadataValue:
@@ -94,7 +98,10 @@ class TeacherSelectionConfig(Config):
 # ------------------------------------------------------------------------------------------ seed pipeline
 @asset(group_name=GROUP, kinds={"python", "vllm"})
 def yoao_teacher_selection(
-    context: AssetExecutionContext, config: TeacherSelectionConfig, settings: SettingsResource, engine: EngineResource
+    context: AssetExecutionContext,
+    config: TeacherSelectionConfig,
+    settings: SettingsResource,
+    yoao_engine: EngineResource,
 ) -> Output[TeacherSelection]:
     """Candidate teachers (the code teacher, the engine's base model with and without the cooperative
     meta-prompt, configured endpoints) play team A on the training frames against the scripted opponents; the
@@ -103,7 +110,7 @@ def yoao_teacher_selection(
     extra = tuple(e.teacher_endpoint() for e in config.endpoints)
     yoao = replace(yoao, teacher_endpoints=yoao.teacher_endpoints + extra)
     selection = select_teacher(
-        teacher_candidates(yoao, engine.proxy_base_url, BASE_MODEL_NAME, engine.proxy_api_key), yoao
+        teacher_candidates(yoao, yoao_engine.proxy_base_url, BASE_MODEL_NAME, yoao_engine.proxy_api_key), yoao
     )
     return Output(
         selection,
@@ -120,13 +127,15 @@ def yoao_seed_traces(
     context: AssetExecutionContext,
     yoao_teacher_selection: TeacherSelection,
     settings: SettingsResource,
-    engine: EngineResource,
+    yoao_engine: EngineResource,
     store: StoreResource,
 ) -> Output[TraceSet]:
     """The selected teacher in team A (with untrained-like followers) against the scripted opponents on the
     training frames, each teacher seat traced as the chat an LLM seat sees; to the `traces` table."""
     _, yoao = _yoao(settings)
-    traces = seed_traces(yoao_teacher_selection.selected, yoao, engine.proxy_base_url, engine_key=engine.proxy_api_key)
+    traces = seed_traces(
+        yoao_teacher_selection.selected, yoao, yoao_engine.proxy_base_url, engine_key=yoao_engine.proxy_api_key
+    )
     run_id = execution_id(context)
     store.store().append("traces", trace_rows(traces.traces, run_id))
     return Output(
@@ -147,14 +156,16 @@ def yoao_seed_dataset(
     context: AssetExecutionContext,
     yoao_seed_traces: TraceSet,
     settings: SettingsResource,
-    engine: EngineResource,
+    yoao_engine: EngineResource,
     store: StoreResource,
 ) -> Output[SeedDataset]:
     """Keeps the teacher's principled cooperative turns, drops retaliation and outcome-only reasoning (the
     rule-based classifier of models/yoao/seed/dataset.py; an LLM judge when `yoao.judge` is set); kept/dropped counts
     and an example per reason; every turn's decision to `yoao_seed_turns`. Held-out frames never appear."""
     _, yoao = _yoao(settings)
-    dataset = build_seed_dataset(yoao_seed_traces.traces, judge_for(yoao, engine.proxy_base_url, engine.proxy_api_key))
+    dataset = build_seed_dataset(
+        yoao_seed_traces.traces, judge_for(yoao, yoao_engine.proxy_base_url, yoao_engine.proxy_api_key)
+    )
     run_id = execution_id(context)
     store.store().append("yoao_seed_turns", [{"run_id": run_id, **row} for row in dataset.turns])
     examples = "\n\n".join(f"**{reason}**: {text}" for reason, text in sorted(dataset.examples.items()))
@@ -186,9 +197,10 @@ def seed_data_has_no_held_out_frames(context, store: StoreResource) -> AssetChec
 def yoao_format_warmup(
     context: AssetExecutionContext, settings: SettingsResource, mlflow: MlflowResource
 ) -> Output[FormatWarmup]:
-    """The untrained teammates' format-only warm-up: LoRA SFT of the base model on format-tutor games (a fair
-    coin per round, no rationale) so that they vote validly without learning to cooperate; the same adapter
-    for every arm, and the one the seed continues. Registered as `yoao-format-warmup`."""
+    """The untrained teammates' format warm-up: LoRA SFT of the base model on format-tutor games (tutors that
+    vote with what the discussion said, or with a prior of their own; votes balanced between colours) so that
+    they vote validly and can be moved by words without learning to cooperate; the same adapter for every arm,
+    and the one the seed continues. Held-out games give the learning curve. Registered as `yoao-format-warmup`."""
     _, yoao = _yoao(settings)
     output = settings.paths().run_dir("yoao", "warmup", execution_id(context))
     warmup = format_warmup(yoao, _base_model_dir(settings), output, mlflow.tracker())
@@ -197,7 +209,11 @@ def yoao_format_warmup(
         warmup,
         metadata={
             "black_vote_share": warmup.black_share,
+            "data_follows_majority": warmup.follows_majority,
+            "tutors": ", ".join(warmup.tutors),
             "traces": warmup.traces,
+            "eval_curve": MetadataValue.json([[step, loss] for step, loss in adapter.eval_curve]),
+            "plateaued": adapter.plateaued(),
             "train_loss": adapter.train_loss,
             "steps": adapter.steps,
             "examples": adapter.examples,
@@ -229,11 +245,84 @@ def yoao_seed_agent(
             "train_loss": adapter.train_loss,
             "eval_loss_before": adapter.eval_loss_before if adapter.eval_loss_before is not None else float("nan"),
             "eval_loss_after": adapter.eval_loss_after if adapter.eval_loss_after is not None else float("nan"),
+            "eval_curve": MetadataValue.json([[step, loss] for step, loss in adapter.eval_curve]),
+            "plateaued": adapter.plateaued(),
             "steps": adapter.steps,
             "examples": adapter.examples,
             "model": f"{adapter.registered_name} v{adapter.version}",
             "wall_s": round(adapter.wall_s, 1),
             **mlflow_links(context, mlflow, None, adapter.registered_name, adapter.version),
+        },
+    )
+
+
+@asset(group_name=GROUP, kinds={"vllm", "mlflow"})
+def yoao_warmstart_imitation(
+    context: AssetExecutionContext,
+    yoao_format_warmup: FormatWarmup,
+    yoao_seed_agent: TrainedAdapter,
+    settings: SettingsResource,
+    yoao_engine: EngineResource,
+    mlflow: MlflowResource,
+) -> Output[WarmstartImitation]:
+    """Have the warm-starts learned their data? The format warm-up and the seed replayed on their held-out
+    turns with their teachers' own contexts (models/yoao/imitation.py): valid-vote rate, votes and statements
+    that follow the teacher, the seed-data filter's verdict on their statements, the held-out loss curve and
+    whether it plateaued, and a few transcripts."""
+    profile, yoao = _yoao(settings)
+    start = time.perf_counter()
+    models = _players(yoao_engine, yoao_format_warmup, yoao_seed_agent)
+
+    def replay(adapter: TrainedAdapter, served: str) -> AdapterImitation:
+        return replay_adapter(
+            adapter, models.base_url, served, yoao.imitation_conversations, yoao.max_new_tokens, yoao.temperature,
+            models.api_key, yoao.concurrency,
+        )  # fmt: skip
+
+    result = WarmstartImitation(
+        replay(yoao_format_warmup.adapter, models.untrained),
+        replay(yoao_seed_agent, models.seed),
+        1.0 - yoao.max_abstention_rate,
+    )
+    metrics = {
+        f"{label}.{name}": e.mean
+        for label, a in (("warmup", result.format_warmup), ("seed", result.seed))
+        for name, e in a.metrics.items()
+    }
+    run_id = report.log_run(
+        mlflow.tracker(),
+        "yoao_warmstart_imitation",
+        {"profile": profile.name, "seed_version": yoao_seed_agent.version or 0},
+        {**metrics, "wall_s": time.perf_counter() - start},
+        {"yoao_warmstart_imitation.md": result.markdown()},
+    )
+    return Output(
+        result,
+        metadata={
+            "imitation": MetadataValue.md(result.markdown()),
+            "warmup_valid_vote_rate": result.format_warmup.valid_vote_rate,
+            "seed_valid_vote_rate": result.seed.valid_vote_rate,
+            "passed": result.passed,
+            "mlflow_run_id": run_id,
+            "wall_s": round(time.perf_counter() - start, 1),
+        },
+    )
+
+
+@asset_check(asset=yoao_warmstart_imitation)
+def warm_starts_learned_their_data(context, yoao_warmstart_imitation: WarmstartImitation) -> AssetCheckResult:
+    """Both warm-starts write a valid vote on at least 1 - `max_abstention_rate` of their held-out vote turns and
+    their held-out loss has plateaued."""
+    r = yoao_warmstart_imitation
+    return AssetCheckResult(
+        passed=r.passed,
+        severity=AssetCheckSeverity.WARN,
+        metadata={
+            "warmup_valid_vote_rate": r.format_warmup.valid_vote_rate,
+            "seed_valid_vote_rate": r.seed.valid_vote_rate,
+            "warmup_plateau_gain": r.format_warmup.plateau_gain,
+            "seed_plateau_gain": r.seed.plateau_gain,
+            "min_valid_vote_rate": r.min_valid_vote_rate,
         },
     )
 
@@ -274,6 +363,7 @@ def _experiment_output(
     profile, _ = _yoao(settings)
     name = f"{result.experiment}-{result.frame}"
     metrics = {f"{a.arm}.cooperation": a.cooperation.mean for a in result.arms}
+    metrics |= {f"{a.arm}.untrained_cooperation": a.untrained_cooperation.mean for a in result.arms}
     metrics |= {f"{a.arm}.abstention_rate": a.abstention_rate for a in result.arms}
     metrics |= {"llm_calls": result.llm_calls, "calls_per_s": result.calls_per_s, "wall_s": result.wall_s}
     run_id = report.log_run(
@@ -302,14 +392,14 @@ def propagation_by_seed_count(
     yoao_seed_agent: TrainedAdapter,
     yoao_format_warmup: FormatWarmup,
     settings: SettingsResource,
-    engine: EngineResource,
+    yoao_engine: EngineResource,
     store: StoreResource,
     mlflow: MlflowResource,
 ) -> Output[ExperimentResult]:
     """k = 0..5 seeds among untrained teammates (base model + the format warm-up) on this held-out frame against
     the scripted opponent teams: team cooperation, decided cooperation (not carried by ties or abstentions),
     collective welfare, influence of the first seed, every arm's abstention and invalid-vote rates."""
-    setup = _setup(context, settings, engine, store, yoao_format_warmup, yoao_seed_agent)
+    setup = _setup(context, settings, yoao_engine, store, yoao_format_warmup, yoao_seed_agent)
     result = experiments.propagation_by_seed_count(setup)
     return _experiment_output(result, settings, mlflow, report.seed_count_plot([result]))
 
@@ -318,15 +408,21 @@ def propagation_by_seed_count(
 def untrained_teammates_vote_validly(
     context, propagation_by_seed_count: ExperimentResult, settings: SettingsResource
 ) -> AssetCheckResult:
-    """k = 0 cooperation is not carried by abstentions: the untrained teammates' abstention rate stays at most
-    `yoao.max_abstention_rate` (a tie, all-abstention included, counts as BLACK)."""
+    """Cooperation is not carried by abstentions: in every arm (those played ahead for the later experiments
+    too) the untrained teammates' abstention rate stays at most `yoao.max_abstention_rate` (a tie,
+    all-abstention included, counts as BLACK)."""
     limit = settings.get_profile().yoao.max_abstention_rate
-    k0 = propagation_by_seed_count.arm("k=0")
+    result = propagation_by_seed_count
+    k0 = result.arm("k=0")
+    ahead = [summarise_records(a, [g for g in result.ahead if g.arm == a.name]) for a in result.ahead_arms]
+    rates = {a.arm: a.untrained_abstention_rate for a in (*result.arms, *ahead)}
+    measured = {arm: rate for arm, rate in rates.items() if not math.isnan(rate)}
     return AssetCheckResult(
-        passed=bool(k0.untrained_abstention_rate <= limit),
+        passed=bool(measured) and all(rate <= limit for rate in measured.values()),
         severity=AssetCheckSeverity.WARN,
         metadata={
             "untrained_abstention_rate": k0.untrained_abstention_rate,
+            "by_arm": MetadataValue.json({arm: round(rate, 4) for arm, rate in measured.items()}),
             "invalid_vote_rate": k0.invalid_vote_rate,
             "cooperation": k0.cooperation.mean,
             "decided_cooperation": k0.decided_cooperation.mean,
@@ -342,12 +438,12 @@ def propagation_mute(
     yoao_seed_agent: TrainedAdapter,
     yoao_format_warmup: FormatWarmup,
     settings: SettingsResource,
-    engine: EngineResource,
+    yoao_engine: EngineResource,
     store: StoreResource,
     mlflow: MlflowResource,
 ) -> Output[ExperimentResult]:
     """The seed muted (it votes, but only says "I vote BLACK." in the frame's words) vs unmuted vs no seed."""
-    setup = _setup(context, settings, engine, store, yoao_format_warmup, yoao_seed_agent)
+    setup = _setup(context, settings, yoao_engine, store, yoao_format_warmup, yoao_seed_agent)
     result = experiments.propagation_mute(setup, propagation_by_seed_count)
     return _experiment_output(result, settings, mlflow, report.arms_plot("Mute test", result.arms))
 
@@ -359,13 +455,13 @@ def propagation_persistence(
     yoao_seed_agent: TrainedAdapter,
     yoao_format_warmup: FormatWarmup,
     settings: SettingsResource,
-    engine: EngineResource,
+    yoao_engine: EngineResource,
     store: StoreResource,
     mlflow: MlflowResource,
 ) -> Output[ExperimentResult]:
     """Seeds for the first rounds, then untrained members in their seats: cooperation after the removal vs the
     seeds kept all game and vs no seeds."""
-    setup = _setup(context, settings, engine, store, yoao_format_warmup, yoao_seed_agent)
+    setup = _setup(context, settings, yoao_engine, store, yoao_format_warmup, yoao_seed_agent)
     result = experiments.propagation_persistence(setup, propagation_by_seed_count)
     png = report.arms_plot("Persistence test", result.arms, result.window)
     return _experiment_output(result, settings, mlflow, png)
@@ -379,13 +475,19 @@ def propagation_prompting_baseline(
     yoao_seed_agent: TrainedAdapter,
     yoao_format_warmup: FormatWarmup,
     settings: SettingsResource,
-    engine: EngineResource,
+    yoao_engine: EngineResource,
     store: StoreResource,
     mlflow: MlflowResource,
 ) -> Output[ExperimentResult]:
     """The teacher, and the untrained model with the cooperative meta-prompt, in the seed's seat: does the SFT
-    seed beat prompting?"""
-    setup = _setup(context, settings, engine, store, yoao_format_warmup, yoao_seed_agent, yoao_teacher_selection)
+    seed beat prompting? (When the profile requests it: `yoao.prompting_baseline`.)"""
+    profile, yoao = _yoao(settings)
+    if not yoao.prompting_baseline:
+        setup = ExperimentSetup(context.partition_key, yoao, PlayerModels("", "", ""), profile.name,
+                                yoao_seed_agent.version)  # fmt: skip
+        result = experiments.not_played("propagation_prompting_baseline", setup, PROMPTING_BASELINE_OFF)
+        return Output(result, metadata={"skipped": result.skipped})
+    setup = _setup(context, settings, yoao_engine, store, yoao_format_warmup, yoao_seed_agent, yoao_teacher_selection)
     result = experiments.propagation_prompting_baseline(setup, propagation_by_seed_count)
     return _experiment_output(result, settings, mlflow, report.arms_plot("Prompting baseline", result.arms))
 
@@ -396,13 +498,16 @@ def sugarscape_zero_shot(
     yoao_seed_agent: TrainedAdapter,
     yoao_format_warmup: FormatWarmup,
     settings: SettingsResource,
-    engine: EngineResource,
+    yoao_engine: EngineResource,
     mlflow: MlflowResource,
 ) -> Output[SugarscapeResult]:
     """LLM traders on Sugarscape under one exploitative prompt, seed shares 0/20/50/100%: trade success,
     survival, mean lifespan, identity-leaning shift of seeds vs untrained (a smaller world on the cpu profile)."""
     profile, yoao = _yoao(settings)
-    models = _players(engine, yoao_format_warmup, yoao_seed_agent)
+    if yoao.sugarscape.skip:
+        result = run_sugarscape(yoao.sugarscape, "", "", "")
+        return Output(result, metadata={"skipped": result.skipped})
+    models = _players(yoao_engine, yoao_format_warmup, yoao_seed_agent)
     result = run_sugarscape(yoao.sugarscape, models.base_url, models.seed, models.untrained, models.api_key)
     png = report.sugarscape_plot(result)
     metrics = {f"{f.fraction:g}.{k}": v for f in result.fractions for k, v in f.as_dict().items()
@@ -444,6 +549,7 @@ def yoao_results(
     yoao_seed_dataset: SeedDataset,
     yoao_format_warmup: FormatWarmup,
     yoao_seed_agent: TrainedAdapter,
+    yoao_warmstart_imitation: WarmstartImitation,
     propagation_by_seed_count: dict[str, ExperimentResult],
     propagation_mute: dict[str, ExperimentResult],
     propagation_persistence: dict[str, ExperimentResult],
@@ -469,12 +575,18 @@ def yoao_results(
     extra = {
         "teacher_selection": [r.as_dict() for r in yoao_teacher_selection.rows],
         "seed_data": dataset_summary(yoao_seed_dataset),
-        "format_warmup": {"black_vote_share": yoao_format_warmup.black_share, "traces": yoao_format_warmup.traces},
+        "format_warmup": {
+            "black_vote_share": yoao_format_warmup.black_share,
+            "traces": yoao_format_warmup.traces,
+            "tutors": list(yoao_format_warmup.tutors),
+            "data_follows_majority": yoao_format_warmup.follows_majority,
+        },
         "seed": {"version": version, "train_loss": yoao_seed_agent.train_loss, "steps": yoao_seed_agent.steps},
     }
     results = report.build_results(
-        profile.name, yoao.heldout_frames, version, *experiments.values(), sugarscape_zero_shot, wall, extra
-    )
+        profile.name, yoao.heldout_frames, version, *experiments.values(), sugarscape_zero_shot, wall, extra,
+        warmstarts=yoao_warmstart_imitation.summary(),
+    )  # fmt: skip
     wall["yoao_results"] = time.perf_counter() - start
     results = replace(results, wall_s=wall)
     paths = settings.paths()

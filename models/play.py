@@ -31,6 +31,7 @@ from typing import Any
 from agents.llm_agent import LLMAgent, LLMAgentConfig
 from agents.web_play import OpponentOption, PlayError
 from environments.core.runtime import Agent, EpisodeResult
+from models.profiles import EngineSettings
 from models.records import rows_for
 from models.storage import TableStore
 from models.tracking import DOMAIN_TAG, DOMAINS_TAG, SEAT_TAG, RegisteredVersion, RegistryError, Tracker
@@ -235,19 +236,18 @@ class LocalServing:
         model_dir: Callable[[], Path] | None,
         table_root: Path,
         log_dir: Path,
-        max_model_len: int = 2048,
-        kv_cache_gib: float = 1.0,
-        max_lora_rank: int = 16,
+        engine: EngineSettings | None = None,
         remote_base_url: str = "",
     ) -> None:
+        """`engine`: the profile's engine settings (default: `EngineSettings()`), every one carried over."""
         self.model_dir, self.table_root, self.log_dir = model_dir, table_root, log_dir
-        self.max_model_len, self.kv_cache_gib, self.max_lora_rank = max_model_len, kv_cache_gib, max_lora_rank
+        self.engine = engine or EngineSettings()
         self.remote_base_url = remote_base_url
         self._engine: Any = None
         self._proxy: Any = None
 
     def start(self) -> ModelServing:
-        from models.serving.engine import EngineClient, EngineConfig, VLLMEngine, new_token
+        from models.serving.engine import EngineClient, VLLMEngine, new_token
         from models.serving.proxy import ProxyConfig, ProxyServer
 
         upstream_key = None
@@ -256,14 +256,8 @@ class LocalServing:
         else:
             if self.model_dir is None:
                 raise RuntimeError("no model to serve: give a model directory or a remote base URL")
-            config = EngineConfig(
-                model_path=self.model_dir(),
-                served_model_name=BASE,
-                max_model_len=self.max_model_len,
-                kv_cache_gib=self.kv_cache_gib,
-                max_lora_rank=self.max_lora_rank,
-                api_key=new_token(),  # like the pipeline's: adapters load only through this client
-            )
+            # like the pipeline's: adapters load only through this client
+            config = self.engine.engine_config(self.model_dir(), served_model_name=BASE, api_key=new_token())
             self._engine = VLLMEngine(config, log_path=self.log_dir / "vllm-play.log").start()
             upstream, client, kind, upstream_key = self._engine.base_url, self._engine.client, "vllm", config.api_key
         proxy_config = ProxyConfig(

@@ -47,20 +47,24 @@ def build_resources(
     profile: str | None = None, data_dir: str = "", stage2_specialists: bool = False
 ) -> dict[str, object]:
     """The resources of the code location (profile from $SOCIALRL_PROFILE unless given; `stage2_specialists`:
-    stage 1 sized as `run_stage2` trains its specialists)."""
+    stage 1 sized as `run_stage2` trains its specialists). Two engines: `engine` serves the profile's base model
+    to the SocialRL groups, `yoao_engine` the YOAO group's (`yoao.model`, which its seeds train on); a run
+    starts only the one its assets use."""
     settings = SettingsResource(
         profile=get_profile(profile).name, data_dir=data_dir, stage2_specialists=stage2_specialists
     )
-    engine = EngineResource(settings=settings, remote_api_key=EnvVar("SOCIALRL_REMOTE_API_KEY").get_value("") or "")
     links = {  # where `make ui` serves the two UIs (pipelines/ui.py passes its ports)
         "ui_url": EnvVar(MLFLOW_UI_URL_ENV).get_value("") or MLFLOW_UI_URL,
         "dagster_ui_url": EnvVar(DAGSTER_UI_URL_ENV).get_value("") or DAGSTER_UI_URL,
     }
+    mlflow = MlflowResource(settings=settings, **links)
+    remote_api_key = EnvVar("SOCIALRL_REMOTE_API_KEY").get_value("") or ""
     return {
         "settings": settings,
         "store": StoreResource(settings=settings),
-        "engine": engine,
-        "mlflow": MlflowResource(settings=settings, **links),
+        "engine": EngineResource(settings=settings, mlflow=mlflow, remote_api_key=remote_api_key),
+        "yoao_engine": EngineResource(settings=settings, mlflow=mlflow, for_yoao=True, remote_api_key=remote_api_key),
+        "mlflow": mlflow,
     }
 
 

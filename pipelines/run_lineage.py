@@ -1,5 +1,5 @@
 """`make run`: launch the lineage's jobs (pipelines.definitions.LINEAGE, the same jobs the UI runs) in this
-process on the Dagster instance the UI uses, and report what their assets recorded.
+process on the Dagster instance the UI uses (pipelines/launcher.py), and report what their assets recorded.
 
 Order: `tournament_job`; `stage1_job` once per domain partition (scenarios -> teacher_traces ->
 sft_warmstart -> specialist -> specialist_eval -> specialist_champion, with the checks); then
@@ -34,8 +34,8 @@ from models.profiles import PROFILE_NAMES, get_profile
 from models.progress import PlainFormatter
 from models.settings import DataPaths
 from models.tracking import TrackingConfig
+from pipelines.launcher import LaunchedRun, Launcher, Materialisation
 
-PROFILE_TAG = "socialrl/profile"
 log = logging.getLogger("socialrl.make_run")
 
 
@@ -72,91 +72,55 @@ _MARKER = {"tournament_job": "code_agent_tournament", "stage1_job": "specialist_
 _MARKER["champion_evaluation_job"] = "champion_evaluations"
 
 
-def profile_tag(profile: str, stage2_specialists: bool = False) -> str:
-    """The `PROFILE_TAG` value of a lineage run: the profile, marked when stage 1 is sized for stage 2."""
-    return f"{profile}+stage2-specialists" if stage2_specialists else profile
+def plan(domains: tuple[str, ...], with_monitoring: bool = True) -> list[tuple[str, str | None]]:
+    """(job, partition) of every run of the lineage, in order (pipelines.definitions.LINEAGE)."""
+    from pipelines.definitions import LINEAGE
+
+    return [
+        (job, partition)
+        for job, partitioned in LINEAGE
+        if with_monitoring or job != "champion_evaluation_job"
+        for partition in (domains if partitioned else (None,))
+    ]
 
 
-def _latest(instance, asset: str, profile: str, partition: str | None = None):
-    """The newest materialisation record of `asset` (`partition`) made by a run tagged with `profile`."""
-    from dagster import AssetKey, AssetRecordsFilter
-
-    records = instance.fetch_materializations(
-        AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[partition] if partition else None), limit=20
-    ).records
-    for record in records:  # newest first
-        run = instance.get_run_by_id(record.run_id)
-        if run is not None and run.tags.get(PROFILE_TAG) == profile:
-            return record
-    return None
+def _done(launcher: Launcher, job: str, partition: str | None) -> Materialisation | None:
+    """What marks the run as done on this instance with this profile: the job's marker asset, materialised
+    today (UTC) for the nightly job."""
+    done = launcher.latest(_MARKER[job], partition)
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    return None if done is None or (job == "champion_evaluation_job" and done.day != today) else done
 
 
-def _metadata_of(record, key: str) -> Any:
-    """One metadata value of a materialisation record (None when absent)."""
-    if record is None:
-        return None
-    materialization = record.asset_materialization
-    entry = materialization.metadata.get(key) if materialization else None
-    return entry.value if entry is not None else None
+def _evaluation(done: Materialisation | None) -> tuple[dict[str, Any] | None, str]:
+    """The `report` and the markdown of a marker's materialisation: a `specialist_eval`'s
+    (SpecialistEvaluation.report() and .markdown(), kept in its metadata), `champion_evaluations`' report (each
+    champion's nightly summary; no markdown)."""
+    if done is None:
+        return None, ""
+    return done.metadata.get("report"), done.metadata.get("evaluation") or ""
 
 
-def _report_of(record) -> dict[str, Any] | None:
-    return _metadata_of(record, "report")
-
-
-def step_seconds(instance, run_id: str) -> dict[str, float]:
-    """Wall seconds of each step of a run, from Dagster's own step stats (the run's timeline)."""
-    stats = instance.get_run_step_stats(run_id) if run_id else []
-    return {
-        s.step_key: round(s.end_time - s.start_time, 1)
-        for s in stats
-        if s.start_time is not None and s.end_time is not None
-    }
-
-
-# The `loggers` run config that keeps Dagster's event stream off the console of every run our commands launch:
-# the console is for people (the socialrl loggers print one line per step); the events are in the Dagster UI
-# and, for the code location's jobs, in the log file.
-QUIET_CONSOLE: dict[str, Any] = {"console": {"config": {"log_level": "ERROR"}}}
-
-
-def _execute(defs, job: str, partition: str | None, instance, profile: str, log_file: Path) -> StepResult:
-    name = f"{job}[{partition}]" if partition else job
-    start = time.perf_counter()
-    run_config = {
-        "loggers": {**QUIET_CONSOLE, "file": {"config": {"path": str(log_file), "log_level": "DEBUG"}}},
-    }
-    try:
-        result = defs.resolve_job_def(job).execute_in_process(
-            run_config=run_config,
-            instance=instance,
-            partition_key=partition,
-            raise_on_error=False,
-            tags={"socialrl/launched_by": "make run", PROFILE_TAG: profile},
-        )
-    except Exception as exc:  # a definition error: report it, keep the other jobs going
-        return StepResult(name, job, partition, False, time.perf_counter() - start, "", f"{type(exc).__name__}: {exc}")
-    seconds = time.perf_counter() - start
-    checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-    promoted = checks.get("beats_champion") if partition else None
-    record = _latest(instance, _MARKER[job], profile, partition)  # its `report` metadata, where it has one
-    report, markdown = _report_of(record), _metadata_of(record, "evaluation") or ""
-    failed_steps = {e.step_key or "" for e in result.all_events if e.is_step_failure}
+def _step(launcher: Launcher, run: LaunchedRun) -> StepResult:
+    """The StepResult of a run the launcher just made."""
+    partition = run.partition
+    promoted = run.checks.get("beats_champion") if partition else None
+    report, markdown = _evaluation(launcher.latest(_MARKER[run.job], partition))  # where the marker has them
     # A candidate that does not beat the champion fails the blocking check (Dagster marks the run failed and
     # the alias stays); for `make run` that is an outcome, not an error.
-    not_promoted = promoted is False and report is not None and all("beats_champion" in k for k in failed_steps)
-    failures = [e.message or "" for e in result.all_events if e.is_failure]
+    not_promoted = promoted is False and report is not None and all("beats_champion" in k for k in run.failed_steps)
+    ok = run.success or not_promoted
     return StepResult(
-        name,
-        job,
+        run.name,
+        run.job,
         partition,
-        result.success or not_promoted,
-        seconds,
-        result.run_id,
-        "" if not_promoted else "; ".join(failures)[:500],
-        report if result.success or not_promoted else None,
-        markdown if result.success or not_promoted else "",
-        step_seconds(instance, result.run_id),
+        ok,
+        run.seconds,
+        run.run_id,
+        "" if not_promoted else run.error[:500],
+        report if ok else None,
+        markdown if ok else "",
+        launcher.step_seconds(run.run_id),
         promoted,
     )
 
@@ -175,37 +139,22 @@ def run_lineage(
     `champion_evaluations` if it ran today, UTC), so a second `make run` only completes what is missing.
     `stage2_specialists` sizes stage 1 as `run_stage2` trains its specialists; such runs are tagged apart
     (`profile_tag`), so `make run` does not take them for its own."""
-    from dagster import DagsterInstance
-
-    from pipelines.definitions import LINEAGE, build_definitions
-
     paths = DataPaths(data) if data is not None else DataPaths.from_env()
     log_file = log_file or paths.log_file("make-run")
-    defs = build_definitions(profile, str(paths.root), stage2_specialists)
-    tag = profile_tag(profile, stage2_specialists)
-    instance = DagsterInstance.from_config(str(paths.dagster_home))  # the same instance `make ui` opens
-    today = time.strftime("%Y-%m-%d", time.gmtime())
+    launcher = Launcher(profile, paths, "make run", stage2_specialists, log_file)
     steps: list[StepResult] = []
-    for job, partitioned in LINEAGE:
-        if job == "champion_evaluation_job" and not with_monitoring:
-            continue
-        for partition in domains if partitioned else (None,):
+    for job, partition in plan(domains, with_monitoring):
+        done = None if force else _done(launcher, job, partition)
+        if done is not None:
+            report, markdown = _evaluation(done)
             name = f"{job}[{partition}]" if partition else job
-            done = None if force else _latest(instance, _MARKER[job], tag, partition)
-            if done is not None and job == "champion_evaluation_job":
-                done = done if time.strftime("%Y-%m-%d", time.gmtime(done.timestamp)) == today else None
-            if done is not None:
-                report = _report_of(done)
-                markdown = (_metadata_of(done, "evaluation") or "") if partition else ""
-                steps.append(
-                    StepResult(
-                        name, job, partition, True, 0.0, done.run_id, report=report, markdown=markdown, skipped=True
-                    )
-                )
-            else:
-                log.info("%s: starting", name)
-                steps.append(_execute(defs, job, partition, instance, tag, log_file))
-            _announce(steps[-1])
+            steps.append(
+                StepResult(name, job, partition, True, 0.0, done.run_id, report=report, markdown=markdown, skipped=True)
+            )
+        else:
+            log.info("%s: starting", f"{job}[{partition}]" if partition else job)
+            steps.append(_step(launcher, launcher.run(job, partition)))
+        _announce(steps[-1])
     return steps
 
 

@@ -18,22 +18,11 @@ from typing import Any
 from environments import SOCIALRL_ENV_IDS
 from models.profiles import PROFILE_NAMES, get_profile
 from models.settings import DataPaths
-from pipelines.run_lineage import PROFILE_TAG, QUIET_CONSOLE, StepResult, configure_logging, run_lineage
+from pipelines.launcher import Launcher
+from pipelines.run_lineage import StepResult, configure_logging, run_lineage
 
 DOMAINS_TAG = "socialrl/stage2_domains"
 STAGE2_ASSETS = ("transfer_matrix", "cascade_order", "cascade_policy", "mopd_student", "unified_evaluation")
-
-
-def _materialised(instance, profile: str, domains: tuple[str, ...]) -> str | None:
-    """The run id of the newest `unified_evaluation` made with this profile and these domains, if any."""
-    from dagster import AssetKey, AssetRecordsFilter
-
-    records = instance.fetch_materializations(AssetRecordsFilter(asset_key=AssetKey("unified_evaluation")), limit=20)
-    for record in records.records:
-        run = instance.get_run_by_id(record.run_id)
-        if run and run.tags.get(PROFILE_TAG) == profile and run.tags.get(DOMAINS_TAG) == ",".join(domains):
-            return record.run_id
-    return None
 
 
 def run_stage2(
@@ -45,63 +34,41 @@ def run_stage2(
     log_file: Path | None = None,
 ) -> tuple[list[StepResult], StepResult, dict[str, Any] | None]:
     """Stage 1 for `domains`, sized by the profile's `stage2.specialist_*` (unless `with_stage1` is False: stage 2
-    then uses what the registry holds, e.g. `make run`'s champions), then
-    the stage-2 assets; returns the stage-1 steps, the stage-2 step and the stage-2 outputs (None when it
-    failed)."""
-    from dagster import AssetSelection, DagsterInstance, materialize
-
-    from assets import stage2 as stage2_assets
-    from pipelines.definitions import all_assets, all_checks, build_resources
-
+    then uses what the registry holds, e.g. `make run`'s champions), then `stage2_job`; returns the stage-1
+    steps, the stage-2 step and the stage-2 outputs read back through the instance (None when it failed).
+    Without `force`, a `unified_evaluation` this instance made with the profile and these domains is reused."""
     paths = DataPaths(data)
     stage1 = (
         run_lineage(profile, domains, False, paths.root, force, log_file, stage2_specialists=True)
         if with_stage1
         else []
     )
-    instance = DagsterInstance.from_config(str(paths.dagster_home))
-    done = None if force else _materialised(instance, profile, domains)
+    launcher = Launcher(profile, paths, "run_stage2", log_file=log_file)
+    tags = {DOMAINS_TAG: ",".join(domains)}
+    done = None if force else launcher.latest("unified_evaluation", tags=tags)
     if done is not None:
-        step = StepResult("stage2_job", "stage2_job", None, True, 0.0, done, skipped=True)
-        print(f"[stage 2] already materialised with this profile and domains (run {done[:8]}), skipped", flush=True)
-        return stage1, step, _outputs_of(instance, done)
+        step = StepResult("stage2_job", "stage2_job", None, True, 0.0, done.run_id, skipped=True)
+        print(
+            f"[stage 2] already materialised with this profile and domains (run {done.run_id[:8]}), skipped", flush=True
+        )
+        return stage1, step, _outputs(launcher)
     failed = [s.name for s in stage1 if not s.success]
     if failed:
         print(f"[stage 2] stage 1 failed for {', '.join(failed)}; stage 2 runs on what is registered", flush=True)
-    start = time.perf_counter()
-    result = materialize(
-        [*all_assets, *all_checks],
-        selection=AssetSelection.groups(stage2_assets.GROUP),
-        resources=build_resources(profile=profile, data_dir=str(paths.root)),
-        instance=instance,
-        run_config={
-            "ops": {"transfer_matrix": {"config": {"domains": list(domains)}}},
-            "loggers": QUIET_CONSOLE,  # the full log is the file `configure_logging` set up
-        },
-        raise_on_error=False,
-        tags={"socialrl/launched_by": "run_stage2", PROFILE_TAG: profile, DOMAINS_TAG: ",".join(domains)},
+    run = launcher.run(
+        "stage2_job", config={"ops": {"transfer_matrix": {"config": {"domains": list(domains)}}}}, tags=tags
     )
-    seconds = time.perf_counter() - start
-    failures = [e.message or "" for e in result.all_events if e.is_failure]
-    checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-    step = StepResult(
-        "stage2_job", "stage2_job", None, result.success, seconds, result.run_id, "; ".join(failures)[:2000]
-    )
-    print(f"[stage 2] {'ok' if result.success else 'FAILED: ' + step.error} ({seconds:.0f} s, checks {checks})")
-    if not result.success:
-        return stage1, step, None
-    return stage1, step, {name: result.output_for_node(name) for name in STAGE2_ASSETS}
+    step = StepResult("stage2_job", "stage2_job", None, run.success, run.seconds, run.run_id, run.error[:2000])
+    print(f"[stage 2] {'ok' if run.success else 'FAILED: ' + step.error} ({run.seconds:.0f} s, checks {run.checks})")
+    return stage1, step, _outputs(launcher) if run.success else None
 
 
-def _outputs_of(instance, run_id: str) -> dict[str, Any] | None:
-    """The stage-2 assets' latest outputs, read back from the instance's IO manager storage (the filesystem
-    IO manager `materialize` uses: one pickle per asset under the instance's storage directory)."""
-    import pickle
-
-    storage = Path(instance.storage_directory())
-    if not all((storage / name).is_file() for name in STAGE2_ASSETS):
+def _outputs(launcher: Launcher) -> dict[str, Any] | None:
+    """The stage-2 assets' latest outputs, read through the instance (None when one is missing)."""
+    try:
+        return {name: launcher.load(name) for name in STAGE2_ASSETS}
+    except Exception:  # a missing or unreadable output: stage 2 counts as not done, as before
         return None
-    return {name: pickle.loads((storage / name).read_bytes()) for name in STAGE2_ASSETS}
 
 
 def result_json(outputs: dict[str, Any], domains: tuple[str, ...], wall_s: float) -> dict[str, Any]:
@@ -119,40 +86,27 @@ def result_json(outputs: dict[str, Any], domains: tuple[str, ...], wall_s: float
 
 
 def report(outputs: dict[str, Any]) -> str:
-    """The numbers people look at, as text."""
+    """The numbers people look at, as the results render themselves."""
     matrix = outputs["transfer_matrix"].matrix
-    order = outputs["cascade_order"]
-    mopd = outputs["mopd_student"]
-    cascade = outputs["cascade_policy"]
-    lines = ["Transfer matrix (specialist - base, paired, held-out; rows donors, columns recipients):", ""]
-    lines.append("| donor | " + " | ".join(d for d in matrix.domains) + " |")
-    lines.append("|---|" + "---|" * len(matrix.domains))
-    for kind in matrix.kinds():
-        for donor in matrix.donors(kind):
-            cells = []
-            for r in matrix.domains:
-                try:
-                    e = matrix.cell(donor, r, kind).difference
-                    cells.append(f"{e.mean:+.3f} [{e.ci_low:+.3f}, {e.ci_high:+.3f}] n={e.n}")
-                except KeyError:
-                    cells.append("-")
-            lines.append(f"| {donor}{'' if kind == 'specialist' else ' (SFT)'} | " + " | ".join(cells) + " |")
-    lines += ["", matrix.describe_donors(), ""]
-    lines.append(
-        f"Cascade order: {' -> '.join(order.order)} (score {order.chosen.score:+.4f}; paper's "
-        f"{order.paper.score:+.4f}, reversed {order.reverse.score:+.4f}; {order.orders_scored} orders scored)"
+    return "\n".join(
+        [
+            "Transfer matrix (specialist - base, paired, held-out; rows donors, columns recipients):",
+            "",
+            matrix.markdown(),
+            "",
+            matrix.describe_donors(),
+            "",
+            outputs["cascade_order"].summary(),
+            "",
+            outputs["cascade_policy"].markdown(),
+            "",
+            "Unified evaluation (held-out):",
+            "",
+            outputs["unified_evaluation"].markdown(),
+            "",
+            outputs["mopd_student"].summary(),
+        ]
     )
-    for stage in cascade.stages:
-        lines.append(
-            f"  stage {stage.index + 1} {stage.domain}: kept {stage.chosen}, held-out "
-            + ", ".join(f"{s.env_id} {s.mean:.3f}" for s in stage.heldout)
-            + f" ({stage.wall_s:.0f} s)"
-        )
-    lines += ["", "Unified evaluation (held-out):", "", outputs["unified_evaluation"].markdown(), ""]
-    shares = ", ".join(f"{d} {'undefined' if v is None else f'{v:.1%}'}" for d, v in mopd.recovered.items())
-    mean = "undefined" if mopd.recovered_mean is None else f"{mopd.recovered_mean:.1%}"
-    lines.append(f"MOPD: {mopd.steps} steps, recovered share {mean} ({shares})")
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:

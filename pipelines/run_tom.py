@@ -4,7 +4,8 @@ the profile, on the Dagster instance `make ui` opens, then the results file.
     python -m pipelines.run_tom [--profile smoke|cpu|paper] [--domains craigslist-v0,...] [--data-dir DIR]
                                 [--output benchmarks/results/tom_<profile>.json]
 
-Each domain is one Dagster run (its own vLLM server and proxy for tom_analysis). The results file has, per
+Each domain is two runs of `tom_job` (`STAGES`; the second starts its own vLLM server and proxy for
+tom_analysis), launched through pipelines/launcher.py; the printed tables are `ToMDomainResult.markdown()`. The results file has, per
 domain, the four arms {mean, ci_low, ci_high, n} and `skill_outcome_correlation` {infer, anticipate} each
 {r, ci_low, ci_high, n}; everything else (paired differences, skill scores, rates, wall time) goes to
 `<output stem>_details.json` beside it. On the cpu profile: Craigslist, 45.7 min measured here (docs/tom.md).
@@ -18,70 +19,35 @@ from environments import SOCIALRL_ENV_IDS
 from models.profiles import PROFILE_NAMES, get_profile
 from models.settings import REPO_ROOT, DataPaths
 from models.socialrl.tom import ToMDomainResult, result_file, write_json
-from pipelines.run_lineage import PROFILE_TAG, QUIET_CONSOLE, configure_logging
+from pipelines.launcher import Launcher
+from pipelines.run_lineage import configure_logging
+
+STAGES = (("students", ("tom_traces", "tom_student")), ("analysis", ("tom_analysis",)))
+"""The two runs of `tom_job` per domain: the students train before the engine starts (in one in-process run
+every resource starts with the run, so vLLM would sit beside the SFT trainer, idle and holding memory)."""
 
 
-def run_tom(profile: str, domains: tuple[str, ...], data: Path | None = None) -> dict[str, ToMDomainResult | str]:
-    """Materialise the study per domain; returns each domain's result, or the error that stopped it."""
-    from dagster import AssetSelection, DagsterInstance, materialize
-
-    from pipelines.definitions import all_assets, build_resources
-
+def run_tom(
+    profile: str, domains: tuple[str, ...], data: Path | None = None, log_file: Path | None = None
+) -> dict[str, ToMDomainResult | str]:
+    """Run `tom_job` per domain (`STAGES`); returns each domain's result, read back through the instance, or
+    the error that stopped it."""
     paths = DataPaths(data) if data is not None else DataPaths.from_env()
-    instance = DagsterInstance.from_config(str(paths.dagster_home))
-    resources = build_resources(profile=profile, data_dir=str(paths.root))
+    launcher = Launcher(profile, paths, "run_tom", log_file=log_file)
     out: dict[str, ToMDomainResult | str] = {}
-    # Two runs per domain: the students train before the engine starts (in one in-process run every resource
-    # starts with the run, so vLLM would sit beside the SFT trainer, idle and holding memory).
-    stages = (
-        ("students", AssetSelection.assets("tom_traces", "tom_student")),
-        ("analysis", AssetSelection.assets("tom_analysis")),
-    )
     for domain in domains:
         start = time.perf_counter()
-        for stage, selection in stages:
-            result = materialize(
-                all_assets,
-                selection=selection,
-                resources=resources,
-                instance=instance,
-                partition_key=domain,
-                run_config={"loggers": QUIET_CONSOLE},
-                raise_on_error=False,
-                tags={"socialrl/launched_by": "run_tom", PROFILE_TAG: profile},
-            )
+        for stage, assets in STAGES:
+            run = launcher.run("tom_job", domain, assets=assets)
             seconds = time.perf_counter() - start
-            if not result.success:
-                errors = "; ".join(e.message or "" for e in result.all_events if e.is_failure)
-                out[domain] = f"{stage}: {errors[:1000] or 'failed'}"
+            if not run.success:
+                out[domain] = f"{stage}: {run.error[:1000] or 'failed'}"
                 print(f"[tom] {domain} {stage}: FAILED ({seconds:.0f} s)", flush=True)
                 break
             print(f"[tom] {domain} {stage}: ok ({seconds:.0f} s)", flush=True)
         else:
-            out[domain] = result.output_for_node("tom_analysis")
+            out[domain] = launcher.load("tom_analysis", domain)
     return out
-
-
-def report(result: ToMDomainResult) -> str:
-    """Every number of one domain, as text."""
-    lines = [f"{result.env_id} (seat {result.seat}, {result.episodes} episodes per arm)"]
-    for arm, e in result.arms.items():
-        lines.append(
-            f"  {arm:16s} reward {e.mean:.3f} [{e.ci_low:.3f}, {e.ci_high:.3f}] n={e.n}  agreement "
-            f"{result.agreement[arm]:.2f}  invalid/turn {result.invalid_action_rate[arm]}"
-        )
-    for name, d in result.differences.items():
-        lines.append(f"  {name:28s} {d.mean:+.3f} [{d.ci_low:+.3f}, {d.ci_high:+.3f}] n={d.n}")
-    for arm, s in result.skills.items():
-        lines.append(
-            f"  {arm:16s} INFER {s.infer.mean:.3f} [{s.infer.ci_low:.3f}, {s.infer.ci_high:.3f}] n={s.infer.n}; "
-            f"ANTICIPATE {s.anticipate.mean:.3f} [{s.anticipate.ci_low:.3f}, {s.anticipate.ci_high:.3f}] "
-            f"n={s.anticipate.n}; well-formed {s.well_formed_rate:.2f}, coverage INFER {s.infer_coverage:.2f} "
-            f"ANTICIPATE {s.anticipate_coverage:.2f}"
-        )
-    for skill, c in result.correlation.items():
-        lines.append(f"  r({skill}, reward) = {c.mean:+.3f} [{c.ci_low:+.3f}, {c.ci_high:+.3f}] n={c.n}")
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,11 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(log_file)
     print(f"[tom] profile {profile.name}, domains {', '.join(domains)}; full log {log_file}", flush=True)
     start = time.perf_counter()
-    results = run_tom(profile.name, domains, paths.root)
+    results = run_tom(profile.name, domains, paths.root, log_file)
     elapsed = time.perf_counter() - start
     done = [r for r in results.values() if isinstance(r, ToMDomainResult)]
     for r in done:
-        print(report(r))
+        print(r.markdown() + "\n")
     if done:
         write_json(output, result_file(done))
         details = {r.env_id: r.details() for r in done}

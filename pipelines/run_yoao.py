@@ -1,11 +1,13 @@
-"""Materialise the YOAO group with one profile, in this process, on the Dagster instance the UI uses:
+"""`make yoao`: run `yoao_job` (the job the UI shows) with one profile, in this process, on the Dagster instance
+the UI uses (pipelines/launcher.py):
 
     python -m pipelines.run_yoao [--profile smoke|cpu|paper] [--data-dir DIR] [--results PATH]
 
 One Dagster run per held-out frame of the profile (`yoao.heldout_frames`, each a partition of the
 experiments); the first run also builds the seed (teacher selection, traces, dataset, format warm-up, seed
-SFT) and runs Sugarscape, the last also pools everything into `yoao_results`. Each run starts and stops its
-own vLLM engine and rollout proxy (~40 s on CPU). The wall time of every asset is read from Dagster's step
+SFT) and runs Sugarscape, the last also pools everything into `yoao_results`. Each run starts and stops the
+code location's `yoao_engine` (vLLM serving the profile's `yoao.model`, the seeds' base model) and rollout
+proxy (~40 s on CPU). The wall time of every asset is read from Dagster's step
 statistics (summed over partitions) and written with the results to `--results` (default
 benchmarks/results/yoao_<profile>.json, exactly the keys of models/yoao/report.py); the full report goes to
 <data>/reports/yoao-<profile>.json. Exits non-zero when a run fails.
@@ -17,15 +19,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from assets import yoao as yoao_assets
 from models.profiles import PROFILE_NAMES, get_profile
 from models.settings import REPO_ROOT, DataPaths
 from models.yoao.report import BENCHMARK_KEYS, write_json
-from pipelines.run_lineage import PROFILE_TAG, QUIET_CONSOLE, configure_logging
+from pipelines.launcher import Launcher
+from pipelines.run_lineage import configure_logging
 
-SEED_PIPELINE = ("yoao_teacher_selection", "yoao_seed_traces", "yoao_seed_dataset", "yoao_format_warmup",
-                 "yoao_seed_agent", "sugarscape_zero_shot")  # fmt: skip
-EXPERIMENTS = ("propagation_by_seed_count", "propagation_mute", "propagation_persistence",
-               "propagation_prompting_baseline")  # fmt: skip
+SEED_PIPELINE = (*yoao_assets.SEED_PIPELINE_ASSETS, "yoao_warmstart_imitation", "sugarscape_zero_shot")
+EXPERIMENTS = yoao_assets.EXPERIMENTS
 
 
 @dataclass(frozen=True)
@@ -56,53 +58,31 @@ def plan(frames: tuple[str, ...]) -> list[tuple[str, tuple[str, ...]]]:
     return runs
 
 
-def run_yoao(profile_name: str, data: Path | None = None, results_path: Path | None = None):
-    """Materialise the group (module docstring); returns (runs, YoaoResults or None, written result file)."""
-    from dagster import AssetSelection, DagsterInstance, materialize
-
-    from pipelines.definitions import all_assets, all_checks, build_resources
-    from resources import EngineResource
-
+def run_yoao(
+    profile_name: str, data: Path | None = None, results_path: Path | None = None, log_file: Path | None = None
+):
+    """Run `yoao_job` per planned frame (module docstring); returns (runs, YoaoResults or None, written result
+    file). The job serves the profile's YOAO model on the code location's `yoao_engine`."""
     profile = get_profile(profile_name)
     paths = DataPaths(data) if data is not None else DataPaths.from_env()
-    instance = DagsterInstance.from_config(str(paths.dagster_home))
-    resources = build_resources(profile=profile.name, data_dir=str(paths.root))
-    if profile.yoao.model:
-        resources["engine"] = EngineResource(settings=resources["settings"], model=profile.yoao.model)
+    launcher = Launcher(profile.name, paths, "run_yoao", log_file=log_file)
     runs: list[YoaoRun] = []
     results = None
     for frame, assets in plan(profile.yoao.heldout_frames):
-        start = time.perf_counter()
-        selection = AssetSelection.assets(*assets)
-        try:
-            outcome = materialize(
-                [*all_assets, *all_checks],
-                selection=selection,  # an asset selection includes its checks
-                resources=resources,
-                instance=instance,
-                partition_key=frame,
-                run_config={"loggers": QUIET_CONSOLE},
-                raise_on_error=False,
-                tags={"socialrl/launched_by": "run_yoao", PROFILE_TAG: profile.name},
-            )
-        except Exception as exc:  # a definition error: report it and stop
-            runs.append(
-                YoaoRun(frame, assets, False, "", time.perf_counter() - start, {}, f"{type(exc).__name__}: {exc}")
-            )
+        run = launcher.run("yoao_job", frame, assets=assets)
+        if not run.run_id:  # a definition error: report it and stop
+            runs.append(YoaoRun(frame, assets, False, "", run.seconds, {}, run.error))
             break
-        steps = {
-            s.step_key: (s.end_time or 0) - (s.start_time or 0) for s in instance.get_run_step_stats(outcome.run_id)
-        }
-        failures = "; ".join(e.message or "" for e in outcome.all_events if e.is_failure)[:1000]
+        failures = run.error[:1000]
         runs.append(
-            YoaoRun(frame, assets, outcome.success, outcome.run_id, time.perf_counter() - start, steps, failures)
+            YoaoRun(frame, assets, run.success, run.run_id, run.seconds, launcher.step_seconds(run.run_id), failures)
         )
-        print(f"[yoao] run {outcome.run_id[:8]} ({frame}): {'ok' if outcome.success else 'FAILED: ' + failures} "
-              f"({runs[-1].seconds:.0f} s)", flush=True)  # fmt: skip
-        if not outcome.success:
+        print(f"[yoao] run {run.run_id[:8]} ({frame}): {'ok' if run.success else 'FAILED: ' + failures} "
+              f"({run.seconds:.0f} s)", flush=True)  # fmt: skip
+        if not run.success:
             break
         if "yoao_results" in assets:
-            results = outcome.output_for_node("yoao_results")
+            results = launcher.load("yoao_results")
     written = None
     if results is not None:
         benchmark = results.benchmark()
@@ -139,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     frames = ", ".join(profile.yoao.heldout_frames)
     print(f"[yoao] profile {profile.name}, held-out frames {frames}, data {root}; full log {log_file}", flush=True)
     start = time.perf_counter()
-    runs, results, written = run_yoao(profile.name, root, args.results)
+    runs, results, written = run_yoao(profile.name, root, args.results, log_file)
     print(f"\n[yoao] finished in {(time.perf_counter() - start) / 60:.1f} min")
     if results is not None:
         print("\n" + results.markdown())

@@ -19,12 +19,12 @@ from pathlib import Path
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import Field, PrivateAttr
 
-from models.serving.engine import EngineClient, VLLMEngine, new_token
+from models.serving.engine import EngineClient, EngineConfig, VLLMEngine, new_token
 from models.serving.model_store import resolve_model
 from models.serving.proxy import ProxyConfig, ProxyServer
 from models.settings import DataPaths
-from models.tracking import TrackingConfig
 from resources.settings import SettingsResource
+from resources.tracking import MlflowResource
 
 BASE_MODEL_NAME = "base"
 
@@ -39,7 +39,15 @@ class EngineResource(ConfigurableResource):
     run time, and the rollout proxy recording every call into the project's tables."""
 
     settings: SettingsResource
-    model: str = Field(default="", description="Model reference; empty = the profile's base model.")
+    mlflow: MlflowResource
+    """The registry `models:/` references are looked up in (the code location's own `mlflow` resource)."""
+    model: str = Field(
+        default="", description="Model reference; empty = the profile's base model (YOAO's, with for_yoao)."
+    )
+    for_yoao: bool = Field(
+        default=False,
+        description="Serve the YOAO group's base model (the profile's `yoao.model`), which its seeds train on.",
+    )
     remote_base_url: str = Field(default="", description="Use this OpenAI-compatible endpoint instead of vLLM.")
     remote_api_key: str = Field(default="", description="API key of the remote endpoint (pass an EnvVar).")
     proxy_flush_every: int = Field(default=64, description="The proxy writes a Parquet shard every this many calls.")
@@ -61,13 +69,8 @@ class EngineResource(ConfigurableResource):
             ):
                 yield self
             return
-        profile = self.settings.get_profile()
-        self._model_dir = resolve_model(self.model or profile.base_model, paths.models, self._tracking())
-        config = profile.engine.engine_config(
-            self._model_dir,
-            served_model_name=BASE_MODEL_NAME,
-            api_key=new_token(),  # per run: held by the engine client and the proxy only
-        )
+        self._model_dir = resolve_model(self.model_reference(), paths.models, self.mlflow.config())
+        config = self.engine_config(self._model_dir, api_key=new_token())  # per run: engine client and proxy only
         with VLLMEngine(config, log_path=_log_path(paths, "vllm", context)) as engine:
             self._client = engine.client
             if context.log:
@@ -75,8 +78,18 @@ class EngineResource(ConfigurableResource):
             with self._start_proxy(engine.base_url, "vllm", context, paths, upstream_api_key=config.api_key):
                 yield self
 
-    def _tracking(self) -> TrackingConfig:
-        return TrackingConfig.from_env(self.settings.paths())
+    def model_reference(self) -> str:
+        """What this engine serves: `model`, else the profile's base model (YOAO's with `for_yoao`)."""
+        profile = self.settings.get_profile()
+        if self.model:
+            return self.model
+        return str(profile.yoao.resolved(profile.base_model).model) if self.for_yoao else profile.base_model
+
+    def engine_config(self, model_dir: Path, api_key: str | None = None) -> EngineConfig:
+        """The engine this resource starts for the resolved `model_dir` (every setting from the profile)."""
+        return self.settings.get_profile().engine.engine_config(
+            model_dir, served_model_name=BASE_MODEL_NAME, api_key=api_key
+        )
 
     @contextmanager
     def _start_proxy(

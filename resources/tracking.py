@@ -1,7 +1,5 @@
 """The MLflow resource: a thin ConfigurableResource over models.tracking.Tracker (sqlite + local artifacts)."""
 
-import dataclasses
-
 from dagster import ConfigurableResource
 from pydantic import Field
 
@@ -21,12 +19,9 @@ class MlflowResource(ConfigurableResource):
     dagster_ui_url: str = Field(default=DAGSTER_UI_URL, description="The Dagster UI that MLflow runs link back to.")
 
     def config(self) -> TrackingConfig:
-        base = TrackingConfig.from_env(self.settings.paths(), self.experiment)
-        return dataclasses.replace(
-            base,
-            tracking_uri=self.tracking_uri or base.tracking_uri,
-            artifact_root=self.artifact_root or base.artifact_root,
-        )
+        """This resource's fields over the environment's and the data directory's defaults
+        (`TrackingConfig.from_env`, the one derivation); the engine resource resolves `models:/` through it."""
+        return TrackingConfig.from_env(self.settings.paths(), self.experiment, self.tracking_uri, self.artifact_root)
 
     def tracker(self) -> Tracker:
         return Tracker(self.config())

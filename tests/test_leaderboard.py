@@ -101,6 +101,9 @@ def test_the_leaderboard_survives_an_endpoint_of_errors_timeouts_and_malformed_t
     assert all(d["n"] == per_domain for d in row["domains"].values())
     games = len(profile.leaderboard.red_black_opponents) * profile.leaderboard.red_black_games
     assert row["red_black"]["games"] == games and row["red_black"]["welfare"]["n"] == games
+    # Abstention and decided cooperation per game (the stub's malformed votes abstain).
+    assert row["red_black"]["abstention"]["n"] == games and row["red_black"]["abstention"]["mean"] > 0
+    assert row["red_black"]["decided_cooperation"]["n"] == games
     # 4 of the stub's 5 answers fail and are retried; every call it saw carried the key (a call that timed out
     # before the stub read it is counted by the agents only).
     assert stub.seen == stub.authorised and 0.9 * row["calls"] <= stub.seen <= row["calls"]
@@ -148,7 +151,7 @@ def test_an_endpoint_needs_a_name_a_model_and_an_http_url() -> None:
 def test_the_command_line_plays_the_local_engine_and_merges_its_row(
     vllm_engine: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pipelines.evaluate_endpoint import main
+    from models.cli.evaluate_endpoint import main
 
     output = tmp_path / "leaderboard.json"
     output.write_text(json.dumps([{"endpoint": "other", "profile": "smoke", "mean_reward": 0.1, "domains": {}}]))

@@ -24,8 +24,8 @@ EXPECTED_ASSETS = {
     "scenarios",
     "teacher_traces",
     "sft_warmstart",
-    "specialist",
     "warmstart_imitation",
+    "specialist",
     "specialist_eval",
     "specialist_champion",
     "champion_evaluations",
@@ -45,6 +45,7 @@ EXPECTED_ASSETS = {
     "yoao_seed_dataset",
     "yoao_format_warmup",
     "yoao_seed_agent",
+    "yoao_warmstart_imitation",
     "propagation_by_seed_count",
     "propagation_mute",
     "propagation_persistence",
@@ -90,6 +91,7 @@ def test_definitions_load_and_every_job_resolves() -> None:
         "unified_covers_every_policy",
         "seed_data_has_no_held_out_frames",
         "untrained_teammates_vote_validly",
+        "warm_starts_learned_their_data",
     }
 
 

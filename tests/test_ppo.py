@@ -54,8 +54,13 @@ def test_ppo_learns_the_keyword_task(
     with caplog.at_level("INFO", logger="socialrl.ppo"):
         result = train_ppo(config, tiny_model_dir, services, tmp_path / "run")
     # Progress: one line per iteration with the reward's interval, KL, losses and token rates.
+    # Each iteration also says when its rollout ended (the 'rollout:' line) before it trains.
     progress = [r.getMessage() for r in caplog.records if r.getMessage().startswith("PPO learn it")]
-    assert len(progress) == 8 and all("reward" in line and "tok/s" in line for line in progress)
+    rollouts = [line for line in progress if " rollout: " in line]
+    iterations = [line for line in progress if " rollout: " not in line]
+    assert [line.split(" rollout: ")[0] for line in rollouts] == [f"PPO learn it {i}/8" for i in range(1, 9)]
+    assert all(line.split(" rollout: ")[1].startswith("16 episodes, reward ") for line in rollouts)
+    assert len(iterations) == 8 and all("reward" in line and "tok/s" in line for line in iterations)
     rewards = [m["reward_mean"] for m in result.history]
     early, late = sum(rewards[:2]) / 2, sum(rewards[-2:]) / 2
     assert late > early + 0.25, rewards

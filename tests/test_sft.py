@@ -116,13 +116,19 @@ def test_sft_lowers_the_held_out_loss_and_saves_a_loadable_adapter(
     steps: list[dict[str, float]] = []
     with caplog.at_level("INFO", logger="socialrl.sft"):
         result = run_sft(tiny_model_dir, train, tmp_path, settings, eval_conversations=held_out, on_step=steps.append)
-    # Progress: one line per optimiser step with its loss and rate.
+    # Progress: one line per optimiser step with its loss and rate, and one for the held-out loss measured
+    # after the last step.
     progress = [r.getMessage() for r in caplog.records if r.getMessage().startswith("SFT step")]
-    assert len(progress) == 15 and "loss" in progress[-1] and "tok/s" in progress[-1]
+    step_lines = [line for line in progress if "tok/s" in line]
+    assert len(step_lines) == 15 and all(" loss " in line for line in step_lines)
+    assert progress[-1] == f"SFT step 15/15  held-out loss {result.eval_loss_after:.3f}"
     assert "{'loss'" not in capsys.readouterr().out  # the trainer's own log dicts stay off the console
     assert result.examples == 24 and result.steps == 15  # one example per conversation
     assert result.eval_loss_after < result.eval_loss_before - 0.3
+    evaluations = [s for s in steps if "eval_loss" in s]
+    steps = [s for s in steps if "loss" in s]
     assert [s["step"] for s in steps] == list(range(1, 16)) and len(result.loss_curve) == 15
+    assert evaluations == [{"step": 15.0, "eval_loss": result.eval_loss_after}]
     # Tokens are counted as fed: the steps' counts add up to the result's, and 15 steps of 2 packed rows
     # cannot hold more than 30 rows' worth.
     assert sum(s["tokens"] for s in steps) == result.train_tokens > 0 and result.tokens_per_second > 0
@@ -171,3 +177,37 @@ def test_checkpoints_every_k_steps_carry_their_held_out_loss_and_a_loadable_adap
     assert result.loss_tokens > 0
     adapted = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model_dir), first.adapter_dir)
     assert adapted.peft_config["default"].r == 8
+
+
+def test_the_trained_positions_loss_equals_trls_loss_and_gradients(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """SFTSettings.trained_positions_only runs the LM head at the trained positions only; on the same packed
+    batch its loss and its gradients are TRL's (which scores every position on the CPU)."""
+    import torch
+    from datasets import Dataset
+
+    from models.training.sft import load_lora_model, trainer_class, trainer_config
+
+    rng = random.Random(3)
+    settings = SFTSettings(max_steps=1, bf16=False, lora=LoraSettings(r=8, alpha=16))
+    model, tokenizer = load_lora_model(tiny_model_dir, settings.lora)
+    rows = [e.as_row() for e in tokenise_conversations([_conversation(rng) for _ in range(4)], tokenizer, 256).examples]
+    results = {}
+    for compact in (False, True):
+        torch.manual_seed(0)
+        model, tokenizer = load_lora_model(tiny_model_dir, settings.lora)
+        trainer = trainer_class(compact)(
+            model=model,
+            args=trainer_config(settings, tmp_path / str(compact), on_cpu=True),
+            train_dataset=Dataset.from_list(rows),
+            processing_class=tokenizer,
+        )
+        batch = trainer._prepare_inputs(next(iter(trainer.get_train_dataloader())))
+        assert int((batch["labels"] != -100).sum()) < batch["labels"].numel() // 2  # most positions are context
+        loss = trainer.compute_loss(model, batch)
+        loss.backward()
+        grads = [p.grad.clone() for p in model.parameters() if p.requires_grad]
+        results[compact] = (float(loss), grads, trainer._metrics["train"]["mean_token_accuracy"][-1])
+    (trl_loss, trl_grads, trl_accuracy), (our_loss, our_grads, our_accuracy) = results[False], results[True]
+    assert our_loss == pytest.approx(trl_loss, rel=1e-4)
+    assert all(torch.allclose(a, b, rtol=1e-3, atol=1e-6) for a, b in zip(trl_grads, our_grads, strict=True))
+    assert our_accuracy == pytest.approx(trl_accuracy)

@@ -101,6 +101,39 @@ def test_the_matrix_from_hand_made_evaluations_gives_the_expected_cells_and_orde
     assert order.reverse.score == pytest.approx(0.10 - 0.20 - 0.20 + 0.10)
 
 
+def test_the_transfer_matrix_renders_itself_once_for_the_asset_and_the_command_line() -> None:
+    """One table (rows donors with the SFT warm-starts marked, every cell with its interval and episode count);
+    `transfer_matrix`'s metadata and run_stage2's report print exactly that."""
+    matrix = build_transfer_matrix(hand_made(), (DNND, CRAIG, MARKET))
+    table = matrix.markdown().splitlines()
+    assert table[0] == f"| donor | {DNND} | {CRAIG} | {MARKET} |" and table[1] == "|---|---|---|---|"
+    assert [line.split(" | ")[0] for line in table[2:]] == [
+        f"| {DNND}",
+        f"| {CRAIG}",
+        f"| {MARKET}",
+        f"| {CRAIG} (SFT)",
+    ]
+    e = matrix.cell(DNND, CRAIG).difference
+    assert f"{e.mean:+.3f} [{e.ci_low:+.3f}, {e.ci_high:+.3f}] n=4" in table[2]
+    assert all(line.count(" n=4") == 3 for line in table[2:])
+
+    from types import SimpleNamespace
+
+    from pipelines.run_stage2 import report
+
+    order = choose_cascade_order(matrix.means(), matrix.domains)
+    outputs = {
+        "transfer_matrix": SimpleNamespace(matrix=matrix),
+        "cascade_order": order,
+        "cascade_policy": SimpleNamespace(markdown=lambda: "<the cascade's own table>"),
+        "unified_evaluation": SimpleNamespace(markdown=lambda: "<the unified evaluation's own table>"),
+        "mopd_student": SimpleNamespace(summary=lambda: "<MOPD's own line>"),
+    }
+    printed = report(outputs)
+    assert matrix.markdown() in printed and matrix.describe_donors() in printed and order.summary() in printed
+    assert all(f"<{what}>" in printed for what in ("the cascade's own table", "the unified evaluation's own table"))
+
+
 def test_a_missing_specialist_evaluation_or_base_is_an_error_naming_it() -> None:
     rows = [r for r in hand_made() if not (r.policy == specialist_policy(MARKET) and r.env_id == DNND)]
     with pytest.raises(ValueError, match="specialist of marketplace-v0 not evaluated on \\['dnd-v0'\\]"):
@@ -354,14 +387,14 @@ def test_run_stage2_sizes_its_specialists_apart_from_make_run() -> None:
     profile tag, so `make run` on the same instance neither skips its own run nor reports theirs."""
     from models.profiles import get_profile
     from pipelines.definitions import build_resources
-    from pipelines.run_lineage import profile_tag
+    from pipelines.launcher import profile_tag
 
     cpu = get_profile("cpu")
     sized = build_resources("cpu", stage2_specialists=True)["settings"].get_profile()
     plain = build_resources("cpu")["settings"].get_profile()
     assert plain == cpu
     assert (sized.ppo.iterations, sized.ppo.episodes_per_iteration, sized.heldout_scenarios) == (2, 8, 4)
-    assert (cpu.ppo.iterations, cpu.ppo.episodes_per_iteration, cpu.heldout_scenarios) == (6, 16, 16)
+    assert (cpu.ppo.iterations, cpu.ppo.episodes_per_iteration, cpu.heldout_scenarios) == (3, 16, 32)
     assert sized.sft == cpu.sft and sized.ppo.hyper == cpu.ppo.hyper  # only the sizes change
     assert profile_tag("cpu", stage2_specialists=True) != profile_tag("cpu") == "cpu"
     # A profile that sets no specialist sizes trains stage 2's specialists as `make run` does.

@@ -250,6 +250,14 @@ def test_the_analysis_pairs_the_arms_and_writes_exactly_the_result_file_keys() -
         tom.analyse(env_id, {k: v for k, v in runs.items() if k != "sft_act"})
     details = result.details()
     assert set(details["paired_differences"]) == {f"{a} - {b}" for a, b in tom.DIFFERENCES}
+    # The result renders itself once (tom_analysis shows it, run_tom prints it): a row per arm, the scaffolded
+    # arms with their INFER and ANTICIPATE scores, every paired difference and both correlations.
+    table = result.markdown()
+    rows = {line.split(" | ")[0].removeprefix("| "): line for line in table.splitlines() if line.startswith("| ")}
+    assert set(tom.ARMS) | set(result.differences) | {"r(infer, reward)", "r(anticipate, reward)"} <= set(rows)
+    infer = result.skills["sft_tom"].infer
+    assert f"{infer.mean:.3f} [{infer.ci_low:.3f}, {infer.ci_high:.3f}] n={infer.n}" in rows["sft_tom"]
+    assert rows["base"].count(" - |") == 4  # no scaffold, no skills
 
 
 @pytest.mark.slow

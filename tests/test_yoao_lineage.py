@@ -16,7 +16,7 @@ def test_smoke_yoao_group_materialises_end_to_end(tmp_path: Path, tiny_model_dir
     from models.profiles import get_profile
     from models.storage import TableStore
     from models.tracking import Tracker, TrackingConfig
-    from models.yoao.report import BENCHMARK_KEYS
+    from models.yoao.report import BENCHMARK_KEYS, SUGARSCAPE_KEYS
     from pipelines.run_yoao import EXPERIMENTS, SEED_PIPELINE, run_yoao
 
     data = tmp_path / "data"
@@ -37,15 +37,19 @@ def test_smoke_yoao_group_materialises_end_to_end(tmp_path: Path, tiny_model_dir
     assert set(benchmark["mute"]) == {"k=0", "k=1", "k=1 muted"}
     assert set(benchmark["persistence"]) == {"k=0", "k=1", "k=1 removed"}
     assert set(benchmark["prompting_baseline"]) == {"k=0", "k=1", "k=1 teacher", "k=1 prompted"}
+    # The primary outcome on every arm the profile plays, paired with k = 0; persuadability at k = 0.
+    arms = {"0", "1", "3", "1_muted", "1_removed", "1_teacher", "1_prompted"}
+    assert set(benchmark["untrained_cooperation"]) == arms and set(benchmark["abstention"]) == arms
+    assert set(benchmark["untrained_cooperation_paired"]) == arms - {"0"}
+    for entry in benchmark["untrained_cooperation_paired"].values():
+        assert set(entry) == {"mean", "ci_low", "ci_high", "games"}
+    assert {"mean", "games", "votes"} <= set(benchmark["persuadability_k0"])
+    assert set(benchmark["team"]["1"]) >= {"team_cooperation", "vote_arithmetic_null", "observed_minus_null"}
+    assert set(benchmark["warmstarts"]) == {"format_warmup", "seed", "passed"}
+    assert benchmark["warmstarts"]["seed"]["eval_curve"]  # the held-out loss before and after
     assert set(benchmark["sugarscape"]) == {"0", "0.2", "0.5", "1"}
     for share in benchmark["sugarscape"].values():
-        assert set(share) == {
-            "trade_success",
-            "survival",
-            "mean_lifespan",
-            "leaning_shift_seed",
-            "leaning_shift_untrained",
-        }
+        assert set(share) == set(SUGARSCAPE_KEYS)
     assert benchmark["sugarscape"]["0"]["leaning_shift_seed"] is None  # no seeds at 0%
     assert set(benchmark["wall_s"]) == {*SEED_PIPELINE, *EXPERIMENTS, "yoao_results"}
 

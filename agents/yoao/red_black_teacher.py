@@ -14,10 +14,24 @@ their games as the chat an LLM agent in the same seat sees (SFT data and deploym
 | keeps cooperating after being exploited | it always states and votes the cooperative choice, whatever the other team did |
 | persuades rather than retaliates | after an exploitation it argues for breaking the spiral and winning the other side back; its sentences never use the words of retaliation (punish, revenge, pay back, ...) that the seed-data filter drops |
 
-`FormatTutor` teaches only the answer format: each round it draws BLACK or RED with probability 1/2 from its
-seeded generator (independently of what it heard), states it in one short sentence without any rationale and
-votes it. Its games carry no cooperative (or defecting) disposition, which is what a warm-up that makes the
-untrained teammates vote validly must not teach.
+`FormatTutor` writes the untrained teammates' format warm-up data: the answer format, and votes that depend
+on what the tutor heard, but no disposition of its own to cooperate or defect. Each tutor seat has a *kind*
+and a *prior* (its probability of BLACK when nothing it heard decides; drawn per seat from `TUTOR_PRIORS`,
+mean 1/2):
+
+| kind | what it states in the discussion | what it votes |
+| --- | --- | --- |
+| `majority` | the strict majority of the choices its teammates stated before it this round, else its prior | the strict majority of every choice stated this round (its own included), else its own statement |
+| `last_speaker` | the choice of the last teammate who stated one before it this round, else its prior | the last choice a teammate stated this round, else its own statement |
+| `strongest_argument` | the choice of the teammate with the strongest argument so far (`argument_words`: words outside the sentences that state a vote; a bare "I vote X." weighs 0; ties between choices or no argument: its prior) | the same rule over the whole round (its own statement included), else its own statement |
+| `prior` | a draw from its prior every round, whatever it heard | its own statement |
+
+With `reason_rate` > 0 a statement carries, with that probability, one short reason from pools of equal size
+for either choice (`TUTOR_REASONS`: no welfare, trust, points or retaliation words, so the seed-data filter
+reads them as `no_rationale` or `defects`). `mirror` swaps the colour of every prior draw (the generator's
+draws are the same), so a game and its mirror have exactly opposite votes: warm-up data built from game
+pairs is balanced between colours by construction. The default tutor (`prior`, prior 1/2, no reasons) is a
+fair coin per round.
 """
 
 from __future__ import annotations
@@ -243,32 +257,125 @@ class PrincipledCooperator(_RedBlackCodeAgent):
 
 
 TUTOR_OPINIONS = ("I vote {choice}.", "For this round, I vote {choice}.", "Round {round}: I vote {choice}.")
+TUTOR_KINDS = ("majority", "last_speaker", "strongest_argument", "prior")
+"""The format tutors' kinds (module docstring); the warm-up data cycles through them in equal shares."""
+TUTOR_PRIORS = (0.2, 0.5, 0.8)
+"""A tutor's probability of BLACK when nothing it heard decides, drawn per seat (mean 1/2)."""
+TUTOR_REASONS: dict[str, tuple[str, ...]] = {
+    BLACK: (
+        "{them} has played fair with us so far.",
+        "I do not think {them} will try to trick us.",
+        "Going with {coop} keeps things calm.",
+        "I think {coop} is the safer call here.",
+        "Let's give {them} the benefit of the doubt.",
+    ),
+    RED: (
+        "{them} may try to trick us this round.",
+        "I am not sure {them} will play fair with us.",
+        "Going with {defect} protects us here.",
+        "I think {defect} is the safer call here.",
+        "Let's not give {them} an easy opening now.",
+    ),
+}
+"""Short reasons a tutor may give: as many for either choice, the same number of words at each position (a
+mirrored tutor's draw picks the same position, and `argument_words` weighs both alike)."""
+_SENTENCES = re.compile(r"[^.!?\n]+[.!?]*")
+
+
+def argument_words(text: str) -> int:
+    """The weight of an opinion's argument: words in its sentences that do not state a vote ("I vote X",
+    "VOTE: X", "let's choose X"); a bare "I vote BLACK." weighs 0."""
+    return sum(len(s.split()) for s in _SENTENCES.findall(text) if not _VOTE_COMMAND.search(s))
+
+
+def stated_majority(choices: Sequence[str]) -> str | None:
+    """The strict majority of stated choices (None on a tie or without any)."""
+    black, red = choices.count(BLACK), choices.count(RED)
+    return None if black == red else (BLACK if black > red else RED)
+
+
+def strongest_argument(heard: Sequence[tuple[str, str]]) -> str | None:
+    """The choice of the (text, choice) statement with the most `argument_words`; None when no statement has
+    an argument or the strongest ones state different choices."""
+    weights = [(argument_words(text), choice) for text, choice in heard]
+    best = max((w for w, _ in weights), default=0)
+    if best == 0:
+        return None
+    chosen = {c for w, c in weights if w == best}
+    return chosen.pop() if len(chosen) == 1 else None
 
 
 class FormatTutor(_RedBlackCodeAgent):
-    """Neutral format data: a fair coin per round, stated in one sentence without rationale, then voted."""
+    """Format warm-up data whose votes depend on what the tutor heard (module docstring)."""
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(
+        self, seed: int = 0, kind: str = "prior", prior: float = 0.5, reason_rate: float = 0.0, mirror: bool = False
+    ) -> None:
+        if kind not in TUTOR_KINDS:
+            raise ValueError(f"unknown tutor kind {kind!r}; known: {', '.join(TUTOR_KINDS)}")
+        if not 0.0 <= prior <= 1.0 or not 0.0 <= reason_rate <= 1.0:
+            raise ValueError(f"prior and reason_rate must lie in [0, 1], got {prior}, {reason_rate}")
         super().__init__(seed)
-        self.stances: dict[int, str] = {}
+        self.kind, self.prior, self.reason_rate, self.mirror = kind, prior, reason_rate, mirror
+        self.draws: dict[int, str] = {}
+        self.stated: dict[int, tuple[str, str]] = {}
 
     def describe(self) -> str:
-        return f"FormatTutor(seed={self.seed})"
+        return (
+            f"FormatTutor(kind={self.kind}, prior={self.prior:g}, reasons={self.reason_rate:g}, "
+            f"mirror={self.mirror}, seed={self.seed})"
+        )
 
     async def reset(self, agent_id: str, env_id: str, spec: ActionSpec, episode_id: str) -> None:
         await super().reset(agent_id, env_id, spec, episode_id)
-        self.stances = {}
+        self.draws, self.stated = {}, {}
 
-    def stance(self, round_: int) -> str:
-        """The round's choice, drawn once per round in round order (so opinion and vote agree)."""
-        for r in range(len(self.stances) + 1, round_ + 1):
-            self.stances[r] = self.rng.choice(CHOICES)
-        return self.stances[round_]
+    def own_draw(self, round_: int) -> str:
+        """The round's draw from the prior, made once per round in round order (colour swapped when mirrored)."""
+        for r in range(len(self.draws) + 1, round_ + 1):
+            choice = BLACK if self.rng.random() < self.prior else RED
+            self.draws[r] = (RED if choice == BLACK else BLACK) if self.mirror else choice
+        return self.draws[round_]
+
+    def heard_in(self, round_: int) -> list[tuple[str, str]]:
+        """(text, choice) of the teammates' statements of a round that stated a choice, in the order heard."""
+        return [(t, c) for _, t, c in self.heard.get(round_, []) if c in CHOICES]
+
+    def lean(self, round_: int) -> str:
+        """What this tutor states: its kind's rule on what it heard so far this round, else its prior."""
+        heard = self.heard_in(round_)
+        own = self.own_draw(round_)
+        if self.kind == "majority":
+            return stated_majority([c for _, c in heard]) or own
+        if self.kind == "last_speaker":
+            return heard[-1][1] if heard else own
+        if self.kind == "strongest_argument":
+            return strongest_argument(heard) or own
+        return own
+
+    def vote(self, round_: int) -> str:
+        """Its kind's rule over the whole round's discussion (its own statement included), else its statement."""
+        own_text, own = self.stated.get(round_) or ("", self.own_draw(round_))
+        heard = self.heard_in(round_)
+        if self.kind == "majority":
+            return stated_majority([*(c for _, c in heard), own]) or own
+        if self.kind == "last_speaker":
+            return heard[-1][1] if heard else own
+        if self.kind == "strongest_argument":
+            return strongest_argument([*heard, (own_text, own)]) or own
+        return own
 
     async def act(self, request: Notification) -> Action:
         round_ = int(request.data.get("round", 1))
-        word = self.label(self.stance(round_))
         if VOTE in request.allowed:
-            return Action(self.agent_id, RAW_TEXT, f"VOTE: {word}")
-        template = self.rng.choice(TUTOR_OPINIONS)
-        return Action(self.agent_id, RAW_TEXT, template.format(choice=word, round=round_))
+            return Action(self.agent_id, RAW_TEXT, f"VOTE: {self.label(self.vote(round_))}")
+        choice = self.lean(round_)
+        # Every draw is made whatever the colours, so a mirrored tutor's generator stays in step with its twin.
+        give_reason = self.rng.random() < self.reason_rate
+        reason = TUTOR_REASONS[choice][self.rng.randrange(len(TUTOR_REASONS[BLACK]))]
+        template = TUTOR_OPINIONS[self.rng.randrange(len(TUTOR_OPINIONS))]
+        text = template.format(choice=self.label(choice), round=round_)
+        if give_reason:
+            text = f"{reason.format(**self.words)} {text}"
+        self.stated[round_] = (text, choice)
+        return Action(self.agent_id, RAW_TEXT, text)

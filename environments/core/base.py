@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from environments.core.events import RAW_TEXT, Action, Event, Notification, NotificationKind, Observation
 from environments.core.grammar import MAX_REPLY_CHARS
+from environments.core.leakage import PrivateFact, detect_leaks  # PrivateFact lives beside its detector
 from environments.core.quoting import clip, quote
 
 
@@ -75,20 +76,6 @@ class ActionSpec:
     """Instructions for language models: how to write each action as text."""
     examples: tuple[str, ...] = ()
     """Example texts that parse to valid actions."""
-
-
-@dataclass(frozen=True)
-class PrivateFact:
-    """One private fact of a role, with how its leakage is detected in that role's messages."""
-
-    name: str
-    """Short id, e.g. "reservation_price" or "priority:water"."""
-    description: str
-    """What it is, in words."""
-    numbers: tuple[float, ...] = ()
-    """Numbers whose appearance in the role's own message text reveals the fact."""
-    patterns: tuple[str, ...] = ()
-    """Case-insensitive regular expressions whose match in the role's message text reveals the fact."""
 
 
 @dataclass(frozen=True)
@@ -352,8 +339,6 @@ class Environment(ABC, Generic[S]):
 
     def _finish(self, extra_events: Sequence[Event] = ()) -> list[Event]:
         """End the episode: compute the outcome and notify every agent of its reward."""
-        from environments.core.leakage import detect_leaks
-
         self._done = True
         self._awaiting.clear()
         base = self._compute_outcome()

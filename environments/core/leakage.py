@@ -11,8 +11,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
-from environments.core.base import PrivateFact
+
+@dataclass(frozen=True)
+class PrivateFact:
+    """One private fact of a role, with how its leakage is detected in that role's messages."""
+
+    name: str
+    """Short id, e.g. "reservation_price" or "priority:water"."""
+    description: str
+    """What it is, in words."""
+    numbers: tuple[float, ...] = ()
+    """Numbers whose appearance in the role's own message text reveals the fact."""
+    patterns: tuple[str, ...] = ()
+    """Case-insensitive regular expressions whose match in the role's message text reveals the fact."""
+
 
 _NUMBER_TOKEN = re.compile(r"(?<![\w.])\$?\s*(\d[\d,]*(?:\.\d+)?)(?![\w]|\.\d)")
 

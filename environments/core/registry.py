@@ -1,4 +1,7 @@
-"""Environment registry: versioned ids ("dnd-v0") to classes, `make`, and seeded scenario sampling."""
+"""Environment registry: versioned ids ("dnd-v0") to classes, `make`, and seeded scenario sampling.
+
+The built-in environments register themselves when the `environments` package is imported, which Python does
+before any of its modules (this one included), so the registry never imports the package back."""
 
 from __future__ import annotations
 
@@ -23,13 +26,7 @@ def register(cls: type[Environment]) -> type[Environment]:
     return cls
 
 
-def _ensure_builtin() -> None:
-    # Importing the package registers the built-in environments.
-    import environments  # noqa: F401
-
-
 def env_class(env_id: str) -> type[Environment]:
-    _ensure_builtin()
     try:
         return _REGISTRY[env_id]
     except KeyError:
@@ -51,7 +48,6 @@ def seats(env_id: str, scenario: Scenario, seed: int = 0, **config: Any) -> tupl
 
 
 def list_env_ids() -> list[str]:
-    _ensure_builtin()
     return sorted(_REGISTRY)
 
 

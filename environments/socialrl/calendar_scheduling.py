@@ -61,11 +61,12 @@ from environments.core.data import (
     load_yaml_tasks,
 )
 from environments.core.events import Action, Event, Notification, Observation
-from environments.core.grammar import cap_reply, find_last_command, number_token, show, squeeze
+from environments.core.grammar import CommandMatch, number_token, show
 from environments.core.quoting import quote
 from environments.core.registry import register
 from environments.core.scoring import is_pareto_optimal
 from environments.socialrl.bargaining import Deal, DealSpace
+from environments.socialrl.replies import CommandReplies
 
 ASSISTANT, REQUESTOR = "assistant", "requestor"
 WALK_AWAY = {ASSISTANT: "decline", REQUESTOR: "end"}
@@ -504,11 +505,13 @@ _COMMANDS = {
 
 
 @register
-class CalendarEnv(AlternatingTurns, Environment[CalendarScenario]):
+class CalendarEnv(CommandReplies, AlternatingTurns, Environment[CalendarScenario]):
     """Meeting scheduling between a requestor and a principal's assistant (SocialReasoning-Bench style)."""
 
     env_id: ClassVar[str] = "calendar-v0"
     scenario_type: ClassVar[type[Scenario]] = CalendarScenario
+    commands: ClassVar[Mapping[str, str]] = _COMMANDS
+    reply_example: ClassVar[str] = "`PROPOSE 14:00`"
 
     @property
     def agent_ids(self) -> tuple[str, ...]:
@@ -599,13 +602,7 @@ class CalendarEnv(AlternatingTurns, Environment[CalendarScenario]):
             ),
         )
 
-    def parse(self, agent_id: str, text: str) -> Action | ParseError:
-        text = cap_reply(text, self.max_reply_chars)
-        if not text.strip():
-            return ParseError("empty reply; write a message or a command such as `PROPOSE 14:00`")
-        match = find_last_command(text, _COMMANDS)
-        if match is None:
-            return Action(agent_id, "message", squeeze(text))
+    def _parse_command(self, agent_id: str, match: CommandMatch) -> Action | ParseError:
         kind = match.kind.split("_")[0]
         if kind == "propose":
             token = match.groups.get("time", "")
@@ -619,7 +616,7 @@ class CalendarEnv(AlternatingTurns, Environment[CalendarScenario]):
                 got = f" (could not read {show(token)} as a time)" if token else ""
                 return ParseError(f"`PROPOSE` needs a start time, e.g. `PROPOSE 14:00` or `PROPOSE 2pm`{got}")
             return Action(agent_id, "propose", match.message, {"slot": format_time(start)})
-        standing = self._standing.get(self._other(agent_id)) if hasattr(self, "_standing") else None
+        standing = self._standing_offer(agent_id)
         if kind == "accept" and standing is not None:
             # Echo the accepted slot, so the action is self-describing (and restating it is no leak).
             return Action(agent_id, "accept", match.message, {"slot": format_time(standing)})

@@ -47,7 +47,7 @@ from environments.core.data import (
     read_text_file,
 )
 from environments.core.events import Action, Event, Observation
-from environments.core.grammar import cap_reply, find_last_command, squeeze
+from environments.core.grammar import CommandMatch, find_last_command, squeeze
 from environments.core.quoting import quote
 from environments.core.registry import register
 from environments.core.scoring import complement, normalise, points
@@ -55,7 +55,6 @@ from environments.socialrl.allocation import (
     ItemDealSpace,
     Reference,
     args_command,
-    bare_command,
     check_payload,
     command_args,
     deal_quality,
@@ -67,6 +66,7 @@ from environments.socialrl.allocation import (
     to_payload,
 )
 from environments.socialrl.bargaining import DealSpace
+from environments.socialrl.replies import NO_DEAL, CommandReplies, allocation_reply
 
 AGENT_1, AGENT_2 = "mturk_agent_1", "mturk_agent_2"
 ITEMS = ("food", "water", "firewood")
@@ -265,27 +265,21 @@ _COMMANDS = {
     "propose": args_command(
         r"PROPOS(?:E|AL)|SUBMIT(?:[ _-]DEAL)?|OFFER", r"propos(?:e|al)|submit(?:[ _-]deal)?|offer", r"submit[-_]deal"
     ),
-    "accept": bare_command(
-        r"ACCEPT(?:ED|S)?(?:[ _-](?:DEAL|OFFER|PROPOSAL))?",
-        r"(?:i )?accept(?:ed|s)?(?: (?:the|your|this|that))?(?: (?:deal|offer|proposal|it|that))?",
-        r"accept[-_]deal",
-    ),
-    "reject": bare_command(
-        r"REJECT(?:ED|S)?(?:[ _-](?:DEAL|OFFER|PROPOSAL))?",
-        r"(?:i )?reject(?:ed|s)?(?: (?:the|your|this|that))?(?: (?:deal|offer|proposal|it|that))?",
-        r"reject[-_]deal",
-    ),
-    "walk_away": bare_command(r"WALK[ _-]?AWAY|NO[ _-]?DEAL", r"(?:i )?walk[ _-]?away|no[ _-]?deal"),
+    "accept": allocation_reply("accept", anywhere=True),
+    "reject": allocation_reply("reject", anywhere=True),
+    "walk_away": NO_DEAL,
 }
 _NATURAL = {"propose": natural_allocation_pattern()}
 
 
 @register
-class CasinoEnv(Environment[CasinoScenario]):
+class CasinoEnv(CommandReplies, Environment[CasinoScenario]):
     """Campsite negotiation over three issues with private priorities (Chawla et al., 2021)."""
 
     env_id: ClassVar[str] = "casino-v0"
     scenario_type: ClassVar[type[Scenario]] = CasinoScenario
+    commands: ClassVar[Mapping[str, str]] = _COMMANDS
+    reply_example: ClassVar[str] = "`PROPOSE food=1 water=2 firewood=0`"
 
     @property
     def agent_ids(self) -> tuple[str, ...]:
@@ -368,18 +362,15 @@ class CasinoEnv(Environment[CasinoScenario]):
             ),
         )
 
-    def parse(self, agent_id: str, text: str) -> Action | ParseError:
-        text = cap_reply(text, self.max_reply_chars)
-        if not text.strip():
-            return ParseError("empty reply; write a message or a command such as `PROPOSE food=1 water=2 firewood=0`")
-        match = find_last_command(text, _COMMANDS)
-        if match is None:
-            natural = find_last_command(text, _NATURAL)
-            if natural is not None:
-                counts = parse_counts(command_args(natural.groups), NAMES, COUNTS)
-                if isinstance(counts, tuple):
-                    return Action(agent_id, "propose", squeeze(text), to_payload(ITEMS, counts))
-            return Action(agent_id, "message", squeeze(text))
+    def _without_command(self, agent_id: str, text: str) -> Action | ParseError:
+        natural = find_last_command(text, _NATURAL)
+        if natural is not None:
+            counts = parse_counts(command_args(natural.groups), NAMES, COUNTS)
+            if isinstance(counts, tuple):
+                return Action(agent_id, "propose", squeeze(text), to_payload(ITEMS, counts))
+        return Action(agent_id, "message", squeeze(text))
+
+    def _parse_command(self, agent_id: str, match: CommandMatch) -> Action | ParseError:
         if match.kind == "propose":
             counts = parse_counts(command_args(match.groups), NAMES, COUNTS)
             if isinstance(counts, str):
@@ -388,7 +379,7 @@ class CasinoEnv(Environment[CasinoScenario]):
                 )
             return Action(agent_id, "propose", match.message, to_payload(ITEMS, counts))
         if match.kind == "accept":
-            standing = getattr(self, "_standing", {}).get(self._other(agent_id))
+            standing = self._standing_offer(agent_id)
             if standing is not None:
                 # Echo the accepted split (own side) so that restating it is not mistaken for a leak.
                 return Action(agent_id, "accept", match.message, to_payload(ITEMS, complement(standing, COUNTS)))

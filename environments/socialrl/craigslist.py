@@ -47,11 +47,12 @@ from environments.core.data import (
     read_text_file,
 )
 from environments.core.events import Event, Observation
-from environments.core.grammar import NUMBER, own_line
+from environments.core.grammar import NUMBER
 from environments.core.quoting import quote
 from environments.core.registry import register
 from environments.socialrl.bargaining import DealSpace, PriceDealSpace
 from environments.socialrl.price_offers import PriceHaggle, PriceMoves, check_price
+from environments.socialrl.replies import respond_command, walk_away_command
 
 BUYER, SELLER = "buyer", "seller"
 TARGET_FACTORS = (0.9, 0.7, 0.5)
@@ -171,9 +172,9 @@ is a minus sign), "of" or "at". One optional space each side (grammars match nor
 _COMMANDS = {
     # Capitals anywhere; lower case only as a line of its own (see environments/core/grammar.py).
     "offer": rf"(?-i:\bOFFER\b){_PRICE_TAIL}(?P<price>{NUMBER})?|(?m:^offer\b{_PRICE_TAIL}(?P<price2>{NUMBER}))",
-    "accept": r"(?-i:\bACCEPT(?:ED|S)?\b)|" + own_line(r"(?:i )?accept(?: (?:your|the|this) offer)?"),
-    "reject": r"(?-i:\bREJECT(?:ED|S)?\b)|" + own_line(r"(?:i )?reject(?: (?:your|the|this) offer)?"),
-    "quit": r"(?-i:\bQUIT\b)|" + own_line(r"(?:i )?(?:quit|walk away)"),
+    "accept": respond_command("accept", "offer"),
+    "reject": respond_command("reject", "offer"),
+    "quit": walk_away_command(),
 }
 
 

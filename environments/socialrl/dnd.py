@@ -44,14 +44,13 @@ from environments.core.base import (
 )
 from environments.core.data import DataFileError, Loaded, RecordError, dataset_path, load_records, read_text_file
 from environments.core.events import Action, Event, Observation
-from environments.core.grammar import cap_reply, find_last_command, squeeze
+from environments.core.grammar import CommandMatch, find_last_command, squeeze
 from environments.core.quoting import quote, show
 from environments.core.registry import register
 from environments.core.scoring import complement, normalise, points
 from environments.socialrl.allocation import (
     ItemDealSpace,
     args_command,
-    bare_command,
     check_payload,
     command_args,
     deal_quality,
@@ -63,6 +62,7 @@ from environments.socialrl.allocation import (
     to_payload,
 )
 from environments.socialrl.bargaining import DealSpace
+from environments.socialrl.replies import NO_DEAL, CommandReplies, allocation_reply
 
 ALICE, BOB = "alice", "bob"
 ITEMS = ("book", "hat", "ball")
@@ -168,21 +168,20 @@ def value_patterns(item: str, value: int) -> tuple[str, ...]:
 _COMMANDS = {
     "propose": args_command(r"PROPOS(?:E|AL)|OFFER", r"propos(?:e|al)|offer"),
     "select": args_command(r"SELECT(?:ION|ED)?", r"select(?:ion|ed)?|final split"),
-    "accept": bare_command(
-        r"ACCEPT(?:ED|S)?(?:[ _-](?:DEAL|OFFER|PROPOSAL))?",
-        r"(?:i )?accept(?:ed|s)?(?: (?:the|your|this|that))?(?: (?:deal|offer|proposal|it|that))?",
-    ),
-    "no_deal": bare_command(r"NO[ _-]?DEAL|WALK[ _-]?AWAY", r"no[ _-]?deal|(?:i )?walk[ _-]?away"),
+    "accept": allocation_reply("accept"),
+    "no_deal": NO_DEAL,
 }
 _NATURAL = {"propose": natural_allocation_pattern()}
 
 
 @register
-class DndEnv(Environment[DndScenario]):
+class DndEnv(CommandReplies, Environment[DndScenario]):
     """Multi-issue item division with a final blind selection (Lewis et al., 2017)."""
 
     env_id: ClassVar[str] = "dnd-v0"
     scenario_type: ClassVar[type[Scenario]] = DndScenario
+    commands: ClassVar[Mapping[str, str]] = _COMMANDS
+    reply_example: ClassVar[str] = "`PROPOSE book=1 hat=2 ball=0`"
 
     @property
     def agent_ids(self) -> tuple[str, ...]:
@@ -308,21 +307,23 @@ class DndEnv(Environment[DndScenario]):
             ),
         )
 
-    def parse(self, agent_id: str, text: str) -> Action | ParseError:
-        text = cap_reply(text, self.max_reply_chars)
-        if not text.strip():
-            return ParseError("empty reply; write a message or a command such as `PROPOSE book=1 hat=2 ball=0`")
-        selecting = getattr(self, "_phase", "negotiate") == "select"
-        pool = self._scenario.counts if self._scenario is not None else (4, 4, 4)
-        match = find_last_command(text, _COMMANDS)
-        if match is None:
-            natural = find_last_command(text, _NATURAL)
-            if natural is not None:
-                counts = parse_counts(command_args(natural.groups), NAMES, pool)
-                if isinstance(counts, tuple):
-                    kind = "select" if selecting else "propose"
-                    return Action(agent_id, kind, squeeze(text), to_payload(ITEMS, counts))
-            return Action(agent_id, "message", squeeze(text))
+    def _selecting(self) -> bool:
+        return getattr(self, "_phase", "negotiate") == "select"
+
+    def _pool(self) -> tuple[int, ...]:
+        return self._scenario.counts if self._scenario is not None else (4, 4, 4)
+
+    def _without_command(self, agent_id: str, text: str) -> Action | ParseError:
+        natural = find_last_command(text, _NATURAL)
+        if natural is not None:
+            counts = parse_counts(command_args(natural.groups), NAMES, self._pool())
+            if isinstance(counts, tuple):
+                kind = "select" if self._selecting() else "propose"
+                return Action(agent_id, kind, squeeze(text), to_payload(ITEMS, counts))
+        return Action(agent_id, "message", squeeze(text))
+
+    def _parse_command(self, agent_id: str, match: CommandMatch) -> Action | ParseError:
+        selecting, pool = self._selecting(), self._pool()
         if match.kind in ("propose", "select"):
             counts = parse_counts(command_args(match.groups), NAMES, pool)
             if isinstance(counts, str):
@@ -334,7 +335,7 @@ class DndEnv(Environment[DndScenario]):
             kind = "select" if selecting else "propose"
             return Action(agent_id, kind, match.message, to_payload(ITEMS, counts))
         if match.kind == "accept":
-            standing = getattr(self, "_standing", {}).get(self._other(agent_id))
+            standing = self._standing_offer(agent_id)
             if standing is not None and not selecting:
                 # Echo the accepted split (own side) so that restating it is not mistaken for a leak.
                 return Action(agent_id, "accept", match.message, to_payload(ITEMS, complement(standing, pool)))

@@ -42,19 +42,17 @@ from environments.core.base import (
 )
 from environments.core.events import Action, Event, Observation
 from environments.core.grammar import (
+    CommandMatch,
     NumberError,
-    cap_reply,
     check_number,
-    find_last_command,
-    own_line,
     read_number,
     show,
-    squeeze,
 )
 from environments.core.quoting import quote
 from environments.core.registry import register
 from environments.core.scoring import is_pareto_optimal, nash_bargaining_point, normalise
 from environments.socialrl.bargaining import Deal, DealSpace
+from environments.socialrl.replies import CommandReplies, respond_command, walk_away_command
 
 RECRUITER, CANDIDATE = "recruiter", "candidate"
 ROLES = (RECRUITER, CANDIDATE)
@@ -322,10 +320,9 @@ _COMMANDS = {
         rf"(?:(?-i:\bPROPOSE\b)|\b(?:propose|proposal)\b(?= ?:? ?(?:\n(?:[-•{{] ?)?)?\{{? ?{_ASSIGN}))"
         rf" ?:?{_TERMS}"
     ),
-    "accept": r"(?-i:\bACCEPT(?:ED|S)?\b)|"
-    + own_line(r"(?:i )?accept(?: (?:your|the|this) (?:offer|proposal|contract|deal|terms))?"),
-    "reject": r"(?-i:\bREJECT(?:ED|S)?\b)|" + own_line(r"(?:i )?reject(?: (?:your|the|this) (?:offer|proposal))?"),
-    "quit": r"(?-i:\bQUIT\b)|" + own_line(r"(?:i )?(?:quit|walk away|end the negotiation)"),
+    "accept": respond_command("accept", "offer|proposal|contract|deal|terms"),
+    "reject": respond_command("reject", "offer|proposal"),
+    "quit": walk_away_command(lower="quit|walk away|end the negotiation"),
 }
 _ASSIGN_RE = re.compile(rf"[\"']?\b(?P<key>{_KEYS})\b[\"']? ?[:=] ?", re.IGNORECASE)
 _UNITS = re.compile(
@@ -388,11 +385,13 @@ def weight_patterns(issue: str, weight: float) -> tuple[str, ...]:
 
 
 @register
-class JobInterviewEnv(AlternatingTurns, Environment[JobInterviewScenario]):
+class JobInterviewEnv(CommandReplies, AlternatingTurns, Environment[JobInterviewScenario]):
     """Multi-issue contract negotiation between a recruiter and a candidate."""
 
     env_id: ClassVar[str] = "job-interview-v0"
     scenario_type: ClassVar[type[Scenario]] = JobInterviewScenario
+    commands: ClassVar[Mapping[str, str]] = _COMMANDS
+    reply_example: ClassVar[str] = "`PROPOSE salary=35 ...` or `ACCEPT`"
 
     @property
     def agent_ids(self) -> tuple[str, ...]:
@@ -447,13 +446,7 @@ class JobInterviewEnv(AlternatingTurns, Environment[JobInterviewScenario]):
             ),
         )
 
-    def parse(self, agent_id: str, text: str) -> Action | ParseError:
-        text = cap_reply(text, self.max_reply_chars)
-        if not text.strip():
-            return ParseError("empty reply; write a message or a command such as `PROPOSE salary=35 ...` or `ACCEPT`")
-        match = find_last_command(text, _COMMANDS)
-        if match is None:
-            return Action(agent_id, "message", squeeze(text))
+    def _parse_command(self, agent_id: str, match: CommandMatch) -> Action | ParseError:
         if match.kind == "propose":
             terms = parse_terms(match.groups.get("terms", ""))
             missing = [i for i in ISSUES if i not in terms]
@@ -471,7 +464,7 @@ class JobInterviewEnv(AlternatingTurns, Environment[JobInterviewScenario]):
                 return ParseError(deal)
             return Action(agent_id, "propose", match.message, deal)
         if match.kind == "accept":
-            standing = getattr(self, "_standing", {}).get(self._other(agent_id))  # parse may run before reset
+            standing = self._standing_offer(agent_id)
             if standing is not None:
                 # Echo the accepted terms so that restating them is not mistaken for a leak.
                 return Action(agent_id, "accept", match.message, dict(standing))

@@ -53,11 +53,12 @@ from environments.core.data import (
     load_yaml_tasks,
 )
 from environments.core.events import Event, Observation
-from environments.core.grammar import NUMBER, own_line
+from environments.core.grammar import NUMBER
 from environments.core.quoting import quote
 from environments.core.registry import register
 from environments.socialrl.bargaining import DealSpace, PriceDealSpace
 from environments.socialrl.price_offers import PriceHaggle, PriceMoves, check_price
+from environments.socialrl.replies import respond_command, walk_away_command
 
 BUYER, SELLER = "buyer", "seller"
 ROLES = (BUYER, SELLER)
@@ -192,10 +193,9 @@ _COMMANDS = {
         rf"(?-i:\b(?:MAKE ?)?OFFER\b){_PRICE_TAIL}(?:(?P<price>{NUMBER}) ?\)?)?"
         rf"|(?m:^(?:make ?)?offer\b{_PRICE_TAIL}(?P<price2>{NUMBER}) ?\)?)"
     ),
-    "accept_offer": r"(?-i:\bACCEPT(?:ED|S)?(?: ?OFFER)?\b)|"
-    + own_line(r"(?:i )?accept(?: ?offer| (?:your|the|this) (?:offer|price|deal))?"),
-    "reject": r"(?-i:\bREJECT(?:ED|S)?\b)|" + own_line(r"(?:i )?reject(?: (?:your|the|this) (?:offer|price))?"),
-    "end": r"(?-i:\b(?:END|QUIT)\b)|" + own_line(r"(?:i )?(?:end(?: (?:the )?negotiation)?|quit|walk away)"),
+    "accept_offer": respond_command("accept", "offer|price|deal", attached="offer"),
+    "reject": respond_command("reject", "offer|price"),
+    "end": walk_away_command("END|QUIT", "end(?: (?:the )?negotiation)?|quit|walk away"),
 }
 _DETAILS = re.compile(r"^\s*Product details:\s*(.+)$", re.MULTILINE)
 

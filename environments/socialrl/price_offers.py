@@ -15,14 +15,14 @@ an offer identically:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 from environments.core.alternating import AlternatingTurns
 from environments.core.base import ParseError
 from environments.core.events import Action, Event
-from environments.core.grammar import NumberError, cap_reply, check_number, find_last_command, read_number, squeeze
+from environments.core.grammar import CommandMatch, NumberError, check_number, read_number, squeeze
+from environments.socialrl.replies import CommandReplies
 
 MAX_PRICE = 1e9
 """Largest price an offer or a scenario may state (Craigslist's largest listing is $56,500)."""
@@ -67,7 +67,7 @@ class PriceMoves:
             raise ValueError(f"PriceMoves action kinds must be distinct, got {kinds}")
 
 
-class PriceHaggle(AlternatingTurns):
+class PriceHaggle(CommandReplies, AlternatingTurns):
     """Parsing, validation, application and turn requests of a single-price haggle between two seats.
 
     A mixin placed before `Environment` in the bases. The environment sets `moves` and `commands` (its
@@ -76,8 +76,7 @@ class PriceHaggle(AlternatingTurns):
     `_ending` in `_compute_outcome`."""
 
     moves: ClassVar[PriceMoves]
-    commands: ClassVar[Mapping[str, str]]
-    max_reply_chars: int
+    reply_example: ClassVar[str] = "`OFFER $120`"
 
     # Provided by Environment (the mixin precedes it in the bases).
     _request_turn: Any
@@ -91,14 +90,11 @@ class PriceHaggle(AlternatingTurns):
         self._deal_price: float | None = None
         self._ending = "max_turns"
 
-    def parse(self, agent_id: str, text: str) -> Action | ParseError:
+    def _without_command(self, agent_id: str, text: str) -> Action | ParseError:
+        return Action(agent_id, self.moves.message, squeeze(text))
+
+    def _parse_command(self, agent_id: str, match: CommandMatch) -> Action | ParseError:
         moves = self.moves
-        text = cap_reply(text, self.max_reply_chars)
-        if not text.strip():
-            return ParseError("empty reply; write a message or a command such as `OFFER $120`")
-        match = find_last_command(text, self.commands)
-        if match is None:
-            return Action(agent_id, moves.message, squeeze(text))
         if match.kind == moves.offer:
             token = match.groups.get("price") or match.groups.get("price2")
             if token is None:
@@ -107,7 +103,7 @@ class PriceHaggle(AlternatingTurns):
             if isinstance(price, NumberError):
                 return ParseError(f"`OFFER` needs a price, e.g. `OFFER $120`: {price.message}")
             return Action(agent_id, moves.offer, match.message, {"price": price})
-        standing = getattr(self, "_standing", {}).get(self._other(agent_id))  # parse may run before reset
+        standing = self._standing_offer(agent_id)
         if match.kind == moves.accept and standing is not None:
             # Echo the accepted price so that restating it is not mistaken for a leak.
             return Action(agent_id, moves.accept, match.message, {"price": standing})

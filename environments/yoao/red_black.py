@@ -88,6 +88,8 @@ DISCUSSION_ORDERS = (SIMULTANEOUS, ROTATING, RANDOM_ORDER)
 """Discussion orders (see the module docstring)."""
 DISCUSSION = "discussion"
 VOTE = "vote"
+VOTE_REQUEST = "cast your final vote."
+"""The words of every vote turn's request (what tells a vote turn from a discussion turn in a rendered chat)."""
 
 _FRAME_NAME = re.compile(r"^[a-z0-9_]+$")
 _LABEL = re.compile(r"^[A-Z][A-Z-]*(?: [A-Z][A-Z-]*)*$")
@@ -622,7 +624,7 @@ class RedBlackEnv(Environment[RedBlackScenario]):
         head = f"Round {r} of {s.rounds} (points x{s.multiplier(r)})"
         coop, defect = self._labels()
         if self._phase == VOTE:
-            text = f"{head}: cast your final vote. End with 'VOTE: {coop}' or 'VOTE: {defect}'."
+            text = f"{head}: {VOTE_REQUEST} End with 'VOTE: {coop}' or 'VOTE: {defect}'."
             return self._request_turn(agent_id, (VOTE,), text, data)
         data["discussion_round"] = self._step_in_round
         if s.sequential:

@@ -747,11 +747,6 @@ class SugarscapeWorld:
             "leaning": float(self.leaning[agent_id]),
         }
 
-    def row_of(self, agent_id: int) -> int | None:
-        """Row of a live agent, None when it is dead."""
-        rows = np.flatnonzero(self.ids == agent_id)
-        return int(rows[0]) if rows.size else None
-
     def welfare_of_agents(self) -> np.ndarray:
         """Cobb-Douglas welfare of every live agent."""
         s, p = self.stock.astype(float)

@@ -7,7 +7,7 @@ vLLM server, the rollout proxy) as an `LLMAgent` against the fixed code counterp
 | part | how it is played | what the row reports |
 | --- | --- | --- |
 | six SocialRL domains | `Profile.leaderboard.heldout_scenarios` held-out scenarios per domain, each against every evaluation counterpart (`Profile.eval_counterparts`), in the specialist's seat (one `EvaluationPlan` per domain, so two endpoints are paired episode by episode) | per domain: mean reward with a bootstrap CI by scenario, agreement, leak and invalid-action rates; over the domains: the mean of the domain means, and agreement, leak and invalid-action rates pooled over episodes |
-| Red-Black | the held-out frames (trade_war, gpu_contention), the model in every seat of team A, a scripted opponent team (`Profile.leaderboard.red_black_opponents`) as team B | collective welfare (sum of both teams' scores, at most 150 with full cooperation) with a bootstrap CI by game, the model team's cooperation rate and reward |
+| Red-Black | the held-out frames (trade_war, gpu_contention), the model in every seat of team A, a scripted opponent team (`Profile.leaderboard.red_black_opponents`) as team B, in the paper's sequential discussion order (`rotating`: one teammate at a time, each hearing those before it) | collective welfare (sum of both teams' scores, at most 150 with full cooperation), the model team's reward, decided cooperation (rounds BLACK won a strict majority of the team's counted votes) and abstention (votes that ended as abstentions per vote turn), each with a bootstrap CI by game (a game = a frame's scenario against one opponent); the cooperation rate (ties and all-abstention rounds count as BLACK, the game's rule) |
 
 A failing endpoint does not stop the evaluation: every call is retried on transport errors, timeouts,
 408, 429 and 5xx (`request_retries`, exponential back-off); a call that still fails becomes an empty
@@ -37,7 +37,7 @@ from agents.llm_agent import LLMAgent, LLMAgentConfig
 from agents.yoao.red_black_strategies import make_strategy_team
 from environments import SOCIALRL_ENV_IDS, make
 from environments.core.runtime import Agent, EpisodeResult, EpisodeSpec, progress_logger, run_episodes
-from environments.yoao.red_black import RedBlackScenario, list_frames
+from environments.yoao.red_black import BLACK, RED, ROTATING, RedBlackScenario, list_frames
 from models.evaluation.policy import EvaluationPlan, EvaluationResult, evaluate_policy_async
 from models.evaluation.scenarios import held_out_scenarios
 from models.evaluation.stats import Estimate, mean_estimate
@@ -102,11 +102,18 @@ class RedBlackScore:
     """The model team's normalised reward."""
     invalid_votes: int
     games: int
+    decided_cooperation: Estimate = field(default_factory=lambda: Estimate(math.nan, math.nan, math.nan, 0))
+    """Share of rounds in which BLACK won a strict majority of the model team's counted votes (cooperation not
+    carried by ties or abstentions), CI by game."""
+    abstention: Estimate = field(default_factory=lambda: Estimate(math.nan, math.nan, math.nan, 0))
+    """The model team's votes that ended as abstentions, per vote turn, CI by game."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "welfare": self.welfare.as_dict(),
             "team_reward": self.team_reward.as_dict(),
+            "decided_cooperation": self.decided_cooperation.as_dict(),
+            "abstention": self.abstention.as_dict(),
             **_finite_dict(cooperation_rate=self.cooperation_rate),
             "invalid_votes": self.invalid_votes,
             "games": self.games,
@@ -210,12 +217,13 @@ def domain_plan(env_id: str, profile: Profile, seed: int = 0) -> EvaluationPlan:
 
 
 def red_black_scenarios(profile: Profile, seed: int = 0) -> list[RedBlackScenario]:
-    """The held-out-frame games: `red_black_games` per opponent, frames taken in turn."""
+    """The held-out-frame games: `red_black_games` per opponent, frames taken in turn, the paper's sequential
+    discussion order."""
     frames = list_frames("heldout")
     games = profile.leaderboard.red_black_games
     return [
         RedBlackScenario(scenario_id=f"heldout:{frames[i % len(frames)]}:{seed}:{i}", frame=frames[i % len(frames)],
-                         team_size=profile.leaderboard.red_black_team_size)
+                         team_size=profile.leaderboard.red_black_team_size, discussion_order=ROTATING)
         for i in range(games)
     ]  # fmt: skip
 
@@ -256,16 +264,29 @@ async def play_red_black(
         on_result=progress_logger(logger, f"leaderboard:{model}:{RED_BLACK}", len(specs), noun="game"),
     )
     welfare = [float(r.outcome.metrics["welfare"]) for r in results]
-    clusters = [f"{r.scenario.scenario_id}" for r in results]
+    games = [r.episode_id for r in results]  # a game: one scenario against one opponent team
     rewards = [r.outcome.roles["A0"].reward for r in results]
+    rates = [red_black_game_rates(r) for r in results]
     score = RedBlackScore(
-        welfare=mean_estimate(welfare, clusters, seed=seed),
+        welfare=mean_estimate(welfare, games, seed=seed),
         cooperation_rate=float(np.mean([r.outcome.metrics["cooperation_rate_A"] for r in results])),
-        team_reward=mean_estimate(rewards, clusters, (0.0, 1.0), seed=seed),
+        team_reward=mean_estimate(rewards, games, (0.0, 1.0), seed=seed),
         invalid_votes=int(sum(_count(r.outcome.metrics.get("invalid_votes")) for r in results)),
         games=len(results),
+        decided_cooperation=mean_estimate([d for d, _ in rates], games, (0.0, 1.0), seed=seed),
+        abstention=mean_estimate([a for _, a in rates], games, (0.0, 1.0), seed=seed),
     )
     return score, results
+
+
+def red_black_game_rates(result: EpisodeResult) -> tuple[float, float]:
+    """(decided cooperation, abstention) of team A in one game: the share of rounds in which BLACK won a strict
+    majority of its counted votes, and its votes that ended as abstentions per vote turn."""
+    m = result.outcome.metrics
+    log = m["round_log"]
+    decided = sum(e["tallies"]["A"][BLACK] > e["tallies"]["A"][RED] for e in log) / len(log) if log else 0.0
+    votes = [v for seat, vs in m["vote_histories"].items() if seat.startswith("A") for v in vs]
+    return decided, (sum(v is None for v in votes) / len(votes) if votes else 0.0)
 
 
 def _count(value: Any) -> int:

@@ -217,18 +217,13 @@ def open_teacher(
 
 
 def _default_server(profile: Profile, paths: DataPaths) -> Callable[[str], Any]:
-    from models.serving.engine import EngineConfig
+    """Serve a local teacher on the profile's engine (every engine setting of the profile), looking `models:/`
+    references up where every other entry point does (`TrackingConfig.from_env`)."""
     from models.serving.local import serve_local
     from models.tracking import TrackingConfig
 
-    engine = EngineConfig(
-        model_path=paths.models,  # replaced by the resolved weights
-        max_model_len=profile.engine.max_model_len,
-        kv_cache_gib=profile.engine.kv_cache_gib,
-        enforce_eager=profile.engine.enforce_eager,
-        max_lora_rank=profile.engine.max_lora_rank,
-    )
-    tracking = TrackingConfig.for_data(paths)
+    engine = profile.engine.engine_config(paths.models)  # model_path: replaced by the resolved weights
+    tracking = TrackingConfig.from_env(paths)
     return lambda reference: serve_local(
         reference, profile.base_model, paths, engine, tracking, base_name="teacher", adapter_name="teacher"
     )

@@ -185,6 +185,41 @@ class ToMDomainResult:
         entry["skill_outcome_correlation"] = {skill: correlation_dict(self.correlation[skill]) for skill in SKILLS}
         return entry
 
+    def markdown(self) -> str:
+        """Every number of the domain as tables (arms with their skills, paired differences, skill-reward
+        correlations): what `tom_analysis` shows and run_tom prints."""
+
+        def interval(e: Estimate, digits: int = 3, sign: str = "") -> str:
+            return f"{e.mean:{sign}.{digits}f} [{e.ci_low:{sign}.{digits}f}, {e.ci_high:{sign}.{digits}f}]"
+
+        lines = [
+            f"{self.env_id} (seat {self.seat}, {self.episodes} episodes per arm)",
+            "",
+            "| arm | n | mean reward [95% CI] | agreement | invalid/turn | INFER [95% CI] | ANTICIPATE [95% CI] "
+            "| well-formed | scored INFER / ANTICIPATE |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for arm, estimate in self.arms.items():
+            invalid = self.invalid_action_rate[arm]
+            skills = self.skills.get(arm)
+            scaffold = ["-"] * 4
+            if skills is not None:
+                scaffold = [
+                    f"{interval(skills.infer)} n={skills.infer.n}" if skills.infer.n else "-",
+                    f"{interval(skills.anticipate)} n={skills.anticipate.n}" if skills.anticipate.n else "-",
+                    f"{skills.well_formed_rate:.2f}",
+                    f"{skills.infer_coverage:.2f} / {skills.anticipate_coverage:.2f}",
+                ]
+            lines.append(
+                f"| {arm} | {estimate.n} | {interval(estimate)} | {self.agreement[arm]:.2f} | "
+                f"{'-' if invalid is None else f'{invalid:.3f}'} | " + " | ".join(scaffold) + " |"
+            )
+        lines += ["", "| paired difference | mean [95% CI] | n |", "|---|---|---|"]
+        lines += [f"| {name} | {interval(d, sign='+')} | {d.n} |" for name, d in self.differences.items()]
+        lines += ["", "| skill vs reward | r [95% CI] | n |", "|---|---|---|"]
+        lines += [f"| r({skill}, reward) | {interval(c, sign='+')} | {c.n} |" for skill, c in self.correlation.items()]
+        return "\n".join(lines)
+
     def details(self) -> dict[str, Any]:
         """Everything else (paired differences, skill scores, rates), JSON-safe."""
         return {
@@ -323,7 +358,7 @@ def train_students(
     if len(kept) - cut < 1:
         raise ValueError(f"{env_id}: no usable traces for the ToM students (min reward {profile.trace_min_reward})")
     held_out, train = kept[:cut], kept[cut:]
-    settings = profile.tom.sft or profile.sft
+    settings = profile.tom.resolved(profile).sft
     students: dict[str, Student] = {}
     for arm, fmt in STUDENT_FORMATS.items():
         train_chats = [t.messages for t in sft_traces(train, fmt)]

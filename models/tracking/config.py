@@ -144,12 +144,16 @@ class TrackingConfig:
         )
 
     @classmethod
-    def from_env(cls, paths: DataPaths, experiment: str = "socialrl") -> TrackingConfig:
-        """`for_data(paths)`, overridden by $SOCIALRL_MLFLOW_TRACKING_URI (else $MLFLOW_TRACKING_URI) and
-        $SOCIALRL_MLFLOW_ARTIFACT_ROOT (for the edges: command lines and the Dagster resource)."""
+    def from_env(
+        cls, paths: DataPaths, experiment: str = "socialrl", tracking_uri: str = "", artifact_root: str = ""
+    ) -> TrackingConfig:
+        """The one derivation of the tracking config every entry point uses (the command lines, the MLflow
+        and engine resources, the local teacher): `tracking_uri` and `artifact_root` when given (a resource's
+        fields), else $SOCIALRL_MLFLOW_TRACKING_URI (else $MLFLOW_TRACKING_URI) and
+        $SOCIALRL_MLFLOW_ARTIFACT_ROOT, else `for_data(paths)`."""
         base = cls.for_data(paths, experiment)
-        uri = os.environ.get("SOCIALRL_MLFLOW_TRACKING_URI") or os.environ.get("MLFLOW_TRACKING_URI")
-        root = os.environ.get("SOCIALRL_MLFLOW_ARTIFACT_ROOT")
+        uri = tracking_uri or os.environ.get("SOCIALRL_MLFLOW_TRACKING_URI") or os.environ.get("MLFLOW_TRACKING_URI")
+        root = artifact_root or os.environ.get("SOCIALRL_MLFLOW_ARTIFACT_ROOT")
         return dataclasses.replace(
             base, tracking_uri=uri or base.tracking_uri, artifact_root=root or base.artifact_root
         )

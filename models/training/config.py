@@ -136,6 +136,9 @@ class SFTSettings:
     exchanges (system prompt + consecutive user/assistant turns), as the LLM agent trims its prompts."""
     packing: bool = True
     """Pack examples into `max_length` sequences (TRL best-fit-decreasing, padding-free)."""
+    trained_positions_only: bool = False
+    """Run the LM head at the trained (assistant) positions only (models/training/sft.py `trainer_class`):
+    TRL's fused head scores every position where Triton is missing (the CPU)."""
     eval_windows: int = 16
     """Held-out examples evaluated before and after training (a small fixed set, not the whole split)."""
     checkpoint_every: int = 0

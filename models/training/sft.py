@@ -237,6 +237,50 @@ def _step_logger(total_steps: int, on_step: StepCallback | None) -> Any:
     return StepLog()
 
 
+def trainer_class(trained_positions_only: bool) -> Any:
+    """TRL's SFTTrainer, or (for `SFTSettings.trained_positions_only`) a subclass whose loss runs the LM head
+    at the trained positions only."""
+    from trl import SFTTrainer
+
+    if not trained_positions_only:
+        return SFTTrainer
+
+    class TrainedPositionsSFTTrainer(SFTTrainer):
+        """Ours, on top of TRL: where Triton is missing (the CPU), TRL's fused LM head scores every position of a
+        packed row, over the whole vocabulary and in fp32, to keep tile shapes fixed for compilers; only the
+        assistant tokens (about a quarter of a conversation) carry the loss. This loss runs the head on those
+        positions alone and is the same quantity: summed negative log-likelihood of the trained tokens over the
+        trainer's item count (`num_items_in_batch`, or the step's trained tokens). Entropy and token accuracy
+        are logged as TRL logs them, on the same positions."""
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            import torch
+
+            if return_outputs:  # the logits-for-metrics path: TRL's own
+                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            mode = "train" if self.model.training else "eval"
+            causal_lm = model.get_base_model() if hasattr(model, "get_base_model") else model
+            features = {k: v for k, v in inputs.items() if k != "labels"}
+            hidden = causal_lm.model(**features, use_cache=False).last_hidden_state[:, :-1]
+            labels = inputs["labels"][:, 1:]
+            mask = labels != -100
+            logits = causal_lm.lm_head(hidden[mask]).float()
+            targets = labels[mask]
+            total = torch.nn.functional.cross_entropy(logits, targets, reduction="sum")
+            count = num_items_in_batch if num_items_in_batch is not None else mask.sum()
+            loss = total / torch.as_tensor(count, device=total.device).clamp(min=1)
+            with torch.no_grad():
+                logp = torch.log_softmax(logits, dim=-1)
+                entropy = -(logp.exp() * logp).sum(-1)
+                trained = max(int(mask.sum()), 1)
+                self._metrics[mode]["entropy"].append(float(entropy.sum()) / trained)
+                correct = (logits.argmax(-1) == targets).sum()
+                self._metrics[mode]["mean_token_accuracy"].append(float(correct) / trained)
+            return loss
+
+    return TrainedPositionsSFTTrainer
+
+
 def trainer_config(settings: SFTSettings, output_dir: Path, on_cpu: bool, has_eval: bool = False) -> Any:
     """TRL's SFTConfig for `settings`: packed (BFD) windows, loss on completions only, gradient checkpointing
     only when `settings.compute` asks for it; inside the trainer, evaluation of the held-out windows and an
@@ -289,7 +333,6 @@ def run_sft(
     import torch
     from datasets import Dataset
     from transformers import PrinterCallback
-    from trl import SFTTrainer
 
     settings = settings or SFTSettings()
     start = time.perf_counter()
@@ -316,7 +359,7 @@ def run_sft(
     config = trainer_config(
         settings, output_dir, on_cpu=next(model.parameters()).device.type == "cpu", has_eval=bool(eval_rows)
     )
-    trainer = SFTTrainer(
+    trainer = trainer_class(settings.trained_positions_only)(
         model=model,
         args=config,
         train_dataset=Dataset.from_list([e.as_row() for e in train.examples]),

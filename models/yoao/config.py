@@ -2,18 +2,19 @@
 
 | profile | model | Red-Black | experiments | Sugarscape | what it is for |
 | --- | --- | --- | --- | --- | --- |
-| `smoke` | tiny random Llama | teams of 3, 2 rounds | k in {0, 1, 3}, 2 games per arm and frame | 6x6, 5 agents, 3 ticks | the test suite: every asset end to end, numbers meaningless |
-| `cpu` | SmolLM2-135M-Instruct | teams of 5, 5 rounds (the last x3) | k = 0..5 on one held-out frame (trade_war), 2 games per arm | 8x8, 10 agents, 8 ticks | `make yoao` in 71 min from a fresh clone on a 2-core machine (measured, docs/yoao.md) |
-| `paper` | Qwen3-14B (the paper's seed and teammates) | the paper's game | k = 0..5, 100 games per arm and frame | 20x20 torus, 100 agents, 100 ticks | the paper's sizes (documented, not run here) |
+| `smoke` | tiny random Llama | teams of 3, 2 rounds | k in {0, 1, 3}, mute, persistence, prompting baseline, 2 games per arm and frame | 6x6, 5 agents, 3 ticks | the test suite: every asset end to end, numbers meaningless |
+| `cpu` | SmolLM2-135M-Instruct | teams of 5, 5 rounds (the last x3) | k = 0, 1, 1 muted, 3, 3 removed on one held-out frame (trade_war), 8 paired games per arm | left to the paper profile (the reason is in the result file) | `make yoao` in about 75 min from a fresh clone on a 2-core machine (docs/yoao.md) |
+| `paper` | Qwen3-14B (the paper's seed and teammates) | the paper's game | k = 0..5, mute with 1, 3, 5 seeds, persistence, prompting baseline, 100 games per arm and frame | 20x20 torus, 100 agents, 100 ticks | the paper's sizes (documented, not run here) |
 
 Frames are validated by name when the settings are made: a frame that does not exist is an error naming it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from agents.yoao.red_black_strategies import PAPER_OPPONENTS
+from agents.yoao.red_black_teacher import TUTOR_KINDS
 from environments.yoao.red_black import DISCUSSION_ORDERS, list_frames, load_frame
 from models.training.config import LoraSettings, SFTSettings
 
@@ -76,6 +77,8 @@ class SugarscapeSettings:
     """Most tokens per trader reply."""
     concurrency: int = 32
     """Encounters in flight at once (disjoint pairs of a tick)."""
+    skip: str = ""
+    """Why this profile does not run Sugarscape (the result file says so); empty: it runs."""
 
     def __post_init__(self) -> None:
         if not self.seed_fractions or any(not 0.0 <= f <= 1.0 for f in self.seed_fractions):
@@ -133,7 +136,16 @@ class YoaoSettings:
     judge: Endpoint | None = None
     """Optional LLM judge of the seed-data filter (None: the rule-based classifier alone)."""
     warmup_games: int = 40
-    """Format-tutor games of the untrained teammates' format-only warm-up."""
+    """Format-tutor games of the untrained teammates' format-only warm-up (in pairs: a game and its mirror)."""
+    warmup_tutors: tuple[str, ...] = TUTOR_KINDS
+    """Tutor kinds of the warm-up data (agents/yoao/red_black_teacher.py), cycled over seats and games."""
+    warmup_reason_rate: float = 0.5
+    """Share of the warm-up tutors' statements that carry a short reason (either colour alike)."""
+    heldout_share: float = 0.1
+    """Share of the warm-up games and of the seed conversations held out of SFT: their loss is the learning
+    curve (`SFTSettings.checkpoint_every`) and their turns are replayed by `yoao_warmstart_imitation`."""
+    imitation_conversations: int = 5
+    """Held-out conversations per adapter whose every turn `yoao_warmstart_imitation` replays."""
     warmup_sft: SFTSettings = field(default_factory=SFTSettings)
     """SFT of the format warm-up adapter (from the base model)."""
     seed_sft: SFTSettings = field(default_factory=SFTSettings)
@@ -152,6 +164,13 @@ class YoaoSettings:
     """Rounds the seeds stay before untrained members take their seats."""
     baseline_seed_count: int = 1
     """Seats given to the teacher / the prompted base model in the prompting baseline."""
+    prompting_baseline: bool = True
+    """Play the prompting baseline (teacher and prompted base model in the seed's seats); off: the asset
+    records that it was not requested."""
+    batch_arms: bool = False
+    """`propagation_by_seed_count` also plays the mute and persistence arms (and the prompting baseline's,
+    when it has the teacher) in the same batch, so all their games' calls batch in the engine; the later
+    experiments reuse them."""
     sugarscape: SugarscapeSettings = field(default_factory=SugarscapeSettings)
     """The zero-shot Sugarscape test."""
 
@@ -200,6 +219,18 @@ class YoaoSettings:
             raise ValueError("trace_teacher_seats cannot exceed team_size")
         if not 0.0 <= self.max_abstention_rate <= 1.0:
             raise ValueError(f"max_abstention_rate must lie in [0, 1], got {self.max_abstention_rate}")
+        unknown_tutors = [k for k in self.warmup_tutors if k not in TUTOR_KINDS]
+        if unknown_tutors or not self.warmup_tutors:
+            raise ValueError(f"unknown warm-up tutors {unknown_tutors}; known: {', '.join(TUTOR_KINDS)}")
+        if not 0.0 <= self.warmup_reason_rate <= 1.0 or not 0.0 < self.heldout_share < 1.0:
+            raise ValueError("warmup_reason_rate must lie in [0, 1] and heldout_share in (0, 1)")
+        if self.imitation_conversations < 1:
+            raise ValueError(f"imitation_conversations must be >= 1, got {self.imitation_conversations}")
+
+    def resolved(self, base_model: str) -> YoaoSettings:
+        """These settings with `model` set (None: the profile's `base_model`): what the seeds train on and the
+        YOAO engine serves."""
+        return self if self.model else replace(self, model=base_model)
 
 
 SMOKE_YOAO = YoaoSettings(
@@ -213,7 +244,7 @@ SMOKE_YOAO = YoaoSettings(
     judge=Endpoint(
         "engine-judge", ENGINE, "base"
     ),  # exercises the judge path (the tiny model's answers are unreadable)
-    warmup_games=4,
+    warmup_games=6,
     warmup_sft=SFTSettings(
         learning_rate=1e-3, max_steps=2, batch_size=4, max_length=512, lora=LoraSettings(r=8, alpha=16)
     ),
@@ -236,26 +267,43 @@ SMOKE_YOAO = YoaoSettings(
 )
 """The test suite's sizes: every asset on the tiny model in a few minutes (numbers meaningless)."""
 
+CPU_SUGARSCAPE_SKIP = (
+    "left to the paper profile: zero-shot SmolLM2-135M traders never completed a trade in the last cpu run "
+    "(about 75% invalid actions, 0 trades at every seed share, 21 min of the 71-min run; docs/yoao.md), and a "
+    "Sugarscape format warm-up (traces, SFT, worlds) does not fit the cpu run's 75 minutes beside 8 paired "
+    "Red-Black games per arm"
+)
+"""Why the cpu profile does not run Sugarscape (written into the result file)."""
+
 CPU_YOAO = YoaoSettings(
-    # Sized by measurement on this 2-core machine (docs/yoao.md, benchmarks/results/yoao_cpu.json): the
-    # paper's team of 5 and k = 0..5, but one held-out frame (trade_war; gpu_contention stays held out and is
-    # run by the default and paper sizes), 5-round games (the last round counts x3) with 2 games per arm,
-    # the code teacher only in selection, short SFT on 384-token windows, and a small Sugarscape world.
-    # With the grouped CPU LoRA ops (models/serving/vllm_guard/socialrl_vllm_cpu_lora.py) a Red-Black game
-    # runs at ~0.9 LLM calls/s with rotating discussion; `make yoao` measured 71 min from a fresh clone
-    # (setup 3 min, engine 1 min, seed pipeline 19 min, the frame's experiments 27 min, Sugarscape 21 min).
+    # Sized for `make yoao` in about 75 min on the 2-core machine (docs/yoao.md): the paper's team of 5 on one
+    # held-out frame (trade_war), 5-round games (the last counts x3), 8 paired games per arm for k = 0, 1,
+    # 1 muted, 3 and 3 removed after round 2, all 40 games in one batch (`batch_arms`, 20 in flight); k = 2, 4, 5, the
+    # prompting baseline and Sugarscape are left to the paper profile. The format warm-up and the seed are
+    # trained on whole conversations (1,024-token windows) with the held-out loss every 6 steps.
     heldout_frames=("trade_war",),
     rounds=5,
     persistence_rounds=2,
     max_new_tokens=64,
-    concurrency=16,
+    concurrency=20,
     selection_games=4,
     local_candidates=False,
     trace_games=60,
     warmup_games=12,
-    warmup_sft=SFTSettings(learning_rate=3e-4, max_steps=12, batch_size=4, max_length=384, bf16=True),
-    seed_sft=SFTSettings(learning_rate=3e-4, max_steps=16, batch_size=4, max_length=384, bf16=True),
-    games_per_arm=2,
+    warmup_sft=SFTSettings(
+        learning_rate=1e-3, max_steps=24, batch_size=1, grad_accumulation=4, max_length=1024, bf16=True,
+        checkpoint_every=6, eval_windows=8,
+    ),
+    seed_sft=SFTSettings(
+        learning_rate=1e-3, max_steps=24, batch_size=1, grad_accumulation=4, max_length=1024, bf16=True,
+        checkpoint_every=6, eval_windows=8,
+    ),
+    seed_counts=(0, 1, 3),
+    mute_seed_counts=(1,),
+    persistence_seeds=3,
+    games_per_arm=8,
+    prompting_baseline=False,
+    batch_arms=True,
     sugarscape=SugarscapeSettings(
         width=8,
         height=8,
@@ -265,8 +313,9 @@ CPU_YOAO = YoaoSettings(
         sugar_endowment=(2, 8),
         spice_endowment=(2, 8),
         max_new_tokens=48,
+        skip=CPU_SUGARSCAPE_SKIP,
     ),
-)
+)  # fmt: skip
 """The cpu profile's sizes (SmolLM2-135M seeds among SmolLM2-135M teammates)."""
 
 PAPER_YOAO = YoaoSettings(
@@ -276,9 +325,17 @@ PAPER_YOAO = YoaoSettings(
     selection_games=50,
     trace_games=10_000,
     warmup_games=500,
-    warmup_sft=SFTSettings(learning_rate=1e-4, epochs=1.0, batch_size=8, max_length=4096, bf16=True),
+    warmup_sft=SFTSettings(
+        learning_rate=1e-4, epochs=1.0, batch_size=8, max_length=4096, bf16=True, checkpoint_every=50
+    ),
     seed_sft=SFTSettings(
-        learning_rate=1e-4, epochs=2.0, batch_size=8, max_length=4096, bf16=True, lora=LoraSettings(r=64, alpha=128)
+        learning_rate=1e-4,
+        epochs=2.0,
+        batch_size=8,
+        max_length=4096,
+        bf16=True,
+        lora=LoraSettings(r=64, alpha=128),
+        checkpoint_every=100,
     ),
     games_per_arm=100,
     mute_seed_counts=(1, 3, 5),

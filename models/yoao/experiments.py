@@ -2,10 +2,15 @@
 
 | experiment | arms (team A; team B is a scripted opponent team) | compared on |
 | --- | --- | --- |
-| `propagation_by_seed_count` | k = 0..5 seeds among untrained teammates | cooperation, decided cooperation, welfare, influence of the first seed; k vs 0 paired |
+| `propagation_by_seed_count` | k = 0..5 seeds among untrained teammates | untrained cooperation (the primary outcome), team cooperation, decided cooperation, welfare, influence of the first seed; k vs 0 paired |
 | `propagation_mute` | k muted seeds (they vote, but only say "I vote BLACK." in the frame's words) | muted k vs unmuted k and vs k = 0, paired |
 | `propagation_persistence` | `persistence_seeds` seeds for the first `persistence_rounds` rounds, then untrained members in their seats | cooperation in the rounds after the removal, vs the same seeds kept all game and vs k = 0, paired |
-| `propagation_prompting_baseline` | the teacher, or the untrained model with the cooperative meta-prompt, in the seed's place | cooperation vs the SFT seed and vs k = 0, paired |
+| `propagation_prompting_baseline` | the teacher, or the untrained model with the cooperative meta-prompt, in the seed's place (when `prompting_baseline`) | cooperation vs the SFT seed and vs k = 0, paired |
+
+Every comparison is made twice, on team cooperation (`comparisons`) and on the untrained players' cooperation
+(`untrained_comparisons`). With `batch_arms`, `propagation_by_seed_count` also plays the other experiments'
+arms (`later_arms`) in its batch, so all the games' calls batch in the engine, and those experiments reuse
+them (their games are stored under their own experiment's name).
 
 `ExperimentSetup.players` replaces the LLM players (role -> maker), e.g. by code agents in tests. Every arm plays the same games (`games.game_specs`: `games_per_arm` per frame, opponents cycled), so arms are
 compared by paired differences over games. Arms an experiment needs that `propagation_by_seed_count` already
@@ -38,12 +43,15 @@ from models.yoao.games import (
     Maker,
     game_specs,
     paired_cooperation_difference,
+    paired_untrained_difference,
     play_arms,
     summarise,
     summarise_records,
     team_roles,
 )
 from models.yoao.seed import TeacherChoice
+
+PROMPTING_BASELINE_OFF = "not requested (yoao.prompting_baseline is off in this profile; the paper profile plays it)"
 
 
 @dataclass(frozen=True)
@@ -116,6 +124,14 @@ class ExperimentResult:
     wall_s: float
     removal_round: int | None = None
     """Persistence: the last round with the seeds (the window is the rounds after it)."""
+    untrained_comparisons: dict[str, Estimate] = field(default_factory=dict)
+    """Paired differences in the untrained players' cooperative-vote rate (the primary outcome), named as
+    `comparisons` (over the rounds after the removal for an arm whose seeds leave)."""
+    ahead: tuple[GameRecord, ...] = ()
+    """Games of later experiments' arms played in this experiment's batch (`YoaoSettings.batch_arms`)."""
+    ahead_arms: tuple[Arm, ...] = ()
+    skipped: str = ""
+    """Why the experiment was not played (empty: it was)."""
 
     @property
     def calls_per_s(self) -> float:
@@ -131,19 +147,25 @@ class ExperimentResult:
         return [g for g in self.games if g.arm == arm]
 
     def table_markdown(self) -> str:
+        if self.skipped:
+            return f"not played: {self.skipped}"
         lines = [
-            "| arm | games | cooperation [95% CI] | decided coop. | welfare | influence | ties | abstain (untrained / seed) | invalid votes |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            "| arm | games | untrained cooperation [95% CI] | team cooperation [95% CI] | decided coop. | welfare | "
+            "influence | ties | abstain (untrained / seed) | invalid votes |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for a in self.arms:
-            c = a.cooperation
+            c, u = a.cooperation, a.untrained_cooperation
             lines.append(
-                f"| {a.arm} | {a.games} | {_f(c.mean)} [{_f(c.ci_low)}, {_f(c.ci_high)}] | {_f(a.decided_cooperation.mean)} | "
+                f"| {a.arm} | {a.games} | {_f(u.mean)} [{_f(u.ci_low)}, {_f(u.ci_high)}] | "
+                f"{_f(c.mean)} [{_f(c.ci_low)}, {_f(c.ci_high)}] | {_f(a.decided_cooperation.mean)} | "
                 f"{_f(a.welfare.mean)} | {_f(a.influence.mean)} | {_f(a.tie_rate)} | "
                 f"{_f(a.untrained_abstention_rate)} / {_f(a.seed_abstention_rate)} | {_f(a.invalid_vote_rate)} |"
             )
+        for name, e in self.untrained_comparisons.items():
+            lines.append(f"\nuntrained, {name}: {_f(e.mean)} [{_f(e.ci_low)}, {_f(e.ci_high)}] (n={e.n} paired games)")
         for name, e in self.comparisons.items():
-            lines.append(f"\n{name}: {_f(e.mean)} [{_f(e.ci_low)}, {_f(e.ci_high)}] (n={e.n} paired games)")
+            lines.append(f"\nteam, {name}: {_f(e.mean)} [{_f(e.ci_low)}, {_f(e.ci_high)}] (n={e.n} paired games)")
         for name, e in self.window.items():
             lines.append(f"\nafter removal, {name}: {_f(e.mean)} [{_f(e.ci_low)}, {_f(e.ci_high)}] (n={e.n})")
         return "\n".join(lines)
@@ -157,6 +179,8 @@ class ExperimentResult:
             "arms": {a.arm: a.as_dict() for a in self.arms},
             "comparisons": {k: v.as_dict() for k, v in self.comparisons.items()},
             "window": {k: v.as_dict() for k, v in self.window.items()},
+            "untrained_comparisons": {k: v.as_dict() for k, v in self.untrained_comparisons.items()},
+            "skipped": self.skipped,
             "llm_calls": self.llm_calls,
             "wall_s": round(self.wall_s, 1),
             "calls_per_s": None if math.isnan(self.calls_per_s) else round(self.calls_per_s, 2),
@@ -168,9 +192,11 @@ def _f(value: float | None) -> str:
 
 
 def seed_arm(settings: YoaoSettings, k: int, role: str = "seed") -> Arm:
-    """k seats in `role` (placed by `settings.seed_placement`) among untrained teammates."""
+    """k seats in `role` (placed by `settings.seed_placement`) among untrained teammates; `swap` seats' seeds
+    leave after `settings.persistence_rounds`."""
     suffix = {"seed": "", "muted": " muted", "swap": " removed", "teacher": " teacher", "prompted": " prompted"}[role]
-    return Arm(f"k={k}{suffix}", team_roles(settings.team_size, k, role, settings.seed_placement))
+    removal = settings.persistence_rounds if role == "swap" else None
+    return Arm(f"k={k}{suffix}", team_roles(settings.team_size, k, role, settings.seed_placement), removal)
 
 
 def _store(store: TableStore | None, plays: Sequence[ArmPlay], run_id: str, experiment: str) -> None:
@@ -216,17 +242,23 @@ def _experiment(
     reference: ExperimentResult | None = None,
     reusable: Sequence[str] = (),
     removal_round: int | None = None,
+    ahead: Mapping[str, Sequence[Arm]] | None = None,
 ) -> ExperimentResult:
     """Play `arms` (those in `reusable` that `reference` already played are taken from it), store the games,
-    summarise each arm and the paired `comparisons` (name -> (arm, arm)); with `removal_round`, cooperation is
-    also summarised on the rounds after it."""
+    summarise each arm and the paired `comparisons` (name -> (arm, arm)) of team cooperation and of the
+    untrained players' cooperation; with `removal_round`, cooperation is also summarised on the rounds after
+    it. `ahead` (experiment -> arms) are later experiments' arms played in the same batch and kept aside."""
     start = time.perf_counter()
     reused = _reuse(reference, reusable)
     games = game_specs([setup.frame], setup.settings.opponents, setup.settings.games_per_arm, setup.seed)
-    to_play = [a for a in arms if a.name not in reused]
+    owner = {a.name: name for name, later in (ahead or {}).items() for a in later}
+    extra = [a for later in (ahead or {}).values() for a in later if a.name not in {b.name for b in arms}]
+    extra = list({a.name: a for a in extra}.values())
+    to_play = [a for a in arms if a.name not in reused] + extra
     chosen = setup.players if setup.players is not None else makers(setup.models, setup.settings)
     plays = play_arms(to_play, games, chosen, setup.settings, f"{experiment}:{setup.run_id}") if to_play else []
-    _store(setup.store, plays, setup.run_id, experiment)
+    for later in {owner.get(p.arm.name, experiment) for p in plays}:
+        _store(setup.store, [p for p in plays if owner.get(p.arm.name, experiment) == later], setup.run_id, later)
     records = {name: list(r) for name, r in reused.items()}
     records.update({p.arm.name: list(p.games) for p in plays})
     wall_s = time.perf_counter() - start
@@ -238,6 +270,9 @@ def _experiment(
     window = None if removal_round is None else range(removal_round + 1, settings_rounds(records) + 1)
     diffs = {
         name: paired_cooperation_difference(records[a], records[b], window) for name, (a, b) in comparisons.items()
+    }
+    untrained = {
+        name: paired_untrained_difference(records[a], records[b], window) for name, (a, b) in comparisons.items()
     }
     windows = {}
     if window is not None:
@@ -258,6 +293,9 @@ def _experiment(
         llm_calls=sum(p.llm_calls for p in plays),
         wall_s=wall_s,
         removal_round=removal_round,
+        untrained_comparisons=untrained,
+        ahead=tuple(g for a in extra for g in records[a.name]),
+        ahead_arms=tuple(extra),
     )
 
 
@@ -267,18 +305,39 @@ def settings_rounds(records: Mapping[str, Sequence[GameRecord]]) -> int:
 
 
 def propagation_by_seed_count(setup: ExperimentSetup) -> ExperimentResult:
-    """k = 0..5 seeds among untrained teammates on one held-out frame (module docstring)."""
+    """k = 0..5 seeds among untrained teammates on one held-out frame (module docstring); with
+    `batch_arms`, the later experiments' arms are played in the same batch (`later_arms`)."""
     arms = [seed_arm(setup.settings, k) for k in setup.settings.seed_counts]
     comparisons = {f"k={k} vs k=0": (f"k={k}", "k=0") for k in setup.settings.seed_counts if k}
-    return _experiment("propagation_by_seed_count", setup, arms, comparisons)
+    ahead = later_arms(setup) if setup.settings.batch_arms else None
+    return _experiment("propagation_by_seed_count", setup, arms, comparisons, ahead=ahead)
+
+
+def later_arms(setup: ExperimentSetup) -> dict[str, list[Arm]]:
+    """The arms of the mute and persistence experiments, and of the prompting baseline when it is requested and
+    its teacher is at hand (experiment -> arms)."""
+    s = setup.settings
+    out = {
+        "propagation_mute": [a for k in s.mute_seed_counts for a in (seed_arm(s, k), seed_arm(s, k, "muted"))],
+        "propagation_persistence": [seed_arm(s, s.persistence_seeds), seed_arm(s, s.persistence_seeds, "swap")],
+    }
+    has_teacher = setup.models.teacher is not None or (setup.players is not None and "teacher" in setup.players)
+    if s.prompting_baseline and has_teacher:
+        k = s.baseline_seed_count
+        out["propagation_prompting_baseline"] = [seed_arm(s, k), seed_arm(s, k, "teacher"), seed_arm(s, k, "prompted")]
+    return out
 
 
 def _reuse(reference: ExperimentResult | None, names: Sequence[str]) -> dict[str, list[GameRecord]]:
-    """Arms of `reference` (the same frame's `propagation_by_seed_count`) that need not be replayed."""
+    """Arms of `reference` (the same frame's `propagation_by_seed_count`) that need not be replayed: its own
+    arms and those it played ahead."""
     if reference is None:
         return {}
     have = {a.arm for a in reference.arms}
-    return {name: reference.records(name) for name in names if name in have}
+    ahead = {a.name for a in reference.ahead_arms}
+    out = {name: reference.records(name) for name in names if name in have}
+    out.update({name: [g for g in reference.ahead if g.arm == name] for name in names if name in ahead})
+    return out
 
 
 def propagation_mute(setup: ExperimentSetup, reference: ExperimentResult | None = None) -> ExperimentResult:
@@ -299,15 +358,25 @@ def propagation_persistence(setup: ExperimentSetup, reference: ExperimentResult 
     arms = [seed_arm(setup.settings, 0), seed_arm(setup.settings, k), seed_arm(setup.settings, k, "swap")]
     comparisons = {"removed vs never": (arms[2].name, "k=0"), "removed vs kept": (arms[2].name, arms[1].name)}
     return _experiment(
-        "propagation_persistence", setup, arms, comparisons, reference, [a.name for a in arms[:2]],
+        "propagation_persistence", setup, arms, comparisons, reference, [a.name for a in arms],
         setup.settings.persistence_rounds,
     )  # fmt: skip
+
+
+def not_played(experiment: str, setup: ExperimentSetup, reason: str) -> ExperimentResult:
+    """An experiment the profile does not request: no games, the reason recorded."""
+    return ExperimentResult(
+        experiment, setup.frame, setup.profile, setup.seed_version, (), (), {}, {}, 0, 0.0, skipped=reason
+    )
 
 
 def propagation_prompting_baseline(
     setup: ExperimentSetup, reference: ExperimentResult | None = None
 ) -> ExperimentResult:
-    """The teacher and the prompted untrained model in the seeds' seats, vs the SFT seed and vs k = 0."""
+    """The teacher and the prompted untrained model in the seeds' seats, vs the SFT seed and vs k = 0 (when the
+    profile requests it: `YoaoSettings.prompting_baseline`)."""
+    if not setup.settings.prompting_baseline:
+        return not_played("propagation_prompting_baseline", setup, PROMPTING_BASELINE_OFF)
     if setup.models.teacher is None:
         raise ValueError("the prompting baseline needs the selected teacher (PlayerModels.teacher)")
     k = setup.settings.baseline_seed_count
@@ -323,6 +392,4 @@ def propagation_prompting_baseline(
         "teacher vs k=0": (arms[2].name, "k=0"),
         "prompted vs k=0": (arms[3].name, "k=0"),
     }
-    return _experiment(
-        "propagation_prompting_baseline", setup, arms, comparisons, reference, [a.name for a in arms[:2]]
-    )
+    return _experiment("propagation_prompting_baseline", setup, arms, comparisons, reference, [a.name for a in arms])

@@ -10,12 +10,12 @@ Roles of team-A seats:
 
 | role | who |
 | --- | --- |
-| `untrained` | the base model with the format-only warm-up adapter (never the seed adapter) |
+| `untrained` | the base model with the format warm-up adapter (never the seed adapter) |
 | `seed` | the seed adapter (trained on top of the same warm-up) |
 | `muted` | a seed wrapped in `MuteWrapper`: it reasons and votes, but broadcasts only the frame's "I vote BLACK." |
 | `teacher` | the selected teacher (code or LLM) in a seed's place |
 | `prompted` | the untrained model with the cooperative meta-prompt in a seed's place |
-| `swap` | a seed for the first rounds, then an untrained member in its seat (`SwapAgent`) |
+| `swap` | a seed for the first rounds, then an untrained member in its seat (`SwapAgent`; `Arm.removal_round`: after it the seat counts as untrained) |
 
 Measures of an arm (each game is one observation; intervals resample games, `mean_estimate`):
 
@@ -27,6 +27,13 @@ Measures of an arm (each game is one observation; intervals resample games, `mea
 | `influence` | per game, teammates who moved their vote to the focal seat's vote / teammates who first stated the other choice (the environment's influence metric); games without opportunities are left out |
 | `abstention_rate`, `invalid_vote_rate` | team A's votes that ended as abstentions / rejected vote answers, per vote turn (also per role) |
 | `tie_rate` | rounds in which team A's votes tied |
+| `untrained_cooperation` | **the primary outcome**: per game, the share of the untrained players' counted votes that were BLACK (after the removal, for an arm whose seeds leave) |
+| `follows_majority` | untrained votes equal to the strict majority the other teammates stated that round (persuadability) |
+| `follows_seed` | untrained votes equal to the seed-like seats' stated choice (seat A0's in an arm without seeds: a placebo) |
+
+Paired comparisons (`paired_cooperation_difference`, `paired_untrained_difference`) raise on a game only one
+arm played, as stage 1's `stats.paired_difference` does. `vote_arithmetic` gives the null of an arm: the team's
+cooperation if its seed votes were added to the k = 0 game's votes of the seats untrained in the arm.
 """
 
 from __future__ import annotations
@@ -42,8 +49,9 @@ from typing import Any
 
 from agents.llm_agent import LLMAgent
 from agents.yoao.red_black_strategies import make_strategy_team
+from agents.yoao.red_black_teacher import stated_majority
 from environments.core.runtime import Agent, EpisodeResult, EpisodeSpec, progress_logger, run_episodes
-from environments.yoao.red_black import BLACK, DEFAULT_MULTIPLIERS, RED, RedBlackEnv, RedBlackScenario
+from environments.yoao.red_black import BLACK, DEFAULT_MULTIPLIERS, RED, RedBlackEnv, RedBlackScenario, team_choice
 from models.evaluation.stats import Estimate, mean_estimate, paired_difference
 from models.yoao.config import YoaoSettings
 
@@ -109,6 +117,8 @@ class Arm:
     name: str
     roles: tuple[str, ...]
     """Role of each team-A seat, A0 first."""
+    removal_round: int | None = None
+    """The last round of the `swap` seats' seeds (after it an untrained member plays the seat); None: no swap."""
 
     @property
     def focal(self) -> int:
@@ -175,6 +185,73 @@ class GameRecord:
     """Role -> counted BLACK votes."""
     request_errors: int = 0
     """Team A's LLM calls that failed in transport or with an HTTP error."""
+    seat_votes: dict[str, tuple[str | None, ...]] = field(default_factory=dict)
+    """Team-A seat -> its vote per round (None: abstained)."""
+    seat_stated: dict[str, tuple[str | None, ...]] = field(default_factory=dict)
+    """Team-A seat -> the choice it stated in each round's discussion (its first; None: stated none)."""
+    removal_round: int | None = None
+    """The arm's `removal_round`: after it the `swap` seats are played by untrained members."""
+
+    def role_in(self, seat: int, round_: int) -> str:
+        """The role seat A{seat} played in a round (1-based): a swapped seat is untrained after the removal."""
+        role = self.roles[seat]
+        if role == "swap" and self.removal_round is not None and round_ > self.removal_round:
+            return "untrained"
+        return role
+
+    def round_numbers(self, window: range | None = None) -> list[int]:
+        """The game's rounds (1-based), or those of `window` it played."""
+        played = range(1, len(self.team_choices) + 1)
+        return [r for r in played if window is None or r in window]
+
+    def untrained_black(self, window: range | None = None) -> tuple[int, int]:
+        """(BLACK votes, counted votes) of the seats an untrained model played, over the rounds of `window`."""
+        black = counted = 0
+        for r in self.round_numbers(window):
+            for i in range(len(self.roles)):
+                vote = self.seat_votes[f"A{i}"][r - 1]
+                if self.role_in(i, r) == "untrained" and vote is not None:
+                    counted += 1
+                    black += vote == BLACK
+        return black, counted
+
+    def untrained_cooperation(self, window: range | None = None) -> float:
+        """Share of the untrained players' counted votes that were BLACK (NaN without any)."""
+        black, counted = self.untrained_black(window)
+        return black / counted if counted else math.nan
+
+    def follows(self, target: str, window: range | None = None) -> list[bool]:
+        """Per counted untrained vote with a target: whether it equals the target. `target` "majority": the
+        strict majority of the choices the other team-A seats stated that round; "seed": the strict majority
+        of the seed-like seats' statements (with no seed-like seat in the arm, seat A0's: the placebo at k = 0)."""
+        seed_like = [i for i, role in enumerate(self.roles) if role in SEED_LIKE]
+        out = []
+        for r in self.round_numbers(window):
+            focal = [i for i in seed_like if self.role_in(i, r) != "untrained"] if seed_like else [0]
+            for i in range(len(self.roles)):
+                vote = self.seat_votes[f"A{i}"][r - 1]
+                if self.role_in(i, r) != "untrained" or vote is None or (target == "seed" and i in focal):
+                    continue
+                speakers = [j for j in range(len(self.roles)) if j != i] if target == "majority" else focal
+                wanted = stated_majority([c for j in speakers if (c := self.seat_stated[f"A{j}"][r - 1])])
+                if wanted is not None:
+                    out.append(vote == wanted)
+        return out
+
+    def vote_arithmetic_null(self, baseline: GameRecord, window: range | None = None) -> float:
+        """Team cooperation if this arm's seed-like votes were added to `baseline`'s (the k = 0 game's) votes of
+        the seats that are untrained here: what vote arithmetic alone gives, without persuasion."""
+        if baseline.game_key != self.game_key:
+            raise ValueError(f"not the same game: {self.game_key} vs {baseline.game_key}")
+        rounds = self.round_numbers(window)
+        black = 0
+        for r in rounds:
+            votes = [
+                (baseline if self.role_in(i, r) == "untrained" else self).seat_votes[f"A{i}"][r - 1]
+                for i in range(len(self.roles))
+            ]
+            black += team_choice(votes)[0] == BLACK
+        return black / len(rounds) if rounds else math.nan
 
     @property
     def cooperation(self) -> float:
@@ -236,6 +313,10 @@ def game_record(arm: Arm, game: GameSpec, result: EpisodeResult, agents: Mapping
         invalid[role] = invalid.get(role, 0) + result.outcome.roles[seat].invalid_actions
         turns[role] = turns.get(role, 0) + len(votes)
         black[role] = black.get(role, 0) + sum(v == BLACK for v in votes)
+    stated = {
+        seat: tuple(next((c for c in step if c in (BLACK, RED)), None) for step in m["opinion_choices"][seat])
+        for seat in (f"A{i}" for i in range(len(roles)))
+    }
     decided = []
     for entry in m["round_log"]:
         tally = entry["tallies"]["A"]
@@ -265,6 +346,9 @@ def game_record(arm: Arm, game: GameSpec, result: EpisodeResult, agents: Mapping
         completion_tokens=sum(a.metrics["completion_tokens"] for a in calls),
         black_votes=black,
         request_errors=sum(a.metrics["request_errors"] for a in calls),
+        seat_votes={f"A{i}": tuple(m["vote_histories"][f"A{i}"]) for i in range(len(roles))},
+        seat_stated=stated,
+        removal_round=arm.removal_round,
     )
 
 
@@ -383,10 +467,19 @@ class ArmSummary:
     """Share of the untrained seats' counted votes that were BLACK."""
     llm_calls: int
     wall_s: float
+    untrained_cooperation: Estimate = field(default_factory=lambda: Estimate(math.nan, math.nan, math.nan, 0))
+    """The primary outcome: the untrained players' cooperative-vote rate per game (BLACK / counted votes), over
+    the rounds after the removal for an arm whose seeds leave (`Arm.removal_round`), else the whole game."""
+    follows_majority: Estimate = field(default_factory=lambda: Estimate(math.nan, math.nan, math.nan, 0))
+    """Untrained votes equal to the strict majority their teammates stated that round (persuadability; per
+    vote, clustered by game)."""
+    follows_seed: Estimate = field(default_factory=lambda: Estimate(math.nan, math.nan, math.nan, 0))
+    """Untrained votes equal to the seed-like seats' stated choice (seat A0's in an arm without seeds)."""
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"arm": self.arm, "games": self.games}
-        for name in ("cooperation", "decided_cooperation", "welfare", "influence"):
+        for name in ("cooperation", "decided_cooperation", "welfare", "influence", "untrained_cooperation",
+                     "follows_majority", "follows_seed"):  # fmt: skip
             out[name] = getattr(self, name).as_dict()
         for name in (
             "tie_rate",
@@ -411,6 +504,7 @@ def summarise(play: ArmPlay) -> ArmSummary:
 
 def summarise_records(arm: Arm, records: Sequence[GameRecord], wall_s: float = 0.0) -> ArmSummary:
     keys = [r.game_key for r in records]
+    window = after_removal(arm, max((len(r.team_choices) for r in records), default=0))
     votes = sum(sum(r.vote_turns.values()) for r in records)
     rounds = sum(len(r.team_choices) for r in records)
     untrained_black = sum(r.black_votes.get("untrained", 0) for r in records)
@@ -440,18 +534,62 @@ def summarise_records(arm: Arm, records: Sequence[GameRecord], wall_s: float = 0
         untrained_black_vote_rate=untrained_black / untrained_counted if untrained_counted else math.nan,
         llm_calls=sum(r.llm_calls for r in records),
         wall_s=wall_s,
+        untrained_cooperation=_estimate([r.untrained_cooperation(window) for r in records], keys, (0.0, 1.0)),
+        follows_majority=_follow_estimate(records, "majority"),
+        follows_seed=_follow_estimate(records, "seed"),
     )
+
+
+def after_removal(arm: Arm, rounds: int) -> range | None:
+    """The rounds after the seeds' removal of an arm whose seeds leave (None: the whole game)."""
+    return None if arm.removal_round is None else range(arm.removal_round + 1, rounds + 1)
+
+
+def _follow_estimate(records: Sequence[GameRecord], target: str) -> Estimate:
+    """Share of untrained votes that follow `target` (GameRecord.follows), clustered by game."""
+    values, clusters = [], []
+    for r in records:
+        followed = r.follows(target)
+        values += [float(f) for f in followed]
+        clusters += [r.game_key] * len(followed)
+    return mean_estimate(values, clusters, (0.0, 1.0))
 
 
 def paired_cooperation_difference(
     a: Sequence[GameRecord], b: Sequence[GameRecord], rounds: range | None = None
 ) -> Estimate:
-    """Mean per-game difference in cooperation (a - b) over the games both arms played (paired by game key),
-    optionally over the given rounds only."""
+    """Mean per-game difference in team cooperation (a - b), paired by game key, optionally over the given
+    rounds only; a game only one arm played is an error (`stats.paired_difference`)."""
 
     def value(r: GameRecord) -> float:
         return r.cooperation if rounds is None else r.cooperation_in(rounds)
 
-    first, second = {r.game_key: value(r) for r in a}, {r.game_key: value(r) for r in b}
-    common = set(first) & set(second)
-    return paired_difference({k: first[k] for k in common}, {k: second[k] for k in common})
+    return paired_difference({r.game_key: value(r) for r in a}, {r.game_key: value(r) for r in b})
+
+
+def paired_untrained_difference(
+    a: Sequence[GameRecord], b: Sequence[GameRecord], rounds: range | None = None
+) -> Estimate:
+    """Mean per-game difference in the untrained players' cooperative-vote rate (a - b), paired by game key,
+    over the given rounds; games where either side has no counted untrained vote are left out (its n), a game
+    only one arm played is an error."""
+    first = {r.game_key: r.untrained_cooperation(rounds) for r in a}
+    second = {r.game_key: r.untrained_cooperation(rounds) for r in b}
+    if set(first) != set(second):
+        raise ValueError(f"not paired: games {sorted(set(first) ^ set(second))[:3]} were played by one arm only")
+    both = [k for k in first if not (math.isnan(first[k]) or math.isnan(second[k]))]
+    return paired_difference({k: first[k] for k in both}, {k: second[k] for k in both})
+
+
+def vote_arithmetic(
+    arm: Sequence[GameRecord], baseline: Sequence[GameRecord], rounds: range | None = None
+) -> tuple[Estimate, Estimate]:
+    """(the vote-arithmetic null, team cooperation minus it): per game, the team's choice if the arm's
+    seed-like votes were added to the k = 0 game's votes of the seats untrained in the arm
+    (`GameRecord.vote_arithmetic_null`); paired by game (an unmatched game is an error)."""
+    base = {r.game_key: r for r in baseline}
+    null = {r.game_key: r.vote_arithmetic_null(base[r.game_key], rounds) for r in arm if r.game_key in base}
+    observed = {r.game_key: (r.cooperation if rounds is None else r.cooperation_in(rounds)) for r in arm}
+    difference = paired_difference(observed, null)  # raises when a game of the arm has no k = 0 game
+    keys = sorted(null)
+    return mean_estimate([null[k] for k in keys], keys, (0.0, 1.0)), difference

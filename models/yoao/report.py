@@ -4,20 +4,26 @@ Pooling: an arm's games from every held-out frame are summarised together (`summ
 resample games, every game its own cluster). Only results of the profile and of the current seed version are
 pooled, so results left on disk by an earlier run or profile never mix in.
 
-`benchmarks/results/yoao_<profile>.json` (written by pipelines/run_yoao.py) has exactly these keys:
+Arms are named in the result file by their seed count and kind: "0", "1", "1_muted", "3", "3_removed",
+"1_teacher", "1_prompted" (those the profile plays). `benchmarks/results/yoao_<profile>.json` (written by
+pipelines/run_yoao.py) has exactly these keys:
 
 | key | value |
 | --- | --- |
-| `cooperation_by_seed_count` | k -> {mean, ci_low, ci_high, games}: team cooperation rate with k seeds |
-| `mute` | arm ("k=0", "k=1", "k=1 muted", ...) -> {mean, ci_low, ci_high, games} |
-| `persistence` | arm ("k=0", "k=3", "k=3 removed") -> {mean, ci_low, ci_high, games}: cooperation in the rounds after the removal |
-| `prompting_baseline` | arm ("k=0", "k=1" = the SFT seed, "k=1 teacher", "k=1 prompted") -> {mean, ci_low, ci_high, games} |
-| `sugarscape` | seed share -> {trade_success, survival, mean_lifespan, leaning_shift_seed, leaning_shift_untrained} |
+| `untrained_cooperation` | arm -> {mean, ci_low, ci_high, games}: **the primary outcome**, the untrained players' cooperative-vote rate (BLACK / counted votes of the seats an untrained model plays; for "3_removed", the rounds after the seeds left) |
+| `untrained_cooperation_paired` | arm (all but "0") -> {mean, ci_low, ci_high, games}: its paired difference against k = 0 over the same games (and rounds) |
+| `persuadability_k0` | {mean, ci_low, ci_high, games, votes}: at k = 0, the share of untrained votes equal to the strict majority the other teammates stated that round |
+| `follows_seed` | arm -> {mean, ci_low, ci_high, games, votes}: untrained votes equal to the seeds' stated choice (at k = 0: seat A0's, the placebo) |
+| `abstention` | arm -> the untrained players' abstention rate (votes that ended as abstentions per vote turn) |
+| `team` | arm -> the outcomes beside the primary one: team cooperation, decided cooperation, welfare, abstention of the seed seats, tie rate, and the **vote-arithmetic null**: the team cooperation the arm's seed votes give when added to k = 0's untrained votes of the same game (`null`), with the paired difference observed minus null (`observed_minus_null`) |
+| `cooperation_by_seed_count`, `mute`, `persistence`, `prompting_baseline` | per experiment, arm ("k=1 muted", ...) -> {mean, ci_low, ci_high, games}: team cooperation (persistence: in the rounds after the removal) |
+| `warmstarts` | the format warm-up and the seed replayed on held-out turns (models/yoao/imitation.py): valid-vote rate, vote follows its teacher, held-out loss curve, plateau |
+| `sugarscape` | seed share -> {trades, trade_rate, survival, invalid_rate, mean_lifespan, leaning_shift_seed, leaning_shift_untrained}, or {"skipped": reason} when the profile leaves Sugarscape out |
 | `wall_s` | asset -> seconds (summed over partitions) |
 
-The full report (`<data>/reports/yoao-<profile>.json`) adds every arm's decided cooperation, welfare,
-influence, tie, abstention and invalid-vote rates, the paired differences, the teacher selection table, the
-seed data counts, call counts and calls per second.
+The full report (`<data>/reports/yoao-<profile>.json`) adds every arm's summary (influence, invalid-vote
+rates, ...), the paired differences of every experiment, the teacher selection table, the seed data counts,
+call counts and calls per second.
 """
 
 from __future__ import annotations
@@ -33,17 +39,44 @@ from typing import Any
 from models import plots
 from models.evaluation.stats import Estimate, mean_estimate
 from models.yoao.experiments import ExperimentResult
-from models.yoao.games import Arm, ArmSummary, GameRecord, summarise_records
+from models.yoao.games import (
+    SEED_LIKE,
+    Arm,
+    ArmSummary,
+    GameRecord,
+    after_removal,
+    paired_untrained_difference,
+    summarise_records,
+    vote_arithmetic,
+)
 from models.yoao.sugarscape import SugarscapeResult
 
 BENCHMARK_KEYS = (
+    "untrained_cooperation",
+    "untrained_cooperation_paired",
+    "persuadability_k0",
+    "follows_seed",
+    "abstention",
+    "team",
     "cooperation_by_seed_count",
     "mute",
     "persistence",
     "prompting_baseline",
+    "warmstarts",
     "sugarscape",
     "wall_s",
 )
+BASELINE_ARM = "k=0"
+SUGARSCAPE_KEYS = (
+    "trades",
+    "trade_rate",
+    "survival",
+    "invalid_rate",
+    "mean_lifespan",
+    "leaning_shift_seed",
+    "leaning_shift_untrained",
+)
+"""Per seed share in the result file (models/yoao/sugarscape.py defines them)."""
 
 
 def current(
@@ -67,12 +100,89 @@ def pooled_arms(results: Sequence[ExperimentResult]) -> list[ArmSummary]:
             order.setdefault(arm.arm, arm.roles)
         for game in result.games:
             games.setdefault(game.arm, []).append(game)
-    return [summarise_records(Arm(name, roles), games.get(name, [])) for name, roles in order.items()]
+
+    def arm(name: str, roles: tuple[str, ...]) -> Arm:
+        removal = next((g.removal_round for g in games.get(name, [])), None)
+        return Arm(name, roles, removal)
+
+    return [summarise_records(arm(name, roles), games.get(name, [])) for name, roles in order.items()]
 
 
 def _entry(estimate: Estimate, games: int) -> dict[str, Any]:
     d = estimate.as_dict()
     return {"mean": d["mean"], "ci_low": d["ci_low"], "ci_high": d["ci_high"], "games": games}
+
+
+def arm_key(name: str) -> str:
+    """The result file's name of an arm: "k=1 muted" -> "1_muted", "k=0" -> "0"."""
+    return name.removeprefix("k=").replace(" ", "_")
+
+
+def all_arm_records(results: Sequence[ExperimentResult]) -> dict[str, tuple[Arm, list[GameRecord]]]:
+    """Every arm any of the results played (their own and those played ahead), with its games, each game once."""
+    arms: dict[str, tuple[Arm, list[GameRecord]]] = {}
+    seen: set[str] = set()
+    for result in results:
+        for game in (*result.games, *result.ahead):
+            if game.episode_id in seen:
+                continue
+            seen.add(game.episode_id)
+            arm = Arm(game.arm, game.roles, game.removal_round)
+            arms.setdefault(game.arm, (arm, []))[1].append(game)
+    return arms
+
+
+@dataclass(frozen=True)
+class ArmOutcomes:
+    """One arm pooled over frames: the primary outcome, its pairing with k = 0 and what is reported beside it."""
+
+    arm: str
+    summary: ArmSummary
+    untrained_vs_k0: Estimate | None
+    """Paired difference of the untrained players' cooperation against k = 0 (None for k = 0)."""
+    null: Estimate | None
+    """The vote-arithmetic null (None for an arm without seed-like seats or without k = 0 games)."""
+    observed_minus_null: Estimate | None
+
+    def team(self) -> dict[str, Any]:
+        s = self.summary
+        return {
+            "team_cooperation": _entry(s.cooperation, s.games),
+            "decided_cooperation": _entry(s.decided_cooperation, s.games),
+            "welfare": _entry(s.welfare, s.games),
+            "seed_abstention": _num(s.seed_abstention_rate),
+            "tie_rate": _num(s.tie_rate),
+            "vote_arithmetic_null": _entry(self.null, self.null.clusters) if self.null else None,
+            "observed_minus_null": _entry(self.observed_minus_null, self.observed_minus_null.n)
+            if self.observed_minus_null
+            else None,
+        }
+
+
+def _num(value: float) -> float | None:
+    return None if math.isnan(value) else round(value, 4)
+
+
+def arm_outcomes(results: Sequence[ExperimentResult]) -> list[ArmOutcomes]:
+    """Every arm of the results, pooled (k = 0 first), each paired with k = 0 game by game."""
+    arms = all_arm_records(results)
+    baseline = arms.get(BASELINE_ARM, (None, []))[1]
+    out = []
+    for name, (arm, records) in sorted(arms.items(), key=lambda kv: (kv[0] != BASELINE_ARM, _order(kv[0]))):
+        summary = summarise_records(arm, records)
+        window = after_removal(arm, max(len(r.team_choices) for r in records))
+        paired = null = minus = None
+        if name != BASELINE_ARM and baseline:
+            paired = paired_untrained_difference(records, baseline, window)
+            if any(role in SEED_LIKE for role in arm.roles):
+                null, minus = vote_arithmetic(records, baseline, window)
+        out.append(ArmOutcomes(name, summary, paired, null, minus))
+    return out
+
+
+def _order(name: str) -> tuple[int, str]:
+    k = name.removeprefix("k=").split(" ")[0]
+    return (int(k) if k.isdigit() else 99, name)
 
 
 @dataclass(frozen=True)
@@ -91,10 +201,46 @@ class YoaoResults:
     wall_s: dict[str, float]
     extra: dict[str, Any] = field(default_factory=dict)
     """Teacher selection, seed-data counts, comparisons, call rates (the full report only)."""
+    outcomes: tuple[ArmOutcomes, ...] = ()
+    """Every arm pooled, with the primary outcome paired against k = 0 (`arm_outcomes`)."""
+    sugarscape_skipped: str = ""
+    """Why the profile left Sugarscape out (empty: it ran)."""
+    warmstarts: dict[str, Any] = field(default_factory=dict)
+    """The warm-starts' imitation measures (`WarmstartImitation.as_dict`)."""
+
+    def outcome(self, arm: str) -> ArmOutcomes:
+        for o in self.outcomes:
+            if o.arm == arm:
+                return o
+        raise KeyError(f"no arm {arm!r}; arms: {[o.arm for o in self.outcomes]}")
 
     def benchmark(self) -> dict[str, Any]:
         """The result file's content (exactly BENCHMARK_KEYS)."""
+        k0 = next((o.summary for o in self.outcomes if o.arm == BASELINE_ARM), None)
+        persuadability = (
+            {**_entry(k0.follows_majority, k0.follows_majority.clusters), "votes": k0.follows_majority.n}
+            if k0
+            else None
+        )
         return {
+            "untrained_cooperation": {
+                arm_key(o.arm): _entry(o.summary.untrained_cooperation, o.summary.games) for o in self.outcomes
+            },
+            "untrained_cooperation_paired": {
+                arm_key(o.arm): _entry(o.untrained_vs_k0, o.untrained_vs_k0.n)
+                for o in self.outcomes
+                if o.untrained_vs_k0 is not None
+            },
+            "persuadability_k0": persuadability,
+            "follows_seed": {
+                arm_key(o.arm): {
+                    **_entry(o.summary.follows_seed, o.summary.follows_seed.clusters),
+                    "votes": o.summary.follows_seed.n,
+                }
+                for o in self.outcomes
+            },
+            "abstention": {arm_key(o.arm): _num(o.summary.untrained_abstention_rate) for o in self.outcomes},
+            "team": {arm_key(o.arm): o.team() for o in self.outcomes},
             "cooperation_by_seed_count": {
                 a.arm.removeprefix("k="): _entry(a.cooperation, a.games) for a in self.by_seed_count
             },
@@ -103,19 +249,10 @@ class YoaoResults:
                 a.arm: _entry(self.persistence_window.get(a.arm, a.cooperation), a.games) for a in self.persistence
             },
             "prompting_baseline": {a.arm: _entry(a.cooperation, a.games) for a in self.baseline},
-            "sugarscape": {
-                share: {
-                    k: v[k]
-                    for k in (
-                        "trade_success",
-                        "survival",
-                        "mean_lifespan",
-                        "leaning_shift_seed",
-                        "leaning_shift_untrained",
-                    )
-                }
-                for share, v in self.sugarscape.items()
-            },
+            "warmstarts": self.warmstarts,
+            "sugarscape": {"skipped": self.sugarscape_skipped}
+            if self.sugarscape_skipped
+            else {share: {k: v[k] for k in SUGARSCAPE_KEYS} for share, v in self.sugarscape.items()},
             "wall_s": {k: round(v, 1) for k, v in self.wall_s.items()},
         }
 
@@ -139,6 +276,7 @@ class YoaoResults:
         lines = [f"YOAO results ({self.profile}, frames {', '.join(self.frames)}, seed v{self.seed_version})", ""]
         if self.extra.get("frames_not_run"):
             lines[1:1] = [f"Not run yet (not pooled): {', '.join(self.extra['frames_not_run'])}"]
+        lines += ["the untrained players (primary outcome) and the team:", "", outcomes_table(self.outcomes), ""]
         for title, arms in (
             ("propagation by seed count", self.by_seed_count),
             ("mute", self.mute),
@@ -155,6 +293,28 @@ class YoaoResults:
             )
         lines += ["", "sugarscape:", "", json.dumps(self.benchmark()["sugarscape"], indent=1)]
         return "\n".join(lines)
+
+
+def _cell(e: Estimate | None) -> str:
+    return "-" if e is None else f"{_f(e.mean)} [{_f(e.ci_low)}, {_f(e.ci_high)}]"
+
+
+def outcomes_table(outcomes: Sequence[ArmOutcomes]) -> str:
+    """The primary outcome per arm, paired with k = 0, beside the team's outcomes and the vote-arithmetic null."""
+    lines = [
+        "| arm | games | untrained cooperation | vs k=0 (paired) | follows seed | follows majority | abstain "
+        "untrained | team cooperation | vote-arithmetic null | team - null | decided | welfare |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for o in outcomes:
+        s = o.summary
+        lines.append(
+            f"| {o.arm} | {s.games} | {_cell(s.untrained_cooperation)} | {_cell(o.untrained_vs_k0)} | "
+            f"{_f(s.follows_seed.mean)} | {_f(s.follows_majority.mean)} | {_f(s.untrained_abstention_rate)} | "
+            f"{_cell(s.cooperation)} | {_cell(o.null)} | {_cell(o.observed_minus_null)} | "
+            f"{_f(s.decided_cooperation.mean)} | {_f(s.welfare.mean)} |"
+        )
+    return "\n".join(lines)
 
 
 def _f(value: float | None) -> str:
@@ -187,6 +347,7 @@ def build_results(
     sugarscape: SugarscapeResult | None,
     wall_s: Mapping[str, float],
     extra: Mapping[str, Any] | None = None,
+    warmstarts: Mapping[str, Any] | None = None,
 ) -> YoaoResults:
     """Pool the partitions' results (module docstring) and assemble the report."""
 
@@ -231,6 +392,9 @@ def build_results(
         sugarscape={f"{f.fraction:g}": f.as_dict() for f in sugarscape.fractions} if sugarscape else {},
         wall_s=dict(wall_s),
         extra={"comparisons": comparisons, "calls": calls, "frames_not_run": missing, **(extra or {})},
+        outcomes=tuple(arm_outcomes([r for rs in (by_seed_count, mute, persistence, baseline) for r in pick(rs)])),
+        sugarscape_skipped=sugarscape.skipped if sugarscape else "",
+        warmstarts=dict(warmstarts or {}),
     )
 
 

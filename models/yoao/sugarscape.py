@@ -9,13 +9,18 @@ round(f x n) agent ids of a seeded permutation, so the seeds of a smaller share 
 
 | measure | definition |
 | --- | --- |
-| `trade_success` | completed trades / encounters (the world's count) |
+| `trades` | completed trades (summed over the share's worlds) |
+| `trade_success` (`trade_rate` in the result file) | completed trades / encounters (the world's count) |
+| `invalid_rate` | invalid actions / LLM replies (each reply is one accepted action or one invalid attempt) |
 | `survival` | share of the initial agents that did not starve during the run (alive at the end or dead of old age) |
 | `mean_lifespan` | mean age reached: at death, or at the end of the run for the living (censored at `max_ticks`) |
 | `leaning_shift_seed` / `_untrained` | mean change of identity leaning (end minus start, in [-2, 2]) of the seed / untrained agents |
 
 Intervals: with two or more worlds per share they resample worlds; with one world they resample agents (and
 ticks, for trade success), which treats them as independent and understates the uncertainty.
+
+A profile may leave Sugarscape out (`SugarscapeSettings.skip`, the reason): `sugarscape_zero_shot` then plays
+nothing and returns a result that says why (the cpu profile: see docs/yoao.md).
 """
 
 from __future__ import annotations
@@ -108,6 +113,13 @@ class FractionResult:
     lifespan_untrained: float
     llm_calls: int
     invalid_actions: int
+    trades: int = 0
+    """Completed trades over the share's worlds."""
+
+    @property
+    def invalid_rate(self) -> float:
+        """Invalid actions per LLM reply."""
+        return self.invalid_actions / self.llm_calls if self.llm_calls else math.nan
 
     def as_dict(self) -> dict[str, Any]:
         def mean(e: Estimate) -> float | None:
@@ -117,6 +129,9 @@ class FractionResult:
             return None if math.isnan(value) else round(value, 4)
 
         return {
+            "trades": self.trades,
+            "trade_rate": mean(self.trade_success),
+            "invalid_rate": num(self.invalid_rate),
             "trade_success": mean(self.trade_success),
             "survival": mean(self.survival),
             "mean_lifespan": mean(self.mean_lifespan),
@@ -153,8 +168,12 @@ class SugarscapeResult:
     settings: SugarscapeSettings
     llm_calls: int
     wall_s: float
+    skipped: str = ""
+    """Why the profile left Sugarscape out (empty: it ran)."""
 
     def table_markdown(self) -> str:
+        if self.skipped:
+            return f"not run: {self.skipped}"
         lines = [
             "| seed share | trade success | survival | mean lifespan | leaning shift seed | leaning shift untrained | calls |",
             "| --- | --- | --- | --- | --- | --- | --- |",
@@ -290,6 +309,7 @@ def summarise_fraction(fraction: float, worlds: list[WorldRecord]) -> FractionRe
         lifespan_untrained=_group_mean(agents["lifespan"], untrained),
         llm_calls=sum(w.llm_calls for w in worlds),
         invalid_actions=sum(w.invalid_actions for w in worlds),
+        trades=sum(w.trades for w in worlds),
     )
 
 
@@ -297,7 +317,9 @@ def sugarscape_zero_shot(
     settings: SugarscapeSettings, base_url: str, seed_model: str, untrained_model: str, api_key: str | None = None
 ) -> SugarscapeResult:
     """Every seed share x every world (module docstring); all worlds run at once, so their encounters'
-    calls batch in the engine."""
+    calls batch in the engine; nothing when the profile skips it (`settings.skip`)."""
+    if settings.skip:
+        return SugarscapeResult((), (), settings, 0, 0.0, skipped=settings.skip)
     start = time.perf_counter()
 
     async def every_world() -> list[WorldRecord]:

@@ -19,7 +19,7 @@ from models import plots
 from models.evaluation.stats import Estimate
 from models.evaluation.transcripts import representative_transcripts, transcripts_html, transcripts_markdown
 from models.profiles import Profile
-from models.socialrl.episode_metrics import MEDIAN_METRICS, METRICS, paired_metric, paired_metrics
+from models.socialrl.episode_metrics import METRICS, paired_metric, paired_metrics
 from models.socialrl.stage1.evaluation import (
     PolicyResult,
     StoreResult,
@@ -236,7 +236,7 @@ def compare(policies: Mapping[str, PolicyResult]) -> tuple[dict[str, Estimate], 
         name, common = f"{a}_minus_{b}", "base" in (a, b)
         paired[name] = paired_metric(policies[a].records, policies[b].records, "reward", common=common)
         for metric, estimate in paired_metrics(policies[a].records, policies[b].records, common=common).items():
-            if metric != "reward" and metric not in MEDIAN_METRICS:
+            if metric != "reward":
                 behaviour.setdefault(metric, {})[name] = estimate
     best = best_baseline(policies)
     if "ppo" in policies:

@@ -90,6 +90,30 @@ class CascadeOrder:
     orders_scored: int
     rule: str = ORDER_RULE
 
+    def summary(self) -> str:
+        """The chosen order and how it compares, in one line."""
+        return (
+            f"Cascade order: {' -> '.join(self.order)} (score {self.chosen.score:+.4f}; paper's "
+            f"{self.paper.score:+.4f}, reversed {self.reverse.score:+.4f}; {self.orders_scored} orders scored)"
+        )
+
+    def markdown(self) -> str:
+        """The chosen order, the paper's and its reverse with the terms of their scores, as a table."""
+
+        def line(s: OrderScore, label: str) -> str:
+            order = " -> ".join(short(d) for d in s.order)
+            return f"| {order} | {s.score:+.4f} | {s.backward:+.4f} | {s.adjacency:+.4f} | {label}"
+
+        return "\n".join(
+            [
+                "| order | score | backward transfer | mutual benefit of neighbours |",
+                "|---|---|---|---|",
+                line(self.chosen, "chosen"),
+                line(self.paper, "paper"),
+                line(self.reverse, "paper reversed"),
+            ]
+        )
+
 
 def paper_order(domains: Sequence[str]) -> tuple[str, ...]:
     return tuple(d for d in PAPER_ORDER if d in domains)
@@ -220,6 +244,21 @@ class CascadeResult:
     def curve(self) -> dict[str, list[float]]:
         """Domain -> held-out mean after each stage."""
         return {d: [next(s.mean for s in st.heldout if s.env_id == d) for st in self.stages] for d in self.order}
+
+    def markdown(self) -> str:
+        """Every domain's held-out mean after each stage, the checkpoint each stage kept and its wall time."""
+        lines = [
+            "| after stage | " + " | ".join(short(d) for d in self.order) + " | kept checkpoint | wall s |",
+            "|---|" + "---|" * (len(self.order) + 2),
+        ]
+        for stage in self.stages:
+            means = {s.env_id: s.mean for s in stage.heldout}
+            lines.append(
+                f"| {stage.index + 1} ({stage.domain}) | "
+                + " | ".join(f"{means[d]:.3f}" for d in self.order)
+                + f" | {stage.chosen} | {stage.wall_s:.0f} |"
+            )
+        return "\n".join(lines)
 
 
 def cascade_curve_png(order: Sequence[str], stages: Sequence[CascadeStage]) -> bytes:
@@ -413,13 +452,13 @@ def _stage_ppo(run: _CascadeRun, index: int, domain: str, stage_dir: Path, init:
     under their own names next)."""
     from models.training.ppo import train_ppo  # loads torch: only when training runs
 
-    s2 = run.profile.stage2
+    s2 = run.profile.stage2.resolved(run.profile)
     base_config = run.profile.ppo_for(domain)
     config = replace(
         base_config,
         run_name=f"cascade-{run.attempt}-s{index}",
         iterations=s2.cascade_ppo_iterations,
-        episodes_per_iteration=s2.cascade_episodes_per_iteration or base_config.episodes_per_iteration,
+        episodes_per_iteration=s2.cascade_episodes_per_iteration,
         keep_checkpoints=max(1, s2.cascade_ppo_iterations // s2.cascade_checkpoint_every),
         checkpoint_every=s2.cascade_checkpoint_every,
         critic_warmup_iterations=min(base_config.critic_warmup_iterations, s2.cascade_ppo_iterations - 1),

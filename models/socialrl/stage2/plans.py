@@ -31,12 +31,8 @@ class MissingSpecialistError(LookupError):
 
 def evaluation_profile(profile: Profile) -> Profile:
     """The profile as every stage-2 held-out evaluation sees it (stage-2 scenario count and counterparts)."""
-    s = profile.stage2
-    return replace(
-        profile,
-        heldout_scenarios=s.heldout_scenarios or profile.heldout_scenarios,
-        eval_counterparts=s.eval_counterparts or profile.eval_counterparts,
-    )
+    s = profile.stage2.resolved(profile)
+    return replace(profile, heldout_scenarios=s.heldout_scenarios, eval_counterparts=s.eval_counterparts)
 
 
 def probe_scenarios(env_id: str, profile: Profile) -> list[Scenario]:

@@ -103,6 +103,23 @@ class TransferMatrix:
             f"Cross-domain cells whose 95% CI excludes 0: {'; '.join(significant) or 'none'}."
         )
 
+    def markdown(self) -> str:
+        """The matrix as a table (rows donors, SFT warm-starts marked, columns recipients; each cell the paired
+        difference donor - base with its 95% CI and episode count): what the asset shows and run_stage2 prints."""
+        lines = ["| donor | " + " | ".join(self.domains) + " |", "|---|" + "---|" * len(self.domains)]
+        for kind in self.kinds():
+            for donor in self.donors(kind):
+                cells = []
+                for recipient in self.domains:
+                    try:
+                        e = self.cell(donor, recipient, kind).difference
+                    except KeyError:
+                        cells.append("-")
+                        continue
+                    cells.append(f"{e.mean:+.3f} [{e.ci_low:+.3f}, {e.ci_high:+.3f}] n={e.n}")
+                lines.append(f"| {donor}{'' if kind == 'specialist' else ' (SFT)'} | " + " | ".join(cells) + " |")
+        return "\n".join(lines)
+
     def rows(self, run_id: str) -> list[dict[str, Any]]:
         """Rows of table `transfer_matrix`."""
         now = datetime.now(UTC).replace(tzinfo=None)

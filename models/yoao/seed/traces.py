@@ -6,21 +6,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import random
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agents.traces import Trace, TracedAgent
 from agents.yoao.llm_players import render_config
 from agents.yoao.red_black_strategies import MajorityFollower, make_strategy_team
-from agents.yoao.red_black_teacher import FormatTutor
+from agents.yoao.red_black_teacher import TUTOR_PRIORS, FormatTutor
 from environments.core.events import Action, Notification
 from environments.core.runtime import Agent, EpisodeResult, EpisodeSpec, run_episodes
 from environments.yoao.red_black import BLACK, RED, VOTE, RedBlackEnv, load_frame, read_choice
 from models.yoao.config import YoaoSettings
-from models.yoao.games import GameSpec, llm_agents_in, scenario_for
+from models.yoao.games import Arm, GameSpec, game_record, llm_agents_in, scenario_for
 from models.yoao.seed.selection import TeacherChoice, spread_games
 
 log = logging.getLogger("socialrl.yoao")
@@ -59,23 +60,28 @@ class TraceSet:
     """Mean collective welfare in points."""
     llm_calls: int
     wall_s: float
+    follows_majority: float = math.nan
+    """Share of team A's votes equal to the strict majority its other members stated that round (the
+    persuadability the data teaches; `GameRecord.follows`)."""
+    black_share: float = math.nan
+    """Share of team A's counted votes that were BLACK."""
 
 
 def _traced_games(
     games: Sequence[GameSpec],
     settings: YoaoSettings,
     traced_seats: Sequence[int],
-    make_traced: Callable[[int], Agent],
-    make_other: Callable[[int, int], Agent],
+    make_seat: Callable[[int, GameSpec], Agent],
     prefix: str,
 ) -> TraceSet:
+    """Play `games` with team A's seats from `make_seat(seat index, game)`, tracing `traced_seats`."""
     start = time.perf_counter()
     jobs: list[tuple[GameSpec, dict[int, TurnTracedAgent], dict[str, Agent], EpisodeSpec]] = []
     for game in games:
         scenario = scenario_for(game, settings, 0)
-        traced = {i: TurnTracedAgent(make_traced(game.seed * 7 + i)) for i in traced_seats}
+        traced = {i: TurnTracedAgent(make_seat(i, game)) for i in traced_seats}
         agents: dict[str, Agent] = {
-            f"A{i}": traced[i] if i in traced else make_other(i, game.seed) for i in range(settings.team_size)
+            f"A{i}": traced[i] if i in traced else make_seat(i, game) for i in range(settings.team_size)
         }
         agents.update(make_strategy_team(game.opponent, scenario.seats("B"), game.seed))
         spec = EpisodeSpec(
@@ -89,9 +95,13 @@ def _traced_games(
     results: list[EpisodeResult] = asyncio.run(
         run_episodes([j[3] for j in jobs], concurrency=settings.concurrency, turn_timeout=None)
     )
-    traces, coop, welfare, calls = [], [], [], 0
+    traces, coop, welfare, calls, follows, black = [], [], [], 0, [], [0, 0]
+    team = Arm("traced", ("untrained",) * settings.team_size)
     for (game, traced, agents, _), result in zip(jobs, results, strict=True):
         m = result.outcome.metrics
+        record = game_record(team, game, result, agents)
+        follows += record.follows("majority")
+        black = [black[0] + record.untrained_black()[0], black[1] + record.untrained_black()[1]]
         coop.append(m["team_choices"]["A"].count(BLACK) / len(m["team_choices"]["A"]))
         welfare.append(float(m["welfare"]))
         calls += sum(llm.metrics["calls"] for a in agents.values() for llm in llm_agents_in(a))
@@ -122,6 +132,8 @@ def _traced_games(
         welfare_points=sum(welfare) / len(welfare) if welfare else math.nan,
         llm_calls=calls,
         wall_s=time.perf_counter() - start,
+        follows_majority=sum(follows) / len(follows) if follows else math.nan,
+        black_share=black[0] / black[1] if black[1] else math.nan,
     )
 
 
@@ -146,9 +158,11 @@ def seed_traces(
         return MajorityFollower(first_choice=RED if i % 2 else BLACK, reciprocal=True, noise=0.1, seed=game_seed)
 
     traced_seats = range(settings.trace_teacher_seats)
-    result = _traced_games(
-        games, settings, traced_seats, lambda s: make_teacher("A0", s), follower, f"yoao-traces-{seed}"
-    )
+
+    def seat(i: int, game: GameSpec) -> Agent:
+        return make_teacher("A0", game.seed * 7 + i) if i in traced_seats else follower(i, game.seed)
+
+    result = _traced_games(games, settings, traced_seats, seat, f"yoao-traces-{seed}")
     log.info(
         "seed traces: %d traces of %s, team cooperation %.2f, welfare %.1f, %.0f s",
         len(result.traces),
@@ -160,13 +174,33 @@ def seed_traces(
     return result
 
 
+def warmup_tutor(settings: YoaoSettings, game_index: int, seat: int, seed: int, mirror: bool) -> FormatTutor:
+    """The format tutor of a seat of a warm-up game: the kinds of `warmup_tutors` cycle over seats and games
+    (equal shares), the prior is drawn per seat from `TUTOR_PRIORS`, reasons come with `warmup_reason_rate`."""
+    kind = settings.warmup_tutors[(game_index + seat) % len(settings.warmup_tutors)]
+    prior = random.Random(f"yoao-tutor-prior:{seed}:{seat}").choice(TUTOR_PRIORS)
+    return FormatTutor(seed, kind=kind, prior=prior, reason_rate=settings.warmup_reason_rate, mirror=mirror)
+
+
 def format_warmup_traces(settings: YoaoSettings, seed: int = 0) -> TraceSet:
-    """The format tutor in every seat of team A on the training frames, every seat traced."""
+    """The format-tutor mix in every seat of team A on the training frames, every seat traced. Games come in
+    pairs, a game and its mirror (every prior draw's colour swapped), so the votes are balanced by construction
+    (an odd `warmup_games` leaves the last game without its mirror)."""
     check_training_frames(settings.train_frames)
-    games = spread_games(settings.train_frames, settings.opponents, settings.warmup_games, seed + 2)
-    seats = range(settings.team_size)
-    result = _traced_games(games, settings, seats, FormatTutor, lambda i, s: FormatTutor(s), f"yoao-warmup-{seed}")
-    log.info("format warm-up traces: %d traces, %.0f s", len(result.traces), result.wall_s)
+    pairs = spread_games(settings.train_frames, settings.opponents, (settings.warmup_games + 1) // 2, seed + 2)
+    games = [replace(game, index=2 * game.index + mirror) for game in pairs for mirror in (0, 1)]
+    games = games[: settings.warmup_games]
+
+    def tutor(i: int, game: GameSpec) -> Agent:
+        return warmup_tutor(settings, game.index // 2, i, game.seed * 7 + i, mirror=bool(game.index % 2))
+
+    result = _traced_games(games, settings, range(settings.team_size), tutor, f"yoao-warmup-{seed}")
+    log.info(
+        "format warm-up traces: %d traces, votes following the stated majority %.2f, %.0f s",
+        len(result.traces),
+        result.follows_majority,
+        result.wall_s,
+    )
     return result
 
 

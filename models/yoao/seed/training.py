@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from models import plots
 from models.training.config import SFTResult, SFTSettings
 from models.yoao.config import YoaoSettings
 from models.yoao.seed.dataset import SeedDataset, assert_no_held_out_frames
@@ -22,6 +23,11 @@ SEED_MODEL_NAME = "yoao-seed"
 """Registry name of the seed adapter."""
 WARMUP_MODEL_NAME = "yoao-format-warmup"
 """Registry name of the untrained teammates' format-only warm-up adapter."""
+
+
+PLATEAU_TOLERANCE = 0.03
+"""A warm-start has plateaued when its held-out loss fell by less than this share over its last checkpoint
+interval."""
 
 
 @dataclass(frozen=True)
@@ -40,13 +46,37 @@ class TrainedAdapter:
     conversations: int
     init_adapter_dir: str | None
     wall_s: float
+    eval_curve: tuple[tuple[int, float], ...] = ()
+    """(optimiser step, held-out loss): before training (step 0), at every checkpoint
+    (`SFTSettings.checkpoint_every`) and after training; the learning curve that shows the plateau."""
+    train_loss_curve: tuple[float, ...] = ()
+    """Training loss per optimiser step."""
+    held_out: tuple[tuple[dict[str, str], ...], ...] = ()
+    """The conversations held out of training (the loss curve's data; replayed by `yoao_warmstart_imitation`)."""
+
+    @property
+    def plateau_gain(self) -> float:
+        """Relative drop of the held-out loss between the last two points of the curve (NaN without two)."""
+        if len(self.eval_curve) < 2:
+            return math.nan
+        before, after = self.eval_curve[-2][1], self.eval_curve[-1][1]
+        return (before - after) / before if before else math.nan
+
+    def plateaued(self, tolerance: float = PLATEAU_TOLERANCE) -> bool:
+        """The held-out loss fell by less than `tolerance` (relative) over the last stretch of training."""
+        return bool(self.plateau_gain < tolerance)
 
 
-def split_eval(conversations: Sequence[Sequence[dict[str, str]]]) -> tuple[list, list]:
-    """(train, eval): with 20 or more conversations, 2 of them measure the loss before and after (each eval
-    pass costs a forward over every turn of them); fewer conversations are all trained on."""
-    n_eval = 2 if len(conversations) >= 20 else 0
+def split_eval(conversations: Sequence[Sequence[dict[str, str]]], n_eval: int) -> tuple[list, list]:
+    """(train, held out): the first `n_eval` conversations are held out (at least one is always trained on)."""
+    n_eval = max(0, min(n_eval, len(conversations) - 1))
     return [list(c) for c in conversations[n_eval:]], [list(c) for c in conversations[:n_eval]]
+
+
+def heldout_count(items: int, share: float, unit: int = 1) -> int:
+    """Held-out conversations: `share` of `items` units (games) rounded, at least one unit, times `unit`
+    (conversations per game); none with fewer than 5 units (too few to spare)."""
+    return 0 if items < 5 else max(1, round(share * items)) * unit
 
 
 def train_adapter(
@@ -59,12 +89,15 @@ def train_adapter(
     params: Mapping[str, Any] | None = None,
     init_adapter_dir: Path | None = None,
     description: str = "",
+    n_eval: int = 0,
 ) -> TrainedAdapter:
-    """LoRA SFT through `run_sft` (continuing `init_adapter_dir` when given); logged and registered as a new
-    version of `registered_name` (alias `candidate`) when a tracker is given."""
+    """LoRA SFT through `run_sft` (continuing `init_adapter_dir` when given) with the first `n_eval`
+    conversations held out (the learning curve: their loss at step 0, every `checkpoint_every` steps and at
+    the end); logged and registered as a new version of `registered_name` (alias `candidate`) when a tracker
+    is given."""
     from models.training.sft import run_sft  # loads torch: only when training runs
 
-    train, held_out = split_eval(conversations)
+    train, held_out = split_eval(conversations, n_eval)
     if not train:
         raise ValueError(f"{registered_name}: no training conversations")
 
@@ -74,9 +107,15 @@ def train_adapter(
     run_id = version = None
     if tracker is None:
         result = fit()
+        curve = eval_curve(result)
     else:
         with tracker.start_run(registered_name, params={"sft": asdict(sft), **(params or {})}) as run:
             result = fit()
+            curve = eval_curve(result)
+            for step, loss in curve:
+                run.log_metrics(step, eval_loss=loss)
+            for step, loss in enumerate(result.loss_curve, 1):
+                run.log_metrics(step, train_loss_step=loss)
             run.log_metrics(
                 result.steps,
                 train_loss=result.train_loss,
@@ -85,6 +124,12 @@ def train_adapter(
                 examples=result.examples,
                 wall_seconds=result.wall_seconds,
             )
+            if curve:
+                png = plots.line_with_band(
+                    [plots.Series("held-out loss", [s for s, _ in curve], [v for _, v in curve])],
+                    f"{registered_name}: held-out loss", "optimiser step", "loss",
+                )  # fmt: skip
+                run.log_file("eval_loss.png", png, "plots")
             run.log_artifact_dir(result.adapter_dir, "adapter")
             run_id = run.run_id
         version = tracker.register_adapter(run_id, "adapter", registered_name, description=description or None)
@@ -110,20 +155,39 @@ def train_adapter(
         conversations=len(train),
         init_adapter_dir=str(init_adapter_dir) if init_adapter_dir else None,
         wall_s=result.wall_seconds,
+        eval_curve=curve,
+        train_loss_curve=tuple(result.loss_curve),
+        held_out=tuple(tuple(dict(m) for m in c) for c in held_out),
     )
+
+
+def eval_curve(result: SFTResult) -> tuple[tuple[int, float], ...]:
+    """(step, held-out loss) before training, at every checkpoint and after training (empty without held-out
+    data)."""
+    if result.eval_loss_before is None:
+        return ()
+    points = {0: result.eval_loss_before}
+    points.update({c.step: c.eval_loss for c in result.checkpoints if c.eval_loss is not None})
+    if result.eval_loss_after is not None:
+        points[result.steps] = result.eval_loss_after
+    return tuple(sorted((step, float(loss)) for step, loss in points.items()))
 
 
 @dataclass(frozen=True)
 class FormatWarmup:
-    """The untrained teammates' format-only warm-up adapter and what it was trained on."""
+    """The untrained teammates' format warm-up adapter and what it was trained on."""
 
     adapter: TrainedAdapter
     traces: int
     black_votes: int
     red_votes: int
-    """Votes in the training data (balanced by construction: a fair coin per round)."""
+    """Votes in the data (balanced by construction: games come with their mirror)."""
     frames: tuple[str, ...]
     wall_s: float
+    follows_majority: float = math.nan
+    """Share of the tutors' votes equal to the majority their teammates stated (what the data teaches)."""
+    tutors: tuple[str, ...] = ()
+    """Tutor kinds of the data, cycled over seats and games."""
 
     @property
     def black_share(self) -> float:
@@ -138,6 +202,8 @@ def format_warmup(
     start = time.perf_counter()
     traces = format_warmup_traces(settings, seed)
     black, red = vote_balance(traces.traces)
+    # Whole games are held out (a game's seats heard the same discussion); the traces come game by game.
+    per_game = len(traces.traces) // max(1, traces.games)
     adapter = train_adapter(
         base_model_dir,
         [t.messages for t in traces.traces],
@@ -145,10 +211,22 @@ def format_warmup(
         settings.warmup_sft,
         WARMUP_MODEL_NAME,
         tracker,
-        params={"games": traces.games, "frames": ",".join(traces.frames), "black_votes": black, "red_votes": red},
-        description="Format-only warm-up of the untrained YOAO teammates (neutral data, votes balanced).",
+        params={
+            "games": traces.games,
+            "frames": ",".join(traces.frames),
+            "black_votes": black,
+            "red_votes": red,
+            "tutors": ",".join(settings.warmup_tutors),
+            "follows_majority": traces.follows_majority,
+        },
+        description="Format warm-up of the untrained YOAO teammates (tutors that listen or keep a prior; "
+        "votes balanced).",
+        n_eval=heldout_count(traces.games, settings.heldout_share, per_game),
     )
-    return FormatWarmup(adapter, len(traces.traces), black, red, traces.frames, time.perf_counter() - start)
+    return FormatWarmup(
+        adapter, len(traces.traces), black, red, traces.frames, time.perf_counter() - start,
+        traces.follows_majority, settings.warmup_tutors,
+    )  # fmt: skip
 
 
 def train_seed(
@@ -176,4 +254,5 @@ def train_seed(
         },
         init_adapter_dir=Path(warmup.adapter.adapter_dir),
         description="YOAO seed: SFT on principled cooperative teacher turns, on top of the format warm-up.",
+        n_eval=heldout_count(len(dataset.conversations), settings.heldout_share),
     )

@@ -8,7 +8,7 @@ game (about 40 s on CPU) and stopped with the server; --engine-url uses a runnin
 instead. Every finished game is recorded in the episode tables (run id `play-<UTC date>`), the model's calls
 in `recorded_calls`.
 
-    python -m pipelines.play [--host 127.0.0.1] [--port 8300] [--profile smoke|cpu|paper]
+    python -m models.cli.play [--host 127.0.0.1] [--port 8300] [--profile smoke|cpu|paper]
                              [--data-dir DIR] [--engine-url URL] [--no-models]
 """
 
@@ -18,11 +18,23 @@ import time
 
 from agents.web_play import CodeOpponents, create_app
 from models.play import LocalServing, ModelOpponents, record_played_episode
-from models.profiles import PROFILE_NAMES, get_profile
+from models.profiles import PROFILE_NAMES, Profile, get_profile
 from models.serving.model_store import resolve_model
 from models.settings import DataPaths
 from models.storage import TableStore
 from models.tracking import Tracker, TrackingConfig
+
+
+def local_serving(profile: Profile, paths: DataPaths, tracking: TrackingConfig, engine_url: str = "") -> LocalServing:
+    """The engine and proxy model opponents play through: the profile's base model on the profile's engine
+    (started on the first model game), or the running endpoint at `engine_url`."""
+    return LocalServing(
+        (lambda: resolve_model(profile.base_model, paths.models, tracking)) if not engine_url else None,
+        table_root=paths.tables,
+        log_dir=paths.logs,
+        engine=profile.engine,
+        remote_base_url=engine_url,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,15 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     serving = None
     if not args.no_models:
         tracking = TrackingConfig.from_env(paths)
-        serving = LocalServing(
-            (lambda: resolve_model(profile.base_model, paths.models, tracking)) if not args.engine_url else None,
-            table_root=paths.tables,
-            log_dir=paths.logs,
-            max_model_len=profile.engine.max_model_len,
-            kv_cache_gib=profile.engine.kv_cache_gib,
-            max_lora_rank=profile.engine.max_lora_rank,
-            remote_base_url=args.engine_url,
-        )
+        serving = local_serving(profile, paths, tracking, args.engine_url)
         providers.append(
             ModelOpponents(
                 Tracker(tracking),

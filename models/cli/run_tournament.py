@@ -2,7 +2,7 @@
 Parquet tables queried with DuckDB, printed as a per-environment table. `make run` materialises it as the
 `code_agent_tournament` asset together with the rest of the lineage.
 
-    python -m pipelines.run_tournament [--scenarios N] [--seed S] [--data-dir DIR]
+    python -m models.cli.run_tournament [--scenarios N] [--seed S] [--data-dir DIR]
 """
 
 from __future__ import annotations

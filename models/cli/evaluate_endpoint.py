@@ -1,9 +1,9 @@
 """Put any OpenAI-compatible endpoint on the leaderboard (models/evaluation/leaderboard.py).
 
-    python -m pipelines.evaluate_endpoint --base-url https://api.example.com/v1 --model gpt-4.1 \\
+    python -m models.cli.evaluate_endpoint --base-url https://api.example.com/v1 --model gpt-4.1 \\
         --api-key-env OPENAI_API_KEY
-    python -m pipelines.evaluate_endpoint --model smollm2-135m-instruct --name smollm2-base
-    python -m pipelines.evaluate_endpoint --model models:/socialrl-craigslist-specialist@champion
+    python -m models.cli.evaluate_endpoint --model smollm2-135m-instruct --name smollm2-base
+    python -m models.cli.evaluate_endpoint --model models:/socialrl-craigslist-specialist@champion
 
 With `--base-url` the model is called there (the key, if any, is read from the environment variable
 named by `--api-key-env`, default OPENAI_API_KEY, and never printed). Without it `--model` is a model
@@ -57,17 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     endpoint = Endpoint(args.name or args.model, args.model, args.base_url, api_key=key)
 
     if endpoint.local:
-        from models.serving.engine import EngineConfig
         from models.serving.local import serve_local
         from models.tracking import TrackingConfig
 
-        engine = EngineConfig(
-            model_path=paths.models,
-            max_model_len=profile.engine.max_model_len,
-            kv_cache_gib=profile.engine.kv_cache_gib,
-            enforce_eager=profile.engine.enforce_eager,
-            max_lora_rank=profile.engine.max_lora_rank,
-        )
+        engine = profile.engine.engine_config(paths.models)  # model_path: replaced by the resolved weights
         serving = serve_local(args.model, profile.base_model, paths, engine, TrackingConfig.from_env(paths))
     else:
         serving = nullcontext(None)

@@ -1,0 +1,174 @@
+"""One launcher for the command lines: run a job of the code location (the one the UI shows) in this process on
+the Dagster instance `make ui` opens, find what that instance already materialised, and read results back
+through it.
+
+    launcher = Launcher("cpu", DataPaths.from_env(), launched_by="run_tom", log_file=paths.log_file("tom"))
+    run = launcher.run("tom_job", "craigslist-v0", assets=("tom_analysis",))   # a LaunchedRun
+    done = launcher.latest("specialist_eval", "craigslist-v0")               # a Materialisation or None
+    result = launcher.load("tom_analysis", "craigslist-v0")                    # the asset's stored output
+
+Every run carries two tags: `socialrl/profile` (the profile, marked when stage 1 is sized for stage 2, so that
+`make run` never takes such runs for its own) and `socialrl/launched_by` (the command). Dagster's event stream
+stays off the console (the `socialrl` loggers print one line per step); with a log file every event goes there.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from models.settings import DataPaths
+
+PROFILE_TAG = "socialrl/profile"
+LAUNCHED_BY_TAG = "socialrl/launched_by"
+
+# The `loggers` run config that keeps Dagster's event stream off the console of every run our commands launch:
+# the console is for people (the socialrl loggers print one line per step); the events are in the Dagster UI
+# and in the log file.
+QUIET_CONSOLE: dict[str, Any] = {"console": {"config": {"log_level": "ERROR"}}}
+
+
+def profile_tag(profile: str, stage2_specialists: bool = False) -> str:
+    """The `PROFILE_TAG` value of a run: the profile, marked when stage 1 is sized for stage 2."""
+    return f"{profile}+stage2-specialists" if stage2_specialists else profile
+
+
+@dataclass(frozen=True)
+class Materialisation:
+    """One materialisation of an asset on the instance, with its metadata as plain values."""
+
+    asset: str
+    partition: str | None
+    run_id: str
+    timestamp: float
+    """Seconds since the epoch."""
+    metadata: dict[str, Any]
+    """The materialisation's metadata (each entry's value: a dict for JSON, the text for markdown, ...)."""
+
+    @property
+    def day(self) -> str:
+        """The UTC date of the materialisation (YYYY-MM-DD)."""
+        return time.strftime("%Y-%m-%d", time.gmtime(self.timestamp))
+
+
+@dataclass(frozen=True)
+class LaunchedRun:
+    """One Dagster run of a defined job, as the launcher saw it end."""
+
+    job: str
+    partition: str | None
+    success: bool
+    seconds: float
+    run_id: str
+    """The Dagster run id ("" when the run could not be created)."""
+    error: str = ""
+    """Every failure event's message, joined (the definition error when the run could not be created)."""
+    checks: dict[str, bool] = field(default_factory=dict)
+    """Asset check -> passed, for the checks the run evaluated."""
+    failed_steps: tuple[str, ...] = ()
+    """The step keys that failed."""
+
+    @property
+    def name(self) -> str:
+        """The job with its partition, e.g. "stage1_job[craigslist-v0]"."""
+        return f"{self.job}[{self.partition}]" if self.partition else self.job
+
+
+class Launcher:
+    """The code location's Definitions for one profile and data directory, and the instance they run on."""
+
+    def __init__(
+        self,
+        profile: str,
+        paths: DataPaths,
+        launched_by: str,
+        stage2_specialists: bool = False,
+        log_file: Path | None = None,
+    ) -> None:
+        """`stage2_specialists`: stage 1 sized as run_stage2 trains its specialists (tagged apart); `log_file`:
+        where Dagster's events of every run go (none: the UI only)."""
+        from dagster import DagsterInstance
+
+        from pipelines.definitions import build_definitions
+
+        self.paths = paths
+        self.launched_by = launched_by
+        self.log_file = log_file
+        self.tag = profile_tag(profile, stage2_specialists)
+        self.definitions = build_definitions(profile, str(paths.root), stage2_specialists)
+        self.instance = DagsterInstance.from_config(str(paths.dagster_home))  # the same instance `make ui` opens
+
+    def run(
+        self,
+        job: str,
+        partition: str | None = None,
+        assets: Sequence[str] | None = None,
+        config: Mapping[str, Any] | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> LaunchedRun:
+        """Execute the defined `job` (only `assets` of it, with their checks, when given) for `partition`, with
+        `config` merged into the run config and `tags` added to the launcher's. Never raises for a failing run:
+        the LaunchedRun says what failed."""
+        from dagster import AssetKey
+
+        loggers: dict[str, Any] = dict(QUIET_CONSOLE)
+        if self.log_file is not None:
+            loggers["file"] = {"config": {"path": str(self.log_file), "log_level": "DEBUG"}}
+        start = time.perf_counter()
+        try:
+            result = self.definitions.resolve_job_def(job).execute_in_process(
+                run_config={**(config or {}), "loggers": loggers},
+                instance=self.instance,
+                partition_key=partition,
+                asset_selection=[AssetKey(a) for a in assets] if assets else None,
+                raise_on_error=False,
+                tags={LAUNCHED_BY_TAG: self.launched_by, PROFILE_TAG: self.tag, **(tags or {})},
+            )
+        except Exception as exc:  # a definition error: the caller reports it and decides what runs next
+            return LaunchedRun(job, partition, False, time.perf_counter() - start, "", f"{type(exc).__name__}: {exc}")
+        return LaunchedRun(
+            job,
+            partition,
+            result.success,
+            time.perf_counter() - start,
+            result.run_id,
+            "; ".join(e.message or "" for e in result.all_events if e.is_failure),
+            {e.check_name: e.passed for e in result.get_asset_check_evaluations()},
+            tuple(e.step_key or "" for e in result.all_events if e.is_step_failure),
+        )
+
+    def latest(self, asset: str, partition: str | None = None, tags: Mapping[str, str] | None = None):
+        """The newest materialisation of `asset` (`partition`) by a run with this launcher's profile tag and
+        `tags`, among the asset's 20 newest; None when there is none."""
+        from dagster import AssetKey, AssetRecordsFilter
+
+        wanted = {PROFILE_TAG: self.tag, **(tags or {})}
+        records = self.instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[partition] if partition else None),
+            limit=20,
+        ).records
+        for record in records:  # newest first
+            run = self.instance.get_run_by_id(record.run_id)
+            if run is not None and all(run.tags.get(k) == v for k, v in wanted.items()):
+                materialization = record.asset_materialization
+                metadata = {k: v.value for k, v in (materialization.metadata if materialization else {}).items()}
+                return Materialisation(asset, partition, record.run_id, record.timestamp, metadata)
+        return None
+
+    def load(self, asset: str, partition: str | None = None) -> Any:
+        """The asset's stored output (its latest materialisation), read through its IO manager on this instance."""
+        from dagster import AssetKey
+
+        return self.definitions.load_asset_value(AssetKey(asset), instance=self.instance, partition_key=partition)
+
+    def step_seconds(self, run_id: str) -> dict[str, float]:
+        """Wall seconds of each finished step of a run, from Dagster's own step stats (the run's timeline)."""
+        stats = self.instance.get_run_step_stats(run_id) if run_id else []
+        return {
+            s.step_key: round(s.end_time - s.start_time, 1)
+            for s in stats
+            if s.start_time is not None and s.end_time is not None
+        }
