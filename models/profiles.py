@@ -3,7 +3,7 @@
 | profile | model | where | what it is for |
 | --- | --- | --- | --- |
 | `smoke` | tiny random Llama (SmolLM2 tokenizer) | CPU, minutes | tests and CI: the whole lineage end to end, numbers meaningless |
-| `cpu` | SmolLM2-135M-Instruct (shipped GGUF) | CPU, about 85 min here (benchmarks/results/make_run_cpu.json) | a real but small run on a laptop: the Craigslist specialist (one-epoch SFT warm-start, 6 PPO iterations of 16 episodes, 48 held-out episodes per policy); other domains on request; stage 2 on Craigslist and Marketplace with smaller specialists (`python -m pipelines.run_stage2`) |
+| `cpu` | SmolLM2-135M-Instruct (shipped GGUF) | CPU, about 85 min here with the sizes before issue 26 (benchmarks/results/make_run_cpu.json); not yet measured with these | a real but small run on a laptop: the Craigslist buyer (a 20-step SFT warm-start on the teacher's buyer traces, 3 group-relative PPO iterations of 16 episodes, 96 held-out episodes per trained policy, 48 for the base); other domains on request; stage 2 on Craigslist and Marketplace with smaller specialists (`python -m pipelines.run_stage2`) |
 | `paper` | Qwen3-4B-Instruct-2507, critic Qwen3-1.7B | GPUs with vLLM | the SocialRL paper's hyper-parameters (actor lr 2e-6, critic lr 1e-5, batch 144 / minibatch 36, grad-norm 5, <= 200 steps, critic warmed 30 steps) |
 
 The YOAO group's sizes are the `yoao` sub-settings (models/yoao/config.py, one table per profile there).
@@ -406,10 +406,8 @@ CPU = Profile(
     name="cpu",
     base_model="smollm2-135m-instruct",
     critic_model="smollm2-135m-instruct",
-    # Sized for `make run` on a 2-core machine (issue 10; measured in benchmarks/results/make_run_cpu.json:
-    # about 85 min, PPO 50 of them, more than the 45 the issue asks): one domain, a one-epoch packed warm-start, six PPO iterations of 16 episodes
-    # (the first warms the shared value head), 48 held-out episodes per policy (16 real CoCoA listings x 3
-    # counterparts). Other domains: `make run DOMAINS=...` or their partitions in the UI.
+    # Sized for `make run` on a 2-core machine (issue 26): one domain; the warm-start, PPO and evaluation sizes
+    # are set below. Other domains: `make run DOMAINS=...` or their partitions in the UI.
     domains=("craigslist-v0",),
     # The base model follows no action format: every domain it is trained on gets a warm-start first.
     sft_domains=SOCIALRL_ENV_IDS,
