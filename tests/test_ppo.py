@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,25 +19,6 @@ from models.training.ppo import latest_checkpoint, train_ppo
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def proxy(vllm_engine: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    from models.serving.engine import new_token
-    from models.serving.proxy import ProxyConfig, ProxyServer
-
-    tables = tmp_path_factory.mktemp("ppo_tables")
-    # Keyed like the pipeline's: the rollout agents and the flush must send the proxy's token.
-    config = ProxyConfig(
-        upstreams=(vllm_engine.base_url,),
-        base_models=("tiny",),
-        table_root=tables,
-        port=0,
-        api_key=new_token(),
-        upstream_api_key=vllm_engine.config.api_key,
-    )
-    with ProxyServer(config) as server:
-        yield server
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +46,7 @@ def _config(yes_no_ids: list[int], run_name: str, iterations: int) -> PPOConfig:
 
 def test_ppo_learns_the_keyword_task(
     vllm_engine: object,
-    proxy: object,
+    rollout_proxy: object,
     tiny_model_dir: Path,
     yes_no_ids: list[int],
     tmp_path: Path,
@@ -74,7 +54,10 @@ def test_ppo_learns_the_keyword_task(
 ) -> None:
     config = _config(yes_no_ids, "learn", iterations=8)
     services = Services(
-        vllm_engine.client, proxy.base_url, TableStore(proxy.config.table_root), proxy_api_key=proxy.config.api_key
+        vllm_engine.client,
+        rollout_proxy.base_url,
+        TableStore(rollout_proxy.config.table_root),
+        proxy_api_key=rollout_proxy.config.api_key,
     )
     with caplog.at_level("INFO", logger="socialrl.ppo"):
         result = train_ppo(config, tiny_model_dir, services, tmp_path / "run")
@@ -107,7 +90,7 @@ def test_ppo_learns_the_keyword_task(
 )
 def test_ppo_learns_the_deciding_first_turn_of_a_two_turn_task(
     vllm_engine: object,
-    proxy: object,
+    rollout_proxy: object,
     tiny_model_dir: Path,
     yes_no_ids: list[int],
     tmp_path: Path,
@@ -127,7 +110,10 @@ def test_ppo_learns_the_deciding_first_turn_of_a_two_turn_task(
         hyper=dataclasses.replace(base.hyper, credit=credit, critic=critic, advantage=advantage),
     )
     services = Services(
-        vllm_engine.client, proxy.base_url, TableStore(proxy.config.table_root), proxy_api_key=proxy.config.api_key
+        vllm_engine.client,
+        rollout_proxy.base_url,
+        TableStore(rollout_proxy.config.table_root),
+        proxy_api_key=rollout_proxy.config.api_key,
     )
     result = train_ppo(config, tiny_model_dir, services, tmp_path / "run")
     rewards = [m["reward_mean"] for m in result.history]
@@ -150,7 +136,7 @@ def _ppo_process(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
 
 
 def test_a_killed_run_resumes_from_its_checkpoint_with_the_same_results(
-    vllm_engine: object, proxy: object, tiny_model_dir: Path, yes_no_ids: list[int], tmp_path: Path
+    vllm_engine: object, rollout_proxy: object, tiny_model_dir: Path, yes_no_ids: list[int], tmp_path: Path
 ) -> None:
     def args(run: str) -> list[str]:
         config = tmp_path / f"{run}.json"
@@ -158,14 +144,14 @@ def test_a_killed_run_resumes_from_its_checkpoint_with_the_same_results(
         config.write_text(json.dumps(payload))
         return [
             "--config", str(config), "--base-model", str(tiny_model_dir),
-            "--engine-url", vllm_engine.base_url, "--proxy-url", proxy.base_url,
-            "--table-root", str(proxy.config.table_root), "--output", str(tmp_path / run),
+            "--engine-url", vllm_engine.base_url, "--proxy-url", rollout_proxy.base_url,
+            "--table-root", str(rollout_proxy.config.table_root), "--output", str(tmp_path / run),
         ]  # fmt: skip
 
     env = {
         **os.environ,
         "SOCIALRL_ENGINE_API_KEY": vllm_engine.config.api_key,
-        "SOCIALRL_PROXY_API_KEY": proxy.config.api_key,
+        "SOCIALRL_PROXY_API_KEY": rollout_proxy.config.api_key,
     }
     whole = _ppo_process(args("whole"), env)
     out, _ = whole.communicate(timeout=600)
