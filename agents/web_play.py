@@ -3,7 +3,7 @@ every other agent, against a code agent or a served model; the finished episode 
 
 | part | what |
 | --- | --- |
-| `WebHumanAgent` | an `environments.core.runtime.Agent`: keeps every event addressed to its seat (and nothing else) for the page, and answers a TURN request with the text the person typed, sent as RAW_TEXT so the environment's own grammar parses it (malformed moves get the same invalid-action notice and retries as a model's) |
+| `WebHumanAgent` | an `environments.core.runtime.Agent`: keeps every event addressed to its seat (and nothing else) for the page, and answers a TURN request with the text the person typed, sent as RAW_TEXT so the environment's own grammar parses it (malformed moves get the same invalid-action notice and retries as a model's); with the environment's attempt record it also says how each of the person's moves was read, and which replies of the other seats were refused and why |
 | `CodeOpponents` | the code agents of agents/socialrl/code_agents.py in the six SocialRL domains; the scripted strategies of agents/yoao/red_black_strategies.py in the Red-Black game |
 | `OpponentProvider` | what any other source of opponents implements (models/play.py: registered models served by the local vLLM engine) |
 | `create_app(providers, record)` | the FastAPI app: the page at `/`, a small JSON API under `/api` |
@@ -16,9 +16,9 @@ API (every error is JSON `{"error": "..."}` with a 4xx status, and the page show
 
 | request | answer |
 | --- | --- |
-| `GET /api/environments` | each playable environment: id, title, seats, opponents (name, label, kind) |
-| `POST /api/games` `{"env_id", "seat", "opponent", "seed"}` | 201 `{"game_id", "episode_id", ...}`; 400 for an unknown environment, seat or opponent (a model alias the registry does not know) |
-| `GET /api/games/{id}?since=n` | the events addressed to the seat from index n on, whether it is the person's turn (allowed kinds, the request's text), and when done the seat's outcome |
+| `GET /api/environments` | each playable environment: id, title, seats, opponents (name, label, kind, and for a model what it was trained for: `trained`, `domains`, `seat`) |
+| `POST /api/games` `{"env_id", "seat", "opponent", "seed"}` | 201 `{"game_id", "episode_id", "warning", ...}` (`warning`: the model plays outside the domain or seat it was trained for); 400 for an unknown environment, seat or opponent (a model alias the registry does not know) |
+| `GET /api/games/{id}?since=n` | the events addressed to the seat from index n on (with how each of the person's moves was read and each refused reply of another seat, reason only), whether it is the person's turn (allowed kinds, the request's text), and when done the seat's outcome and every attempt of every seat with its text (`record`) |
 | `POST /api/games/{id}/moves` `{"text"}` | 202; 409 when it is not the person's turn; 400 for an empty or over-long move |
 | `DELETE /api/games/{id}` | abandons a game (nothing is recorded) |
 
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import sys
 import time
@@ -46,7 +47,7 @@ from agents.socialrl.code_agents import CODE_AGENTS, make_code_agent
 from agents.web_play_page import PAGE
 from agents.yoao.red_black_strategies import PAPER_OPPONENTS, STRATEGIES, MajorityFollower, make_strategy_team
 from environments import SOCIALRL_ENV_IDS, make
-from environments.core.base import ActionSpec
+from environments.core.base import ActionSpec, Attempt, Environment
 from environments.core.events import RAW_TEXT, Action, Event, Notification, Observation
 from environments.core.registry import env_class, sample_scenarios
 from environments.core.runtime import Agent, EpisodeResult, run_episode
@@ -78,6 +79,12 @@ class OpponentOption:
     """What the person reads."""
     kind: str
     """"code" or "model"."""
+    trained: str = ""
+    """What a model was trained for, in words (e.g. "craigslist-v0 as buyer"); "" for a code agent."""
+    domains: tuple[str, ...] = ()
+    """The environments it was trained on (empty: not recorded, or a code agent that plays them all)."""
+    seat: str = ""
+    """The seat it was trained to play there ("" when not recorded)."""
 
 
 class OpponentProvider(Protocol):
@@ -94,6 +101,9 @@ class OpponentProvider(Protocol):
 
     async def make_agents(self, env_id: str, name: str, seats: Sequence[str], seed: int) -> dict[str, Agent]:
         """Agents for the opponent's `seats` (may start serving a model: it can take a while)."""
+
+    def note(self, env_id: str, name: str, seats: Sequence[str]) -> str:
+        """A warning when `name` plays `seats` of `env_id` outside what it was trained for; "" otherwise."""
 
 
 def opponent_and_team_seats(env_id: str, seats: Sequence[str], human_seat: str) -> tuple[list[str], list[str]]:
@@ -130,6 +140,9 @@ class CodeOpponents:
             return dict(make_strategy_team(name, seats, seed))
         return {seat: make_code_agent(name, seed + 7919 * (k + 1)) for k, seat in enumerate(seats)}
 
+    def note(self, env_id: str, name: str, seats: Sequence[str]) -> str:
+        return ""  # code agents and scripted teams play every seat of the environments they are offered in
+
 
 # ------------------------------------------------------------------------------------------ the person
 def event_view(event: Event) -> dict[str, Any]:
@@ -137,6 +150,42 @@ def event_view(event: Event) -> dict[str, Any]:
     if isinstance(event, Observation):
         return {"kind": "observation", "text": event.text, "sender": event.sender, "private": event.private}
     return {"kind": event.kind.value, "text": event.text, "allowed": list(event.allowed)}
+
+
+def parsed_text(attempt: Attempt) -> str:
+    """How the environment read a move: its kind and payload, e.g. `offer {"price": 50.0}`."""
+    payload = json.dumps(attempt.payload, sort_keys=True, default=str) if attempt.payload else ""
+    return f"{attempt.kind} {payload}".strip() or "(nothing)"
+
+
+def attempt_view(attempt: Attempt, seat: str) -> dict[str, Any] | None:
+    """What the person's page shows of one attempt while the game runs: how its own accepted moves were read
+    (its refusals already arrive as invalid-action notices), and that another seat's reply was refused, with
+    the reason but not the text (the text never reached this seat in the game; `record_view` shows it after
+    the game). Another seat's accepted moves arrive as the environment's own observations: None."""
+    if attempt.agent_id == seat:
+        if not attempt.accepted:
+            return None
+        return {"kind": "parsed", "text": f"The game read your move as: {parsed_text(attempt)}", "sender": seat}
+    if attempt.accepted:
+        return None
+    return {
+        "kind": "refused",
+        "text": f"{attempt.agent_id}'s reply was refused: {attempt.reason or 'no reason given'}",
+        "sender": attempt.agent_id,
+    }
+
+
+def record_view(attempt: Attempt) -> dict[str, Any]:
+    """One attempt of the finished game, as the page's full record lists it."""
+    return {
+        "index": attempt.index,
+        "seat": attempt.agent_id,
+        "text": attempt.text,
+        "accepted": attempt.accepted,
+        "read_as": parsed_text(attempt) if attempt.kind else "",
+        "reason": attempt.reason,
+    }
 
 
 class WebHumanAgent:
@@ -152,17 +201,37 @@ class WebHumanAgent:
         self.pending: Notification | None = None
         """The TURN request waiting for the person's move, if any."""
         self._answer: asyncio.Future[str] | None = None
+        self._env: Environment | None = None
+        self._attempts_seen = 0
+
+    def watch(self, env: Environment) -> None:
+        """Read the environment's attempt record (how moves were parsed or why they were refused) into the
+        events, in order: before each event the seat observes, and whenever the page asks (`sync`)."""
+        self._env, self._attempts_seen = env, 0
+
+    def sync(self) -> None:
+        """Add the views of the attempts recorded since the last call (see `attempt_view`). Every event the seat
+        observes was emitted after the attempts recorded before it, so the order of the page is the game's."""
+        if self._env is None or not self.agent_id:
+            return
+        attempts = self._env.attempts
+        for attempt in attempts[self._attempts_seen :]:
+            view = attempt_view(attempt, self.agent_id)
+            if view is not None:
+                self.events.append(view)
+        self._attempts_seen = len(attempts)
 
     def describe(self) -> str:
         return self.name
 
     async def reset(self, agent_id: str, env_id: str, spec: ActionSpec, episode_id: str) -> None:
         self.agent_id, self.env_id, self.spec = agent_id, env_id, spec
-        self.events, self.pending, self._answer = [], None, None
+        self.events, self.pending, self._answer, self._attempts_seen = [], None, None, 0
 
     async def observe(self, event: Event) -> None:
         if event.to != self.agent_id:  # the runtime addresses correctly; refuse to show anything else anyway
             return
+        self.sync()
         self.events.append(event_view(event))
 
     async def act(self, request: Notification) -> Action:
@@ -205,9 +274,12 @@ class Game:
     result: EpisodeResult | None = None
     error: str = ""
     recorded: bool = False
+    warning: str = ""
+    """Why the opponent may play badly here (a model outside the domain or seat it was trained for)."""
 
     def view(self, since: int = 0) -> dict[str, Any]:
         since = max(0, since)
+        self.human.sync()
         pending = self.human.pending
         spec = self.human.spec
         state: dict[str, Any] = {
@@ -228,7 +300,9 @@ class Game:
             "kinds": dict(spec.kinds) if spec else {},
             "done": self.status in ("finished", "failed", "abandoned"),
             "error": self.error,
+            "warning": self.warning,
             "outcome": None,
+            "record": [],
         }
         if self.result is not None:
             outcome = self.result.outcome
@@ -243,6 +317,8 @@ class Game:
                 "leaked": list(role.leaked) if role else [],
                 "recorded": self.recorded,
             }
+            # The game is over: every attempt of every seat, texts included (what the tables keep).
+            state["record"] = [record_view(a) for a in self.result.attempts]
         return state
 
 
@@ -328,6 +404,7 @@ class GameRoom:
         self._forget_old()
         game_id = uuid.uuid4().hex[:12]
         game = Game(game_id, env_id, seat, opponent, seed, f"play:{env_id}:{game_id}", WebHumanAgent())
+        game.warning = provider.note(env_id, opponent, opponent_and_team_seats(env_id, seats, seat)[0])
         self.games[game_id] = game
         game.task = asyncio.get_running_loop().create_task(self._play(game, provider, scenario, seats))
         return game
@@ -341,9 +418,11 @@ class GameRoom:
                 s: MajorityFollower(seed=game.seed * 31 + k + 1) for k, s in enumerate(teammate_seats)
             }  # Red-Black only
             agents: dict[str, Agent] = {**opponents, **teammates, game.seat: game.human}
+            env = make(game.env_id)
+            game.human.watch(env)
             game.status = "playing"
             game.result = await run_episode(
-                make(game.env_id), agents, scenario, game.seed, turn_timeout=None, episode_id=game.episode_id
+                env, agents, scenario, game.seed, turn_timeout=None, episode_id=game.episode_id
             )
         except asyncio.CancelledError:
             game.status = "abandoned"

@@ -3,7 +3,9 @@
 Every text from the server is put into the page with `textContent` (never `innerHTML`), so a move or a
 model reply containing markup is shown, not run. The page asks /api/games/<id>?since=<n> twice a second
 for what happened since; query parameters `env`, `seat`, `opponent`, `seed` preselect the form (links
-from the README or a notebook can open a given match).
+from the README or a notebook can open a given match). An unknown `env` or `seat` in the address is refused
+with a message (the form does not start until one is chosen), not silently replaced. Beside the opponent the
+page says what a model was trained for and warns when the chosen environment or seat is outside it.
 """
 
 PAGE = r"""<!DOCTYPE html>
@@ -29,12 +31,19 @@ PAGE = r"""<!DOCTYPE html>
   #log li.private { border-left-color: #c77d00; background: #fff8ec; }
   #log li.you { border-left-color: #2a6fdb; background: #f2f6fd; }
   #log li.turn { border-left-color: #2a9d4b; color: #185c2e; background: #f1faf3; }
-  #log li.invalid_action, #log li.timeout { border-left-color: #c00; background: #fff0f0; }
+  #log li.invalid_action, #log li.timeout, #log li.refused { border-left-color: #c00; background: #fff0f0; }
+  #log li.parsed { border-left-color: #2a6fdb; color: #33557f; font-size: .9rem; background: #f8faff; }
   #log li.deal, #log li.episode_end { border-left-color: #333; font-weight: 600; }
   .who { font-size: .8rem; color: #666; display: block; }
   #status { font-weight: 600; margin: .75rem 0; }
   #move { width: 100%; min-height: 4.5rem; box-sizing: border-box; }
+  #opponent-info { color: #444; margin: .25rem 0; }
+  #opponent-warning, #game-warning { color: #8a4b00; background: #fff6e5; border-radius: 4px; padding: .25rem .5rem; }
   #outcome { border: 2px solid #333; border-radius: 6px; padding: .5rem .75rem; white-space: pre-wrap; }
+  #record { border-collapse: collapse; margin: 1rem 0; font-size: .9rem; width: 100%; }
+  #record th, #record td { border: 1px solid #ccc; padding: .25rem .4rem; text-align: left; vertical-align: top;
+                           white-space: pre-wrap; overflow-wrap: anywhere; }
+  #record tr.refused td { background: #fff0f0; }
 </style>
 </head>
 <body>
@@ -50,8 +59,11 @@ PAGE = r"""<!DOCTYPE html>
   </fieldset>
 </form>
 <p id="env-title"></p>
+<p id="opponent-info"></p>
+<p id="opponent-warning" role="status" hidden></p>
 <div id="error" role="alert"></div>
 <section id="game" hidden>
+  <p id="game-warning" hidden></p>
   <div id="intro"></div>
   <ol id="log" aria-live="polite"></ol>
   <div id="status"></div>
@@ -61,6 +73,11 @@ PAGE = r"""<!DOCTYPE html>
     <span id="allowed"></span>
   </form>
   <div id="outcome" hidden></div>
+  <table id="record" hidden>
+    <caption>Every attempt of every seat, as the game read it (the texts of refused replies included)</caption>
+    <thead><tr><th>#</th><th>seat</th><th>text</th><th>read as</th><th>refused because</th></tr></thead>
+    <tbody></tbody>
+  </table>
 </section>
 <script>
 "use strict";
@@ -108,6 +125,35 @@ function fillEnvironment(envId, seat, opponent) {
     if (env.opponents.some((o) => o.name === opponent)) $("opponent").value = opponent;
     else $("opponent-uri").value = opponent;
   }
+  describeOpponent();
+}
+
+function refuse(message) {
+  // A choice in the page address that does not exist: say so, and start nothing until one is chosen.
+  showError(message);
+  $("start").disabled = true;
+}
+
+function chosen() { showError(""); $("start").disabled = false; describeOpponent(); }
+
+function describeOpponent() {
+  // What the chosen model was trained for, and a warning when this environment or seat is outside it.
+  const env = environments.find((e) => e.env_id === $("env").value);
+  const name = $("opponent-uri").value.trim() || $("opponent").value;
+  const o = env ? env.opponents.find((x) => x.name === name) : null;
+  const warning = $("opponent-warning");
+  warning.hidden = true;
+  $("opponent-info").textContent = o && o.trained ? name + " was trained on " + o.trained + "." : "";
+  if (!o || !o.trained) return;
+  const plays = env.seats.filter((s) => s !== $("seat").value);
+  let text = "";
+  if (o.domains.length && !o.domains.includes(env.env_id)) {
+    text = "Outside its training: " + name + " was trained on " + o.trained + ", here it plays " + env.env_id + ".";
+  } else if (o.seat && plays.length && !plays.includes(o.seat)) {
+    text = "Outside its training: " + name + " was trained as " + o.seat + ", here it plays " + plays.join(", ") + ".";
+  }
+  warning.textContent = text;
+  warning.hidden = !text;
 }
 
 async function load() {
@@ -117,8 +163,19 @@ async function load() {
   environments.forEach((e) => option($("env"), e.env_id, e.env_id));
   const params = new URLSearchParams(location.search);
   if (params.has("seed")) $("seed").value = params.get("seed");
-  fillEnvironment(params.get("env"), params.get("seat"), params.get("opponent"));
-  $("env").addEventListener("change", () => fillEnvironment($("env").value));
+  const envId = params.get("env"), seat = params.get("seat");
+  fillEnvironment(envId, seat, params.get("opponent"));
+  if (envId && !environments.some((e) => e.env_id === envId)) {
+    refuse("Unknown environment '" + envId + "' in the page address; choose one of " +
+           environments.map((e) => e.env_id).join(", ") + ".");
+  } else if (seat && seat !== $("seat").value) {
+    const env = environments.find((e) => e.env_id === $("env").value);
+    refuse("Unknown seat '" + seat + "' in " + env.env_id + " (page address); choose one of " + env.seats.join(", ") + ".");
+  }
+  $("env").addEventListener("change", () => { fillEnvironment($("env").value); chosen(); });
+  $("seat").addEventListener("change", chosen);
+  $("opponent").addEventListener("change", describeOpponent);
+  $("opponent-uri").addEventListener("input", describeOpponent);
 }
 
 function addEvent(event) {
@@ -127,6 +184,8 @@ function addEvent(event) {
   const who = document.createElement("span");
   who.className = "who";
   if (event.kind === "you") who.textContent = "you";
+  else if (event.kind === "parsed") who.textContent = "how the game read your move";
+  else if (event.kind === "refused") who.textContent = event.sender + ": refused reply";
   else if (event.kind === "observation") who.textContent = event.sender ? event.sender : (event.private ? "private to you" : "game");
   else who.textContent = event.kind.replace("_", " ");
   const text = document.createElement("span");
@@ -180,7 +239,24 @@ function render(state) {
       ];
       box.textContent = lines.join("\n");
     } else { box.textContent = "No outcome (" + state.status + ")."; }
+    showRecord(state.record || []);
   }
+}
+
+function showRecord(record) {
+  const body = $("record").querySelector("tbody");
+  body.replaceChildren();
+  record.forEach((a) => {
+    const row = document.createElement("tr");
+    row.className = a.accepted ? "accepted" : "refused";
+    [String(a.index + 1), a.seat, a.text, a.read_as, a.accepted ? "" : a.reason].forEach((value) => {
+      const cell = document.createElement("td");
+      cell.textContent = value;
+      row.appendChild(cell);
+    });
+    body.appendChild(row);
+  });
+  $("record").hidden = record.length === 0;
 }
 
 async function poll() {
@@ -205,7 +281,9 @@ $("setup").addEventListener("submit", async (ev) => {
   catch (e) { showError(e.message); return; }
   if (polling) clearInterval(polling);
   game = state.game_id; next = 0; introShown = false;
-  $("log").replaceChildren(); $("outcome").hidden = true; $("game").hidden = false;
+  $("game-warning").textContent = state.warning || "";
+  $("game-warning").hidden = !state.warning;
+  $("log").replaceChildren(); $("outcome").hidden = true; $("record").hidden = true; $("game").hidden = false;
   $("intro").textContent = "You play '" + state.seat + "' in " + state.env_id + " against " + state.opponent + ".";
   render(state);
   polling = setInterval(poll, 500);

@@ -7,7 +7,7 @@ from pathlib import Path
 from dagster import AssetExecutionContext, AssetKey, AssetRecordsFilter, MetadataValue, Output, asset
 
 from agents.llm_agent import LLMAgent, LLMAgentConfig
-from assets.common import execution_id
+from assets.common import execution_id, mlflow_links
 from assets.configs import RedTeamConfig
 from assets.leaderboard import endpoint_leaderboard
 from environments.core.runtime import Agent
@@ -117,6 +117,7 @@ def privacy_red_team(
             "skipped": MetadataValue.json(skipped),
             "extractor": name,
             "mlflow_run_id": run.run_id,
+            **mlflow_links(context, mlflow, run.run_id),
         },
     )
 
@@ -146,5 +147,6 @@ def behaviour_report(
             **{name.removesuffix(".png"): MetadataValue.md(markdown_image(png, name)) for name, png in plots.items()},
             "report": str(path),
             "mlflow_run_id": run.run_id,
+            **mlflow_links(context, mlflow, run.run_id),
         },
     )

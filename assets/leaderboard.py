@@ -7,7 +7,7 @@ from pathlib import Path
 
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
-from assets.common import execution_id
+from assets.common import execution_id, mlflow_links
 from assets.configs import LeaderboardConfig
 from models.evaluation.leaderboard import Endpoint, Leaderboard, evaluate_endpoint, markdown_table, merge_rows
 from models.evaluation.policy import store_evaluation
@@ -79,5 +79,6 @@ def endpoint_leaderboard(
             "skipped": MetadataValue.json(skipped),
             "file": str(path),
             "mlflow_run_id": run.run_id,
+            **mlflow_links(context, mlflow, run.run_id),
         },
     )

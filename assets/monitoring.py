@@ -8,12 +8,16 @@ A specialist is evaluated on its domain; a stage-2 policy (`socialrl-cascade`, `
 of its `socialrl.domains` tag, summarised over all of them (equal episode counts: the mean of the domains)."""
 
 import dataclasses
+import logging
 from datetime import UTC, datetime
 
 from dagster import AssetExecutionContext, Config, MetadataValue, OpExecutionContext, Output, asset, op
 
+from assets import socialrl
+from assets import stage2 as stage2_assets
+from assets.common import mlflow_links
 from environments import SOCIALRL_ENV_IDS
-from models.display import display_metadata, format_number
+from models.display import display_json, display_metadata, format_number
 from models.evaluation.policy import EvaluationResult, EvaluationSummary, store_evaluation, summarise
 from models.evaluation.transcripts import representative_transcripts, transcripts_markdown
 from models.serving.adapters import serve_adapter
@@ -21,6 +25,8 @@ from models.socialrl import stage1, stage2
 from resources import EngineResource, MlflowResource, SettingsResource, StoreResource
 
 GROUP = "monitoring"
+log = logging.getLogger("socialrl.monitoring")
+"""Progress and results on the console (`make run`) and in the run's Events (a Dagster-managed logger)."""
 
 
 def _env_of(model_name: str) -> str | None:
@@ -79,7 +85,13 @@ def _summary(results: list[EvaluationResult]) -> EvaluationSummary:
     return summarise(episodes, results[0].summary.confidence, results[0].summary.ci_method, results[0].seed)
 
 
-@asset(group_name=GROUP, kinds={"vllm", "mlflow", "duckdb"})
+# The edges to what it evaluates: the specialists' champion alias (moved by specialist_champion) and the stage-2
+# policies' (moved by unified_evaluation). Non-argument dependencies: it reads the registry, not their outputs.
+@asset(
+    group_name=GROUP,
+    kinds={"vllm", "mlflow", "duckdb"},
+    deps=[socialrl.specialist_champion, stage2_assets.unified_evaluation],
+)
 def champion_evaluations(
     context: AssetExecutionContext,
     settings: SettingsResource,
@@ -92,25 +104,39 @@ def champion_evaluations(
     their domains (summarised over them). Materialised nightly by a schedule."""
     now = datetime.now(UTC)
     today = now.strftime("%Y%m%d")
-    tracker = mlflow.tracker()
+    tracker, links = mlflow.tracker(), mlflow.links()
     rows: dict[str, float] = {}
+    report: dict[str, dict] = {}
     lines, transcripts = [], []
-    for version in tracker.champion_versions(prefix="socialrl-"):
+    champions = tracker.champion_versions(prefix="socialrl-")
+    for k, version in enumerate(champions):
         label = f"{version.name}@v{version.version}"
         run_id = f"nightly-{today}"
+        log.info("nightly evaluation %d/%d: %s", k + 1, len(champions), label)
         results = _evaluate_version(settings, store, engine, mlflow, version.name, version.version, run_id, int(today))
         summary = _summary(results)
         tracker.record_evaluation_history(version.name, version.version, summary, "nightly", when=now, source=run_id)
         rows[label] = summary.mean_reward
-        lines.append(
-            f"| {label} | {format_number(summary.mean_reward)} | "
-            f"[{format_number(summary.ci_low)}, {format_number(summary.ci_high)}] | {summary.n} | "
-            f"{format_number(summary.agreement_rate)} | {version.run_id or ''} |"
+        report[label] = {"run_id": run_id, **summary.as_dict()}
+        run_link = (
+            f"[{version.run_id[:8]}]({links.mlflow_run(tracker.experiment_id, version.run_id)})"
+            if version.run_id
+            else ""
         )
+        lines.append(
+            f"| [{label}]({links.mlflow_version(version.name, version.version)}) | {format_number(summary.mean_reward)} | "
+            f"[{format_number(summary.ci_low)}, {format_number(summary.ci_high)}] | {summary.n} | "
+            f"{format_number(summary.agreement_rate)} | {run_link} |"
+        )
+        if version.run_id:
+            mlflow_links(context, mlflow, version.run_id)  # the training run links to this nightly run
         for result in results:
             title = label if len(results) == 1 else f"{label} on {result.env_id}"
             transcripts.append(transcripts_markdown(representative_transcripts(result, title), title=title))
-        context.log.info(f"{label}: nightly mean reward {summary.mean_reward:.3f} (n={summary.n})")
+        log.info(
+            "nightly %s: mean reward %.3f [%.3f, %.3f] (n=%d), agreement %.2f",
+            label, summary.mean_reward, summary.ci_low, summary.ci_high, summary.n, summary.agreement_rate,
+        )  # fmt: skip
     table = "\n".join(lines) or "| (no champions yet) | | | | | |"
     return Output(
         rows,
@@ -121,6 +147,7 @@ def champion_evaluations(
                 + table
             ),
             "transcripts": MetadataValue.md("\n\n".join(transcripts) or "*no champions yet*"),
+            "report": MetadataValue.json(display_json(report)),  # make run's report reads it (nightly)
         },
     )
 
@@ -148,5 +175,8 @@ def evaluate_model_version(
     tracker = mlflow.tracker()
     tracker.record_evaluation(config.model_name, config.version, {"mean_reward": summary.mean_reward})
     tracker.record_evaluation_history(config.model_name, config.version, summary, "heldout", source=run_id)
-    context.log.info(f"{config.model_name} v{config.version}: mean reward {summary.mean_reward:.3f} (n={summary.n})")
+    log.info(
+        "%s v%s: held-out mean reward %.3f [%.3f, %.3f] (n=%d)",
+        config.model_name, config.version, summary.mean_reward, summary.ci_low, summary.ci_high, summary.n,
+    )  # fmt: skip
     return summary.as_dict()

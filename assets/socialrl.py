@@ -20,10 +20,10 @@ from dagster import (
 
 from agents.socialrl.tournament import TournamentConfig, run_tournament
 from agents.traces import Trace
-from assets.common import dagster_run_id, execution_id
+from assets.common import dagster_run_id, execution_id, mlflow_links
 from assets.configs import TeacherSourceConfig
 from environments import SOCIALRL_ENV_IDS
-from models.display import display_metadata, json_safe
+from models.display import display_json, display_metadata
 from models.evaluation.policy import EvaluationResult, store_evaluation
 from models.evaluation.reports import environment_summary
 from models.plots import markdown_image
@@ -41,14 +41,22 @@ DOMAINS = StaticPartitionsDefinition(list(SOCIALRL_ENV_IDS))
 GROUP = "socialrl"
 
 
-def _tags(context: AssetExecutionContext, settings: SettingsResource, stage: str, parent: str | None = None) -> dict:
+def _tags(
+    context: AssetExecutionContext,
+    settings: SettingsResource,
+    mlflow: MlflowResource,
+    stage: str,
+    parent: str | None = None,
+) -> dict:
+    dagster = dagster_run_id(context)
     return run_tags(
         domain=context.partition_key if context.has_partition_key else None,
         profile=settings.get_profile().name,
         git_commit=git_commit(),
-        dagster_run_id=dagster_run_id(context),
+        dagster_run_id=dagster,
         parent_run_id=parent,
         stage=stage,
+        dagster_run_url=mlflow.links().dagster_run(dagster) if dagster != "direct" else None,
     )
 
 
@@ -195,7 +203,7 @@ def sft_warmstart(
     base_dir = resolve_model(profile.base_model, settings.paths().models)
     output = settings.paths().run_dir("sft", env_id, execution_id(context))
     warm = stage1.warmstart(
-        env_id, traces, profile, base_dir, output, mlflow.tracker(), _tags(context, settings, "sft")
+        env_id, traces, profile, base_dir, output, mlflow.tracker(), _tags(context, settings, mlflow, "sft")
     )
     if warm.sft is None:
         return Output(warm, metadata={"skipped": warm.skipped})
@@ -215,6 +223,7 @@ def sft_warmstart(
                 }
             ),
             "mlflow_run_id": warm.mlflow_run_id or "",
+            **mlflow_links(context, mlflow, warm.mlflow_run_id),
         },
     )
 
@@ -246,7 +255,7 @@ def specialist(
         output,
         init,
         mlflow.tracker(),
-        _tags(context, settings, "ppo", parent=sft_warmstart.mlflow_run_id),
+        _tags(context, settings, mlflow, "ppo", parent=sft_warmstart.mlflow_run_id),
     )
     reward_png, diagnostics_png = stage1.learning_curve_plots(trained.curve, env_id)
     last = trained.curve[-1]
@@ -255,7 +264,7 @@ def specialist(
         metadata={
             "learning_curve": MetadataValue.md(markdown_image(reward_png, "reward per iteration")),
             "diagnostics": MetadataValue.md(markdown_image(diagnostics_png, "PPO diagnostics")),
-            "reward_curve": MetadataValue.json([json_safe(p.reward_mean) for p in trained.curve]),
+            "reward_curve": MetadataValue.json(display_json([p.reward_mean for p in trained.curve])),
             **display_metadata(
                 {
                     "final_reward_mean": last.reward_mean,
@@ -268,6 +277,7 @@ def specialist(
             ),
             "mlflow_run_id": trained.mlflow_run_id or "",
             "model": f"{trained.model_name} v{trained.model_version}",
+            **mlflow_links(context, mlflow, trained.mlflow_run_id, trained.model_name, trained.model_version),
         },
     )
 
@@ -317,7 +327,7 @@ def warmstart_imitation(
         metadata={
             "imitation": MetadataValue.md(report.markdown()),
             "transcripts": MetadataValue.md(report.transcripts_markdown or "*no episodes*"),
-            "report": MetadataValue.json(json_safe(report.as_json())),
+            "report": MetadataValue.json(display_json(report.as_json())),
             "plan": imitation.plan,
             **display_metadata(
                 {
@@ -408,7 +418,7 @@ def specialist_eval(
             "evaluation": MetadataValue.md(evaluation.markdown()),
             "plot": MetadataValue.md(markdown_image(png, "held-out reward")),
             "transcripts": MetadataValue.md(evaluation.transcripts_markdown or "*no episodes*"),
-            "report": MetadataValue.json(json_safe(evaluation.report())),
+            "report": MetadataValue.json(display_json(evaluation.report())),
             "seat": evaluation.seat,
             **display_metadata(
                 {
@@ -417,6 +427,7 @@ def specialist_eval(
                 }
             ),
             "mlflow_run_id": specialist.mlflow_run_id or "",
+            **mlflow_links(context, mlflow, specialist.mlflow_run_id, specialist.model_name, specialist.model_version),
         },
     )
 
@@ -467,5 +478,8 @@ def specialist_champion(
     )
     return Output(
         ChampionUpdate(s.model_name, s.model_version, promoted),
-        metadata={"champion": f"{s.model_name} v{s.model_version}" if promoted else "unchanged"},
+        metadata={
+            "champion": f"{s.model_name} v{s.model_version}" if promoted else "unchanged",
+            **mlflow_links(context, mlflow, None, s.model_name, s.model_version),
+        },
     )

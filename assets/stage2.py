@@ -19,7 +19,7 @@ from dagster import (
 )
 from pydantic import Field
 
-from assets.common import execution_id
+from assets.common import execution_id, mlflow_links
 from assets.socialrl import specialist_champion
 from environments import SOCIALRL_ENV_IDS
 from models.plots import markdown_image
@@ -79,6 +79,7 @@ def transfer_matrix(
             "domains": MetadataValue.json(list(matrix.domains)),
             "wall_s": round(result.wall_s, 1),
             "mlflow_run_id": result.mlflow_run_id or "",
+            **mlflow_links(context, mlflow, result.mlflow_run_id),
         },
     )
 
@@ -183,6 +184,7 @@ def cascade_policy(
             "resumed_stages": result.resumed_stages,
             "wall_s": round(result.wall_s, 1),
             "mlflow_run_id": result.mlflow_run_id or "",
+            **mlflow_links(context, mlflow, result.mlflow_run_id, result.model_name, result.model_version),
         },
     )
 
@@ -238,6 +240,7 @@ def mopd_student(
             "model": f"{result.model_name} v{result.model_version}",
             "wall_s": round(result.wall_s, 1),
             "mlflow_run_id": result.mlflow_run_id or "",
+            **mlflow_links(context, mlflow, result.mlflow_run_id, result.model_name, result.model_version),
         },
     )
 
@@ -287,6 +290,7 @@ def unified_evaluation(
             **{f"mean_{policy}": value for policy, value in means.items()},
             "promoted": MetadataValue.json(result.promoted),
             "mlflow_run_id": result.mlflow_run_id or "",
+            **mlflow_links(context, mlflow, result.mlflow_run_id),
         },
     )
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
-from assets.common import execution_id
+from assets.common import execution_id, mlflow_links
 from assets.socialrl import DOMAINS
 from models.evaluation.policy import store_evaluation
 from models.plots import grouped_bars, markdown_image
@@ -128,5 +128,6 @@ def tom_analysis(
             "report": str(report),
             **{f"reward_{arm}": e.mean for arm, e in result.arms.items()},
             "mlflow_run_id": run.run_id,
+            **mlflow_links(context, mlflow, run.run_id),
         },
     )

@@ -25,7 +25,7 @@ from dagster import (
 )
 from pydantic import Field
 
-from assets.common import execution_id
+from assets.common import execution_id, mlflow_links
 from assets.configs import EndpointConfig
 from environments.yoao.red_black import list_frames
 from models.profiles import Profile
@@ -217,6 +217,7 @@ def yoao_format_warmup(
             "examples": adapter.examples,
             "model": f"{adapter.registered_name} v{adapter.version}",
             "wall_s": round(warmup.wall_s, 1),
+            **mlflow_links(context, mlflow, None, adapter.registered_name, adapter.version),
         },
     )
 
@@ -248,6 +249,7 @@ def yoao_seed_agent(
             "examples": adapter.examples,
             "model": f"{adapter.registered_name} v{adapter.version}",
             "wall_s": round(adapter.wall_s, 1),
+            **mlflow_links(context, mlflow, None, adapter.registered_name, adapter.version),
         },
     )
 

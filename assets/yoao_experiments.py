@@ -22,7 +22,7 @@ from dagster import (
     asset_check,
 )
 
-from assets.common import execution_id
+from assets.common import execution_id, mlflow_links
 from assets.yoao import FRAMES, GROUP, SEED_PIPELINE_ASSETS, serve_players, yoao_settings
 from models.plots import markdown_image
 from models.tracking import Tracker
@@ -324,6 +324,7 @@ def yoao_results(
             "benchmark": MetadataValue.json(benchmark),
             "seed_champion": f"{SEED_MODEL_NAME} v{version}" if promoted else "unchanged",
             "mlflow_run_id": run_id,
+            **mlflow_links(context, mlflow, run_id),
         },
     )
 

@@ -8,8 +8,9 @@ three counterparts), paired with the warm-start itself on the same episodes.
 | arm | advantage | actor lr | invalid-action penalty |
 | --- | --- | --- | --- |
 | `value_head` | shared value head (GAE), one critic warm-up iteration (the cpu default before) | 5e-5 | 0 |
+| `value_head_lr2e-4` | shared value head (GAE), one critic warm-up iteration | 2e-4 | 0 |
 | `group` | group-relative: 4 samples per scenario and counterpart, return minus the others' mean, no warm-up | 5e-5 | 0 |
-| `group_lr2e-4` | group-relative | 2e-4 | 0 |
+| `group_lr2e-4` | group-relative (the cpu default since issue 26) | 2e-4 | 0 |
 | `group_penalty` | group-relative | 5e-5 | 0.05 per invalid action (training only) |
 
 Per arm: the in-training curve (reward and its interval per iteration, KL, invalid actions), the held-out
@@ -52,6 +53,7 @@ CURVE_KEYS = (
 
 ARMS: dict[str, dict[str, Any]] = {
     "value_head": {"advantage": "gae", "actor_lr": 5e-5, "group_size": 1, "penalty": 0.0, "warmup": 1},
+    "value_head_lr2e-4": {"advantage": "gae", "actor_lr": 2e-4, "group_size": 1, "penalty": 0.0, "warmup": 1},
     "group": {"advantage": "group", "actor_lr": 5e-5, "group_size": 4, "penalty": 0.0, "warmup": 0},
     "group_lr2e-4": {"advantage": "group", "actor_lr": 2e-4, "group_size": 4, "penalty": 0.0, "warmup": 0},
     "group_penalty": {"advantage": "group", "actor_lr": 5e-5, "group_size": 4, "penalty": 0.05, "warmup": 0},

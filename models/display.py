@@ -8,6 +8,7 @@ text) is rounded here.
 | `display_number(x, digits=3)` | a float rounded for display: `digits` decimals, or `digits` significant digits for values below 0.1 in magnitude (0.000123 stays visible); ints, bools and non-finite values unchanged |
 | `format_number(x, digits=3)` | the same as text, "n/a" for a missing or non-finite value (for markdown tables) |
 | `display_metadata(values, digits=3)` | a mapping with every float (also inside lists and nested mappings) rounded by `display_number`; NaN and infinities become text ("n/a", "inf") because Dagster shows a NaN float as a bare `NaN` |
+| `display_json(value, digits=3)` | `json_safe(value)` with every float rounded by `display_number`: JSON metadata (`MetadataValue.json`) a person reads (0.0015624999999999992 -> 0.00156), NaN as `null` with its reason |
 | `json_safe(value, reasons=...)` | a JSON-serialisable copy: dataclasses and mappings become dicts, tuples/sets lists, paths and other objects text; NaN and +-inf become `null`, and in a mapping a sibling key `<key>_null_reason` says why (from `reasons`, else "not a number" / "infinite") |
 | `strict_json(value, **dumps_kwargs)` | `json.dumps(json_safe(value), allow_nan=False)`: text any strict parser accepts (no bare `NaN`) |
 
@@ -83,6 +84,12 @@ def display_metadata(values: Mapping[str, Any], digits: int = 3) -> dict[str, An
     """`values` for Dagster metadata: floats rounded (also inside lists and mappings), NaN -> "n/a",
     +-inf -> "inf"/"-inf"; other values (ints, text, MetadataValue objects) are passed through."""
     return {key: _display(value, digits) for key, value in values.items()}
+
+
+def display_json(value: Any, digits: int = 3, reasons: Mapping[str, str] | None = None) -> Any:
+    """`json_safe(value, reasons)` with every float rounded for display (also inside lists and mappings): for
+    JSON metadata a person reads. Whoever needs full precision reads the asset's output or the tables."""
+    return _display(json_safe(value, reasons), digits)
 
 
 def _non_finite_reason(value: float) -> str:

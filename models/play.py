@@ -9,6 +9,11 @@ A model opponent is an `agents.llm_agent.LLMAgent` per opponent seat, calling th
 rollout proxy (so its calls are recorded in `recorded_calls`, tagged with the episode id). The engine and
 proxy start on the first model game (`LocalServing`, ~40 s on CPU), not when the page opens, so playing
 against code agents never waits for them.
+
+What a registered model was trained for (`TrainedFor`) comes from its version's tags: `socialrl.domain` and
+`socialrl.seat` (written by `Tracker.document_version` from the model card), or `socialrl.domains` (stage-2
+policies); a version documented before the seat was tagged has it in its model card (README.md, "| Seat |").
+The page lists it beside each model and warns when a game puts the model outside it.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import asyncio
 import logging
 import re
 import threading
+import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +34,7 @@ from environments.core.runtime import Agent, EpisodeResult
 from models.records import rows_for
 from models.serving.engine_settings import EngineSettings
 from models.storage import TableStore
-from models.tracking import RegistryError, Tracker
+from models.tracking import DOMAIN_TAG, DOMAINS_TAG, SEAT_TAG, RegisteredVersion, RegistryError, Tracker
 
 log = logging.getLogger("socialrl.play")
 
@@ -49,6 +55,44 @@ class ModelServing:
     """The name the engine serves the base weights under."""
     proxy_api_key: str | None = field(default=None, repr=False)
     """The proxy's bearer token, which the agents send (None: the proxy has none)."""
+
+
+_CARD_SEAT = re.compile(r"^\| Seat \| (?P<seat>[^|]+?) \|$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class TrainedFor:
+    """The domains and seat a registered model was trained for (empty: not recorded)."""
+
+    domains: tuple[str, ...] = ()
+    seat: str = ""
+
+    def describe(self) -> str:
+        """ "craigslist-v0 as buyer", "craigslist-v0, marketplace-v0"; "" when not recorded."""
+        return ", ".join(self.domains) + (f" as {self.seat}" if self.seat and self.domains else "")
+
+    def warning(self, model: str, env_id: str, seats: Sequence[str]) -> str:
+        """Why `model` playing `seats` of `env_id` is outside its training ("" when it is not, or unknown)."""
+        where = f"here it plays {', '.join(seats)} in {env_id}"
+        if self.domains and env_id not in self.domains:
+            return f"{model} was trained on {self.describe()}; {where}, outside its training."
+        if self.seat and seats and self.seat not in seats:
+            return f"{model} was trained as {self.seat} in {env_id}; {where}, outside its training."
+        return ""
+
+
+def trained_for(version: RegisteredVersion) -> TrainedFor:
+    """What a version was trained for, from its tags (or, for the seat, its model card beside a local adapter)."""
+    tags = version.tags
+    domains = tuple(d for d in tags.get(DOMAINS_TAG, "").split(",") if d) or (
+        (tags[DOMAIN_TAG],) if tags.get(DOMAIN_TAG) else ()
+    )
+    seat = tags.get(SEAT_TAG, "")
+    if not seat and len(domains) == 1 and version.source.startswith("file:"):
+        readme = Path(urllib.parse.unquote(urllib.parse.urlparse(version.source).path)) / "README.md"
+        match = _CARD_SEAT.search(readme.read_text()) if readme.is_file() else None
+        seat = match["seat"].strip() if match else ""
+    return TrainedFor(domains, seat)
 
 
 def parse_model_uri(uri: str) -> tuple[str, str | None, int | None]:
@@ -77,6 +121,15 @@ class ModelOpponents:
         self.base_label = base_label
         self._lock = threading.Lock()
         self._loaded: dict[str, str] = {}
+        self._trained: dict[tuple[str, int], TrainedFor] = {}
+
+    def trained_for(self, model: str, version: int) -> TrainedFor:
+        """What a registered version was trained for (read once per version)."""
+        key = (model, version)
+        if key not in self._trained:
+            assert self.tracker is not None
+            self._trained[key] = trained_for(self.tracker.get_version(model, version))
+        return self._trained[key]
 
     def handles(self, name: str) -> bool:
         return name == BASE or name.startswith("models:")
@@ -94,8 +147,24 @@ class ModelOpponents:
         domain = env_id.removesuffix("-v0")
         for name in sorted(registered, key=lambda n: (domain not in n, n)):
             for alias, version in sorted(self.tracker.aliases(name).items()):
-                out.append(OpponentOption(f"models:/{name}@{alias}", f"{name}@{alias} (v{version})", "model"))
+                trained = self.trained_for(name, version)
+                what = f"trained on {trained.describe()}" if trained.domains else "training domain not recorded"
+                label = f"{name}@{alias} (v{version}; {what})"
+                if trained.domains and env_id not in trained.domains:
+                    label += " - outside its training here"
+                out.append(
+                    OpponentOption(
+                        f"models:/{name}@{alias}", label, "model", trained.describe(), trained.domains, trained.seat
+                    )
+                )
         return out
+
+    def note(self, env_id: str, name: str, seats: Sequence[str]) -> str:
+        if name == BASE or self.tracker is None:
+            return ""
+        model, alias, version = parse_model_uri(name)
+        number = self.tracker.aliases(model)[alias] if alias is not None else version
+        return self.trained_for(model, int(number)).warning(name, env_id, seats)  # type: ignore[arg-type]
 
     def check(self, env_id: str, name: str) -> None:
         if name == BASE:

@@ -10,6 +10,7 @@ inlined), and a file. Plots show intervals wherever the numbers have them.
 | `grouped_bars(groups, ...)` | bars per group and policy (e.g. reward per domain and policy) with interval whiskers |
 | `heatmap(matrix, ...)` | an annotated matrix (e.g. the transfer matrix, donor x recipient) on a diverging scale |
 | `multi_line(series, ...)` | several metrics over a shared x axis, one panel each (e.g. KL, value loss, entropy) |
+| `policy_comparison(policies, differences, ...)` | each policy's mean with its interval on an axis fitted to the data, beside the paired differences (the claims) with theirs and a line at 0 |
 """
 
 from __future__ import annotations
@@ -146,6 +147,93 @@ def grouped_bars(
     axes.grid(axis="y", alpha=0.3)
     axes.legend(fontsize=8)
     return _png(figure)
+
+
+Interval = tuple[float, float, float]
+"""(mean, ci_low, ci_high); NaN ends mean an undefined interval."""
+
+
+def _fitted_limits(values: Sequence[float], pad: float = 0.12, floor: float | None = None) -> tuple[float, float]:
+    """Axis limits around the finite `values` with `pad` of their span on each side (0.05 when they are all
+    equal); `floor` clips the lower limit (e.g. 0 for rewards in [0, 1])."""
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite:
+        return (0.0, 1.0)
+    low, high = min(finite), max(finite)
+    margin = (high - low) * pad if high > low else 0.05
+    low, high = low - margin, high + margin
+    return (max(floor, low) if floor is not None else low, high)
+
+
+def policy_comparison_figure(
+    policies: Mapping[str, Interval | None],
+    differences: Mapping[str, Interval | None],
+    title: str,
+    ylabel: str = "mean reward",
+    difference_label: str = "paired difference",
+    floor: float | None = 0.0,
+) -> plt.Figure:
+    """Left: each policy's mean as a bar with its interval, on an axis fitted to the data (bars of 0.13 and 0.16
+    on a 0-1 axis look the same); right: the paired differences (what a comparison claims) as points with their
+    intervals and a line at 0, so an interval that includes 0 shows it (a difference whose interval excludes 0
+    is drawn in colour). A None entry is left out."""
+    if not policies:
+        raise ValueError("nothing to plot")
+    shown = {k: tuple(math.nan if x is None else float(x) for x in v) for k, v in policies.items() if v is not None}
+    claims = {k: tuple(math.nan if x is None else float(x) for x in v) for k, v in differences.items() if v is not None}
+    ratios = [max(3, len(shown)), max(2, len(claims))] if claims else [1]
+    figure, grid = plt.subplots(
+        1, len(ratios), figsize=(4.2 + 0.9 * len(shown) + (3.5 if claims else 0), 3.9),
+        gridspec_kw={"width_ratios": ratios}, squeeze=False,
+    )  # fmt: skip
+    left = grid[0][0]
+    names = list(shown)
+    means = [shown[n][0] for n in names]
+    below = [0.0 if math.isnan(lo) else max(0.0, m - lo) for m, lo, _ in (shown[n] for n in names)]
+    above = [0.0 if math.isnan(hi) else max(0.0, hi - m) for m, _, hi in (shown[n] for n in names)]
+    left.bar(range(len(names)), means, yerr=[below, above], capsize=3, color="#6a8fc7")
+    for x, mean in enumerate(means):
+        if math.isfinite(mean):
+            left.annotate(f"{mean:.3f}", (x, mean), textcoords="offset points", xytext=(4, 3), fontsize=7)
+    left.set_xticks(range(len(names)), names, rotation=20, ha="right", fontsize=8)
+    ends = [v for n in names for v in shown[n]]
+    left.set_ylim(*_fitted_limits([*ends, 0.0] if floor is not None else ends, floor=floor))
+    left.set_ylabel(ylabel)
+    left.set_title(title, fontsize=10)
+    left.grid(axis="y", alpha=0.3)
+    if claims:
+        right = grid[0][1]
+        rows = list(claims)[::-1]  # the first claim on top
+        for y, name in enumerate(rows):
+            mean, low, high = claims[name]
+            if math.isfinite(low) and math.isfinite(high):
+                right.plot([low, high], [y, y], color="#333", linewidth=2)
+            excludes_zero = (math.isfinite(low) and low > 0) or (math.isfinite(high) and high < 0)
+            right.plot([mean], [y], "o", color=("#c0392b" if mean > 0 else "#2a6fdb") if excludes_zero else "#333")
+            if math.isfinite(mean):
+                right.annotate(f"{mean:+.3f}", (mean, y), textcoords="offset points", xytext=(0, 6), fontsize=7,
+                               ha="center")  # fmt: skip
+        right.axvline(0.0, color="#888", linestyle="--", linewidth=1)
+        right.set_yticks(range(len(rows)), rows, fontsize=8)
+        right.set_ylim(-0.6, len(rows) - 0.4)
+        right.set_xlim(*_fitted_limits([v for name in rows for v in claims[name]] + [0.0]))
+        right.set_xlabel(difference_label, fontsize=8)
+        right.set_title("paired differences (95% CI)", fontsize=10)
+        right.grid(axis="x", alpha=0.3)
+    figure.tight_layout()
+    return figure
+
+
+def policy_comparison(
+    policies: Mapping[str, Interval | None],
+    differences: Mapping[str, Interval | None],
+    title: str,
+    ylabel: str = "mean reward",
+    difference_label: str = "paired difference",
+    floor: float | None = 0.0,
+) -> bytes:
+    """`policy_comparison_figure` as PNG bytes."""
+    return _png(policy_comparison_figure(policies, differences, title, ylabel, difference_label, floor))
 
 
 def heatmap(

@@ -3,7 +3,7 @@
 | profile | model | where | what it is for |
 | --- | --- | --- | --- |
 | `smoke` | tiny random Llama (SmolLM2 tokenizer) | CPU, minutes | tests and CI: the whole lineage end to end, numbers meaningless |
-| `cpu` | SmolLM2-135M-Instruct (shipped GGUF) | CPU, about 85 min here (benchmarks/results/make_run_cpu.json) | a real but small run on a laptop: the Craigslist specialist (one-epoch SFT warm-start, 6 PPO iterations of 16 episodes, 48 held-out episodes per policy); other domains on request; stage 2 on Craigslist and Marketplace with smaller specialists (`python -m pipelines.run_stage2`) |
+| `cpu` | SmolLM2-135M-Instruct (shipped GGUF) | CPU, about 85 min here with the sizes before issue 26 (benchmarks/results/make_run_cpu.json); not yet measured with these | a real but small run on a laptop: the Craigslist buyer (a 20-step SFT warm-start on the teacher's buyer traces, 3 group-relative PPO iterations of 16 episodes, 96 held-out episodes per trained policy, 48 for the base); other domains on request; stage 2 on Craigslist and Marketplace with smaller specialists (`python -m pipelines.run_stage2`) |
 | `paper` | Qwen3-4B-Instruct-2507, critic Qwen3-1.7B | GPUs with vLLM | the SocialRL paper's hyper-parameters (actor lr 2e-6, critic lr 1e-5, batch 144 / minibatch 36, grad-norm 5, <= 200 steps, critic warmed 30 steps) |
 
 The YOAO group's sizes are the `yoao` sub-settings (models/yoao/config.py, one table per profile there).
@@ -234,6 +234,9 @@ class Profile:
     """Sampling temperature of models under evaluation (seeded per episode, so paired policies share seeds)."""
     eval_concurrency: int = 32
     """Evaluation episodes in flight at once (their calls batch in the engine)."""
+    progress_interval_s: float = 60.0
+    """Longest silence of a run: a "still working" line is logged whenever the `socialrl` loggers were quiet
+    this long (models/progress.py; the settings resource runs the watch while a run's resources are up)."""
     engine: EngineSettings = field(default_factory=EngineSettings)
     """Engine start-up settings."""
     stage2: Stage2Settings = field(default_factory=Stage2Settings)
@@ -259,6 +262,8 @@ class Profile:
             raise ValueError("scenario and episode counts must be >= 1")
         if self.base_heldout_scenarios < 0:
             raise ValueError(f"base_heldout_scenarios must be >= 0, got {self.base_heldout_scenarios}")
+        if not self.progress_interval_s > 0:
+            raise ValueError(f"progress_interval_s must be > 0, got {self.progress_interval_s}")
 
     def for_stage2_specialists(self) -> Profile:
         """This profile with stage 1 sized as `run_stage2` trains its specialists (`Stage2Settings.specialist_*`;
@@ -306,6 +311,7 @@ SMOKE = Profile(
     ),
     max_new_tokens=16,
     eval_concurrency=16,
+    progress_interval_s=15.0,  # the smoke lineage test checks that no step is quiet longer (tests/test_pipelines.py)
     engine=EngineSettings(max_model_len=2048, kv_cache_gib=1.0),
     # All six domains through every stage-2 asset in a few minutes: two held-out episodes per policy and
     # domain, one PPO iteration per cascade stage, two MOPD steps.
@@ -361,10 +367,8 @@ CPU = Profile(
     name="cpu",
     base_model="smollm2-135m-instruct",
     critic_model="smollm2-135m-instruct",
-    # Sized for `make run` on a 2-core machine (issue 10; measured in benchmarks/results/make_run_cpu.json:
-    # about 85 min, PPO 50 of them, more than the 45 the issue asks): one domain, a one-epoch packed warm-start, six PPO iterations of 16 episodes
-    # (the first warms the shared value head), 48 held-out episodes per policy (16 real CoCoA listings x 3
-    # counterparts). Other domains: `make run DOMAINS=...` or their partitions in the UI.
+    # Sized for `make run` on a 2-core machine (issue 26): one domain; the warm-start, PPO and evaluation sizes
+    # are set below. Other domains: `make run DOMAINS=...` or their partitions in the UI.
     domains=("craigslist-v0",),
     # The base model follows no action format: every domain it is trained on gets a warm-start first.
     sft_domains=SOCIALRL_ENV_IDS,
@@ -381,9 +385,10 @@ CPU = Profile(
     # scenario, not a worse teacher).
     trace_min_reward=0.0,
     # Whole buyer conversations packed into 2048-token rows, four rows per optimiser step, 20 steps at 1e-3
-    # (about 104k tokens fed): on benchmarks/results/sft_curve.json's curve the held-out loss fell 1.3 ->
-    # 0.18 by step 20 and the warm-start's held-out reward stopped rising there (steps 20, 30 and 40 within
-    # each other's intervals) with a command rate >= 0.95. The LM head runs at the trained positions only.
+    # (about 104k tokens fed): on benchmarks/results/sft_curve.json's curve (48 held-out episodes) the held-out
+    # loss is 0.18 at step 20, 0.14 at 40; the reward is 0.43, 0.40, 0.49 at steps 20, 30, 40 (57%, 54%, 65%
+    # of the teacher, intervals overlapping) with a command rate >= 0.93; steps 20-40 cost as much again
+    # as the first 20. The LM head runs at the trained positions only.
     sft=SFTSettings(
         learning_rate=1e-3,
         max_steps=20,

@@ -10,6 +10,7 @@ that agents/llm_agent.py sets (HEADER_*).
 | episodes | finished episode | episode_id |
 | episode_roles | seat of an episode | (episode_id, agent_id) |
 | episode_turns | accepted action of an episode | (episode_id, turn_index) |
+| episode_attempts | answer of a seat, accepted or refused with the reason | (episode_id, attempt_index) |
 | recorded_calls | LLM call made through the rollout proxy | request_id |
 | evaluations | evaluation run x counterpart (plus a pooled row) | (run_id, counterpart) |
 | scenarios | generated scenario of a domain and split | (run_id, env_id, scenario_id) |
@@ -23,7 +24,11 @@ Views (`VIEWS`, created by `models.storage.TableStore.connect` when their tables
 
 | view | one row per | what |
 | --- | --- | --- |
-| transcripts | accepted action | the turn (speaker, kind, text, payload) with its episode (environment, scenario, agreement, deal) and the speaker's role (agent, reward, leaked facts); see docs/researcher_view.md |
+| transcripts | accepted action | the turn (speaker, kind, text, payload) with its episode (environment, scenario, agreement, deal), the speaker's role (agent, reward, leaked facts) and the refused attempts before it; see docs/researcher_view.md |
+| attempts | answer of a seat, accepted or refused | the attempt (speaker, text, parsed kind, accepted, reason) with its episode and the speaker's role |
+
+Episodes recorded before `episode_attempts` existed stay readable: their views show no attempts (the view
+`attempts` has no rows for them, `transcripts.refused` is 0).
 
 Recorded calls carry the engine's own token ids and log-probs (never re-tokenised text); trainers join
 them with `episode_roles` on (episode_id, agent_id) to build PPO batches.
@@ -78,6 +83,21 @@ EPISODE_TURNS_COLUMNS: dict[str, str] = {
     "text": "VARCHAR",
     "payload": "VARCHAR",  # JSON
 }
+
+EPISODE_ATTEMPTS_COLUMNS: dict[str, str] = {
+    "episode_id": "VARCHAR",
+    "run_id": "VARCHAR",
+    "attempt_index": "INTEGER",  # order of the episode's attempts, all seats (environments.core.base.Attempt)
+    "agent_id": "VARCHAR",
+    "text": "VARCHAR",  # what the seat sent (the raw model text)
+    "kind": "VARCHAR",  # the parsed action kind; "" when the text did not parse (or a timeout)
+    "payload": "VARCHAR",  # JSON of the parsed payload
+    "accepted": "BOOLEAN",
+    "reason": "VARCHAR",  # why it was refused; "" when accepted
+    "turn_index": "INTEGER",  # the episode_turns row an accepted attempt became; NULL when refused
+    "request": "INTEGER",  # the turn request it answered (retries share it); NULL out of turn
+}
+"""One row per answer of a seat: every accepted action (also in `episode_turns`) and every refused one."""
 
 RECORDED_CALLS_COLUMNS: dict[str, str] = {
     "request_id": "VARCHAR",  # the proxy's id for the call (also returned to the client as x-request-id)
@@ -228,6 +248,7 @@ TABLES: dict[str, dict[str, str]] = {
     "episodes": EPISODES_COLUMNS,
     "episode_roles": EPISODE_ROLES_COLUMNS,
     "episode_turns": EPISODE_TURNS_COLUMNS,
+    "episode_attempts": EPISODE_ATTEMPTS_COLUMNS,
     "recorded_calls": RECORDED_CALLS_COLUMNS,
     "evaluations": EVALUATIONS_COLUMNS,
     "scenarios": SCENARIOS_COLUMNS,
@@ -242,18 +263,42 @@ TABLES: dict[str, dict[str, str]] = {
 TRANSCRIPTS_VIEW_SQL = """
 SELECT t.run_id, t.episode_id, e.env_id, e.scenario_id, e.seed, t.turn_index,
        t.agent_id AS speaker, r.agent_name AS speaker_agent, t.kind, t.text, t.payload,
+       coalesce(f.refused, 0) AS refused, coalesce(f.refusals, '[]') AS refusals,
        r.reward AS speaker_reward, r.leaked AS speaker_leaked,
        e.agreement, e.deal, e.rounds, e.agents, e.created_at
 FROM episode_turns t
 JOIN episodes e ON e.episode_id = t.episode_id AND e.run_id = t.run_id
 LEFT JOIN episode_roles r ON r.episode_id = t.episode_id AND r.run_id = t.run_id AND r.agent_id = t.agent_id
+LEFT JOIN (
+    SELECT ok.run_id, ok.episode_id, ok.turn_index, count(*) AS refused,
+           to_json(list({'text': no.text, 'reason': no.reason} ORDER BY no.attempt_index))::VARCHAR AS refusals
+    FROM episode_attempts ok
+    JOIN episode_attempts no ON no.run_id = ok.run_id AND no.episode_id = ok.episode_id
+         AND no.agent_id = ok.agent_id AND no.request = ok.request AND NOT no.accepted
+    WHERE ok.accepted
+    GROUP BY ok.run_id, ok.episode_id, ok.turn_index
+) f ON f.run_id = t.run_id AND f.episode_id = t.episode_id AND f.turn_index = t.turn_index
 """
-"""Every accepted action with its episode and its speaker's role. Rows are unordered: add
+"""Every accepted action with its episode, its speaker's role and the refused attempts of the same turn request
+before it (`refused`: how many, `refusals`: JSON list of {text, reason}). Rows are unordered: add
 `ORDER BY run_id, episode_id, turn_index`. Joined on (episode_id, run_id), so an episode id reused by two
 runs stays two episodes."""
 
+ATTEMPTS_VIEW_SQL = """
+SELECT a.run_id, a.episode_id, e.env_id, e.scenario_id, e.seed, a.attempt_index, a.request,
+       a.agent_id AS speaker, r.agent_name AS speaker_agent, a.accepted, a.reason, a.kind, a.text, a.payload,
+       a.turn_index, r.reward AS speaker_reward, r.invalid_actions AS speaker_invalid_actions,
+       e.agreement, e.rounds, e.created_at
+FROM episode_attempts a
+JOIN episodes e ON e.episode_id = a.episode_id AND e.run_id = a.run_id
+LEFT JOIN episode_roles r ON r.episode_id = a.episode_id AND r.run_id = a.run_id AND r.agent_id = a.agent_id
+"""
+"""Every answer of a seat, accepted or refused (with the reason), with its episode and the speaker's role.
+Rows are unordered: add `ORDER BY run_id, episode_id, attempt_index`."""
+
 VIEWS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "transcripts": (TRANSCRIPTS_VIEW_SQL, ("episodes", "episode_roles", "episode_turns")),
+    "transcripts": (TRANSCRIPTS_VIEW_SQL, ("episodes", "episode_roles", "episode_turns", "episode_attempts")),
+    "attempts": (ATTEMPTS_VIEW_SQL, ("episodes", "episode_roles", "episode_attempts")),
 }
 """View name -> (SELECT statement, the tables it reads)."""
 
@@ -312,7 +357,23 @@ def episode_rows(result: EpisodeResult, run_id: str) -> dict[str, list[dict[str,
         }
         for t in result.transcript
     ]
-    return {"episodes": [episode], "episode_roles": roles, "episode_turns": turns}
+    attempts = [
+        {
+            "episode_id": result.episode_id,
+            "run_id": run_id,
+            "attempt_index": a.index,
+            "agent_id": a.agent_id,
+            "text": a.text,
+            "kind": a.kind,
+            "payload": _json(a.payload),
+            "accepted": a.accepted,
+            "reason": a.reason,
+            "turn_index": a.turn_index,
+            "request": a.request,
+        }
+        for a in result.attempts
+    ]
+    return {"episodes": [episode], "episode_roles": roles, "episode_turns": turns, "episode_attempts": attempts}
 
 
 def rows_for(results: list[EpisodeResult], run_id: str) -> dict[str, list[dict[str, Any]]]:

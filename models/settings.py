@@ -13,7 +13,7 @@ needs, as an argument, so nothing writes to ./data behind the caller's back.
 | `runs/` | work directories of training runs (SFT, PPO checkpoints) |
 | `logs/` | engine and proxy server logs, full run logs |
 | `reports/` | `make run` reports (JSON) |
-| `dagster_home/` | the Dagster instance `make run` and `make ui` share |
+| `dagster_home/` | the Dagster instance `make run` and `make ui` share; its dagster.yaml (written when missing) makes the `socialrl` loggers Dagster-managed, so their lines reach each run's event log (the Events tab) |
 """
 
 from __future__ import annotations
@@ -26,6 +26,17 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR_ENV = "SOCIALRL_DATA_DIR"
 """Environment variable the edges read the data directory from."""
+DAGSTER_INSTANCE_YAML = """\
+# Written by socialrl (models/settings.py DataPaths.dagster_home) for the instance `make run` and `make ui` share.
+# The project's progress lines (PPO rollouts and update epochs, evaluation episodes, SFT steps, "still working")
+# go to the `socialrl` loggers; as managed loggers Dagster puts them into each run's event log, so a run
+# launched from the UI shows them in its Events tab.
+python_logs:
+  managed_python_loggers:
+    - socialrl
+  python_log_level: INFO
+"""
+"""The dagster.yaml of a new instance (an existing one is left as it is)."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +85,14 @@ class DataPaths:
 
     @property
     def dagster_home(self) -> Path:
-        return self._dir("dagster_home")
+        """The Dagster instance directory, with `DAGSTER_INSTANCE_YAML` as its dagster.yaml unless it has one."""
+        home = self._dir("dagster_home")
+        config = home / "dagster.yaml"
+        if not config.exists():  # written whole, then renamed: a reader never sees half a file
+            partial = home / f".dagster.yaml.{os.getpid()}.tmp"
+            partial.write_text(DAGSTER_INSTANCE_YAML)
+            os.replace(partial, config)
+        return home
 
     def log_file(self, command: str) -> Path:
         """logs/<command>-<UTC time>.log: the full log of one command-line run (e.g. make-run, stage2, yoao)."""

@@ -39,6 +39,7 @@ from dagster._loggers import colored_console_logger
 
 from assets import behaviour, leaderboard, monitoring, socialrl, stage2, tom, yoao, yoao_experiments
 from models.profiles import get_profile
+from models.tracking.links import DAGSTER_UI_URL, MLFLOW_UI_URL
 from resources import EngineResource, MlflowResource, SettingsResource, StoreResource
 
 
@@ -52,7 +53,11 @@ def build_resources(
     settings = SettingsResource(
         profile=get_profile(profile).name, data_dir=data_dir, stage2_specialists=stage2_specialists
     )
-    mlflow = MlflowResource(settings=settings)
+    links = {  # where `make ui` serves the two UIs (pipelines/ui.py passes its ports)
+        "ui_url": EnvVar(MLFLOW_UI_URL_ENV).get_value("") or MLFLOW_UI_URL,
+        "dagster_ui_url": EnvVar(DAGSTER_UI_URL_ENV).get_value("") or DAGSTER_UI_URL,
+    }
+    mlflow = MlflowResource(settings=settings, **links)
     remote_api_key = EnvVar("SOCIALRL_REMOTE_API_KEY").get_value("") or ""
     return {
         "settings": settings,
@@ -65,6 +70,10 @@ def build_resources(
 
 EVALUATE_NEW_VERSIONS_ENV = "SOCIALRL_EVALUATE_NEW_VERSIONS"
 """Set to 1/true to start `new_model_version_sensor` RUNNING (the code location's edge reads it)."""
+MLFLOW_UI_URL_ENV = "SOCIALRL_MLFLOW_UI_URL"
+"""The MLflow UI that asset metadata links to (default http://127.0.0.1:5000; `make ui` sets it)."""
+DAGSTER_UI_URL_ENV = "SOCIALRL_DAGSTER_UI_URL"
+"""The Dagster UI that MLflow runs link back to (default http://127.0.0.1:3000; `make ui` sets it)."""
 
 
 def new_version_sensor_status(value: str | None) -> DefaultSensorStatus:

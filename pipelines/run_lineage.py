@@ -13,7 +13,8 @@ every Dagster event and every log line go to <data>/logs/make-run-<time>.log. Th
 written to <data>/reports/make-run-<time>.json) is read back from the `report` metadata of each domain's
 `specialist_eval` materialisation: per domain the policies' held-out results, the paired differences
 (`ppo_minus_sft`, `sft_minus_base`, `ppo_minus_base`, each {mean, ci_low, ci_high, n}) and the PPO
-`learning_curve`.
+`learning_curve`; and from `champion_evaluations`' `report` the nightly result (`nightly`: each champion's
+mean reward with its interval and n).
 
     python -m pipelines.run_lineage [--profile smoke|cpu|paper] [--domains craigslist-v0,dnd-v0]
                                     [--data-dir DIR] [--skip-monitoring] [--force]
@@ -28,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from environments import SOCIALRL_ENV_IDS
-from models.display import strict_json
+from models.display import format_number, strict_json
 from models.profiles import PROFILE_NAMES, get_profile
+from models.progress import PlainFormatter
 from models.settings import DataPaths
 from models.tracking import TrackingConfig
 from pipelines.launcher import LaunchedRun, Launcher, Materialisation
@@ -52,7 +54,8 @@ class StepResult:
     """The Dagster run id ("" when the run could not be created)."""
     error: str = ""
     report: dict[str, Any] | None = None
-    """A domain run's `specialist_eval` report (policies, paired differences, learning curve)."""
+    """A domain run's `specialist_eval` report (policies, paired differences, learning curve), or the nightly
+    run's `champion_evaluations` report (each champion's mean reward with its interval and n)."""
     markdown: str = ""
     """The same evaluation as `SpecialistEvaluation.markdown()` rendered it (its `evaluation` metadata)."""
     step_seconds: dict[str, float] = field(default_factory=dict)
@@ -90,8 +93,9 @@ def _done(launcher: Launcher, job: str, partition: str | None) -> Materialisatio
 
 
 def _evaluation(done: Materialisation | None) -> tuple[dict[str, Any] | None, str]:
-    """The `report` and the markdown of a `specialist_eval` materialisation (SpecialistEvaluation.report() and
-    .markdown(), kept in its metadata)."""
+    """The `report` and the markdown of a marker's materialisation: a `specialist_eval`'s
+    (SpecialistEvaluation.report() and .markdown(), kept in its metadata), `champion_evaluations`' report (each
+    champion's nightly summary; no markdown)."""
     if done is None:
         return None, ""
     return done.metadata.get("report"), done.metadata.get("evaluation") or ""
@@ -101,7 +105,7 @@ def _step(launcher: Launcher, run: LaunchedRun) -> StepResult:
     """The StepResult of a run the launcher just made."""
     partition = run.partition
     promoted = run.checks.get("beats_champion") if partition else None
-    report, markdown = _evaluation(launcher.latest("specialist_eval", partition) if partition else None)
+    report, markdown = _evaluation(launcher.latest(_MARKER[run.job], partition))  # where the marker has them
     # A candidate that does not beat the champion fails the blocking check (Dagster marks the run failed and
     # the alias stays); for `make run` that is an outcome, not an error.
     not_promoted = promoted is False and report is not None and all("beats_champion" in k for k in run.failed_steps)
@@ -142,7 +146,7 @@ def run_lineage(
     for job, partition in plan(domains, with_monitoring):
         done = None if force else _done(launcher, job, partition)
         if done is not None:
-            report, markdown = _evaluation(done) if partition else (None, "")
+            report, markdown = _evaluation(done)
             name = f"{job}[{partition}]" if partition else job
             steps.append(
                 StepResult(name, job, partition, True, 0.0, done.run_id, report=report, markdown=markdown, skipped=True)
@@ -171,10 +175,20 @@ def write_report(paths: DataPaths, profile: str, steps: list[StepResult], elapse
         "profile": profile,
         "wall_s": round(elapsed, 1),
         "domains": domains,
+        "nightly": next((s.report for s in steps if s.job == "champion_evaluation_job" and s.report), None),
         "steps": [{k: v for k, v in asdict(s).items() if k not in ("report", "markdown")} for s in steps],
     }
     path.write_text(strict_json(report, indent=1))
     return path
+
+
+def nightly_text(report: dict[str, Any]) -> str:
+    """What `make run` prints of `champion_evaluations`' report: each champion's mean reward with its interval."""
+    lines = ["Nightly champion evaluation (fresh held-out scenarios):"]
+    for label, r in report.items():
+        low, high = format_number(r.get("ci_low")), format_number(r.get("ci_high"))
+        lines.append(f"  {label}: mean reward {format_number(r.get('mean_reward'))} [{low}, {high}] (n={r.get('n')})")
+    return "\n".join(lines)
 
 
 def configure_logging(log_file: Path) -> None:
@@ -183,11 +197,12 @@ def configure_logging(log_file: Path) -> None:
     root = logging.getLogger()
     root.setLevel(logging.DEBUG)
     to_file = logging.FileHandler(log_file)
-    to_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    to_file.setFormatter(PlainFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
     root.addHandler(to_file)
     console = logging.StreamHandler(sys.stdout)
     console.setLevel(logging.INFO)
-    console.setFormatter(logging.Formatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
+    # Dagster-managed, the socialrl records reach this handler rewritten; PlainFormatter prints them as written.
+    console.setFormatter(PlainFormatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
     console.addFilter(lambda record: record.name.startswith("socialrl"))
     root.addHandler(console)
     for noisy in ("httpx", "httpcore", "urllib3", "filelock", "datasets"):
@@ -218,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     for step in steps:
         if step.markdown:
             print(step.markdown + "\n")
+        if step.job == "champion_evaluation_job" and step.report:
+            print(nightly_text(step.report) + "\n")
     print(f"This run's numbers: {write_report(paths, profile.name, steps, elapsed)}")
     tracking = TrackingConfig.from_env(paths)
     print(

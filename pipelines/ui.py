@@ -1,10 +1,12 @@
 """`make ui`: the Dagster UI (webserver + daemon, so schedules and sensors run) and the MLflow UI over the
-project's store; prints both URLs and what runs on its own, and stops both on Ctrl-C.
+project's store; prints both URLs and what runs on its own, and stops both on Ctrl-C (or SIGTERM).
 
 Calm by default: nothing heavy starts when the UI comes up. The nightly schedule stays on (every day at
 02:00 UTC it re-evaluates the champions, starting one vLLM engine); the new-model-version sensor is off
 unless --evaluate-new-versions (`make ui EVALUATE_NEW_VERSIONS=1`), and even then it evaluates only the
-versions registered after its first tick (see pipelines/definitions.py).
+versions registered after its first tick (see pipelines/definitions.py). Light: MLflow runs one worker,
+without its job execution and without an access log (`models.tracking.SERVER_ENVIRONMENT`;
+benchmarks/bench_ui_memory.py measures both UIs).
 
     python -m pipelines.ui [--dagster-port 3000] [--mlflow-port 5000] [--evaluate-new-versions]
 """
@@ -15,14 +17,66 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from models.settings import REPO_ROOT, DataPaths
-from models.tracking import TrackingConfig, quiet_environment, server_command
+from models.tracking import Tracker, TrackingConfig, UiLinks, server_command, server_environment
 
 # Read by pipelines/definitions.py (the code location); not imported from there, so that this launcher does
 # not load every asset module into its own process.
 EVALUATE_NEW_VERSIONS_ENV = "SOCIALRL_EVALUATE_NEW_VERSIONS"
+MLFLOW_UI_URL_ENV = "SOCIALRL_MLFLOW_UI_URL"
+DAGSTER_UI_URL_ENV = "SOCIALRL_DAGSTER_UI_URL"
+
+
+@dataclass(frozen=True)
+class UiServer:
+    """One server `make ui` starts."""
+
+    name: str
+    """"dagster" or "mlflow"."""
+    argv: list[str]
+    env: Mapping[str, str]
+
+
+def ui_servers(
+    paths: DataPaths, dagster_port: int = 3000, mlflow_port: int = 5000, evaluate_new_versions: bool = False
+) -> list[UiServer]:
+    """The commands `make ui` runs: `dagster dev` on the code location (its data directory and Dagster
+    instance under `paths`) and `mlflow server` over the project's store."""
+    bin_dir = Path(sys.executable).parent
+    # The code location's settings resource reads the same data directory ($SOCIALRL_DATA_DIR, the edge).
+    dagster_env = {**os.environ, "DAGSTER_HOME": str(paths.dagster_home), "SOCIALRL_DATA_DIR": str(paths.root)}
+    dagster_env[EVALUATE_NEW_VERSIONS_ENV] = "1" if evaluate_new_versions else "0"
+    # Asset metadata links to this MLflow UI, and MLflow runs link back to this Dagster UI.
+    dagster_env[MLFLOW_UI_URL_ENV] = f"http://127.0.0.1:{mlflow_port}"
+    dagster_env[DAGSTER_UI_URL_ENV] = f"http://127.0.0.1:{dagster_port}"
+    dagster = [str(bin_dir / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(dagster_port)]
+    mlflow = server_command(TrackingConfig.from_env(paths), port=mlflow_port)
+    return [UiServer("dagster", dagster, dagster_env), UiServer("mlflow", mlflow, server_environment())]
+
+
+def start(server: UiServer) -> subprocess.Popen[bytes]:
+    """Start one server in its own session (its process group holds its workers)."""
+    return subprocess.Popen(server.argv, cwd=REPO_ROOT, env=dict(server.env), start_new_session=True)
+
+
+def stop(processes: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM each server's process group, SIGKILL what is left after 30 s."""
+    for process in processes:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM stops the servers like Ctrl-C (they run in sessions of their own)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,26 +90,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     paths = DataPaths.from_env()
-    home = paths.dagster_home
-    bin_dir = Path(sys.executable).parent
-    # The code location's settings resource reads the same data directory ($SOCIALRL_DATA_DIR, the edge).
-    dagster_env = {**os.environ, "DAGSTER_HOME": str(home), "SOCIALRL_DATA_DIR": str(paths.root)}
-    dagster_env[EVALUATE_NEW_VERSIONS_ENV] = "1" if args.evaluate_new_versions else "0"
-    processes = [
-        subprocess.Popen(
-            [str(bin_dir / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(args.dagster_port)],
-            cwd=REPO_ROOT,
-            env=dagster_env,
-            start_new_session=True,
-        ),
-        subprocess.Popen(
-            server_command(TrackingConfig.from_env(paths), port=args.mlflow_port),
-            cwd=REPO_ROOT,
-            env={**os.environ, **quiet_environment()},
-            start_new_session=True,
-        ),
-    ]
-    print(f"Dagster UI: http://127.0.0.1:{args.dagster_port}   MLflow UI: http://127.0.0.1:{args.mlflow_port}")
+    signal.signal(signal.SIGTERM, _interrupt)
+    processes = [start(s) for s in ui_servers(paths, args.dagster_port, args.mlflow_port, args.evaluate_new_versions)]
+    links = UiLinks(f"http://127.0.0.1:{args.dagster_port}", f"http://127.0.0.1:{args.mlflow_port}")
+    # The experiment's training runs: MLflow 3 opens an experiment on an empty GenAI "Traces" overview otherwise.
+    experiment = Tracker(TrackingConfig.from_env(paths)).experiment_id
+    print(f"Dagster UI: {links.dagster_url}   MLflow UI: {links.mlflow_experiment(experiment)}")
     sensor = (
         "ON: evaluates each version registered from now on (one vLLM engine per run)"
         if args.evaluate_new_versions
@@ -72,14 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        for process in processes:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-        for process in processes:
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
+        stop(processes)
     return 0
 
 

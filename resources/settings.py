@@ -1,9 +1,15 @@
-"""The settings resource: which profile (smoke / cpu / paper) and where the data lives."""
+"""The settings resource: which profile (smoke / cpu / paper) and where the data lives; while a run's
+resources are up it also runs the silence watch (models/progress.py), so that no stretch of the run goes
+longer than the profile's `progress_interval_s` without a line in the console and the run's Events."""
 
-from dagster import ConfigurableResource
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from dagster import ConfigurableResource, InitResourceContext
 from pydantic import Field
 
 from models.profiles import PROFILE_NAMES, Profile, get_profile
+from models.progress import watch_silence
 from models.settings import DataPaths
 
 
@@ -12,10 +18,19 @@ class SettingsResource(ConfigurableResource):
 
     profile: str = Field(default="cpu", description=f"One of {', '.join(PROFILE_NAMES)}.")
     data_dir: str = Field(default="", description="Project data directory; empty = $SOCIALRL_DATA_DIR or ./data.")
+    progress_interval_s: float = Field(
+        default=0.0,
+        description="Longest silence of a run before a 'still working' line; 0 = the profile's progress_interval_s.",
+    )
     stage2_specialists: bool = Field(
         default=False,
         description="Size stage 1 as `run_stage2` trains its specialists (the profile's `stage2.specialist_*`).",
     )
+
+    @contextmanager
+    def yield_for_execution(self, context: InitResourceContext) -> Iterator["SettingsResource"]:
+        with watch_silence(self.progress_interval_s or self.get_profile().progress_interval_s):
+            yield self
 
     def get_profile(self) -> Profile:
         profile = get_profile(self.profile)

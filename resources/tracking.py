@@ -3,7 +3,8 @@
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from models.tracking import Tracker, TrackingConfig
+from models.tracking import Tracker, TrackingConfig, UiLinks
+from models.tracking.links import DAGSTER_UI_URL, MLFLOW_UI_URL
 from resources.settings import SettingsResource
 
 
@@ -14,6 +15,8 @@ class MlflowResource(ConfigurableResource):
     tracking_uri: str = Field(default="", description="MLflow tracking URI (sqlite:///...); empty = default.")
     artifact_root: str = Field(default="", description="Artifact root directory; empty = default.")
     experiment: str = Field(default="socialrl", description="Experiment name.")
+    ui_url: str = Field(default=MLFLOW_UI_URL, description="The MLflow UI that Dagster metadata links to.")
+    dagster_ui_url: str = Field(default=DAGSTER_UI_URL, description="The Dagster UI that MLflow runs link back to.")
 
     def config(self) -> TrackingConfig:
         """This resource's fields over the environment's and the data directory's defaults
@@ -22,3 +25,7 @@ class MlflowResource(ConfigurableResource):
 
     def tracker(self) -> Tracker:
         return Tracker(self.config())
+
+    def links(self) -> UiLinks:
+        """URLs between the two UIs (models/tracking/links.py)."""
+        return UiLinks(dagster_url=self.dagster_ui_url, mlflow_url=self.ui_url)

@@ -55,7 +55,8 @@ def rollout_proxy(vllm_engine: Any, tmp_path_factory: pytest.TempPathFactory) ->
     """The rollout proxy (a real subprocess) in front of the session engine, keyed like the pipeline's: agents
     send `rollout_proxy.config.api_key`, the proxy sends the engine's; every call is recorded under
     `rollout_proxy.config.table_root`. Shared by the tests that train or roll out through it (PPO, MOPD,
-    data-parallel rollouts); each names its episodes after its own run, so their rows stay apart."""
+    data-parallel rollouts, the progress probe); each names its episodes after its own run and reads its rows by
+    those names, so their rows stay apart."""
     from models.serving.engine import new_token
     from models.serving.proxy import ProxyConfig, ProxyServer
 
@@ -70,6 +71,15 @@ def rollout_proxy(vllm_engine: Any, tmp_path_factory: pytest.TempPathFactory) ->
     )
     with ProxyServer(config, log_path=root / "proxy.log") as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def yes_no_ids(tiny_model_dir: Path) -> list[int]:
+    """The tiny tokenizer's ids of " yes" and " no" (the keyword tasks' allowed tokens)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    return [tokenizer.encode(" yes")[0], tokenizer.encode(" no")[0]]
 
 
 def make_tiny_lora(model_dir: Path, adapter: Path, seed: int = 0) -> Path:

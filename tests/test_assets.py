@@ -121,3 +121,57 @@ def test_the_tournament_asset_reports_every_environment(settings: SettingsResour
     assert output.value.episodes == 6 * 5 * 5 * 2  # environments x ordered agent pairs x scenarios
     for env_id in ("craigslist-v0", "dnd-v0", "calendar-v0"):
         assert env_id in output.metadata["summary"].value
+
+
+def test_metadata_links_the_mlflow_run_and_version_and_the_run_links_back(tmp_path: Path, settings) -> None:
+    """Dagster shows an asset's MLflow run and registry version as links (MetadataValue.url); the MLflow run's
+    description links back to the Dagster run (assets.common.mlflow_links, used by every asset with a run)."""
+    from dagster import MetadataValue, Output, asset, materialize
+
+    from assets.common import mlflow_links
+    from models.tracking import Tracker
+
+    mlflow = MlflowResource(
+        settings=settings,
+        tracking_uri=f"sqlite:///{tmp_path}/m.db",
+        artifact_root=str(tmp_path / "artifacts"),
+        ui_url="http://mlflow.test:5001",
+        dagster_ui_url="http://dagster.test:3001/",
+    )
+    tracker: Tracker = mlflow.tracker()
+    with tracker.start_run("ppo-craigslist-v0") as run:
+        run.log_metrics(0, loss=1.0)
+
+    @asset
+    def probe(context, mlflow: MlflowResource):
+        return Output(None, metadata=mlflow_links(context, mlflow, run.run_id, "socialrl-craigslist-specialist", 3))
+
+    result = materialize([probe], resources={"mlflow": mlflow})
+    metadata = result.asset_materializations_for_node("probe")[0].metadata
+    experiment = tracker.experiment_id
+    assert metadata["mlflow_run"] == MetadataValue.url(
+        f"http://mlflow.test:5001/#/experiments/{experiment}/runs/{run.run_id}?workflowType=machine_learning"
+    )
+    assert metadata["model_version"] == MetadataValue.url(
+        "http://mlflow.test:5001/#/models/socialrl-craigslist-specialist/versions/3?workflowType=machine_learning"
+    )
+    tags = tracker.client.get_run(run.run_id).data.tags
+    back = f"http://dagster.test:3001/runs/{result.run_id}"
+    assert tags["dagster.run_url"] == back
+    assert tags["mlflow.note.content"] == f"Launched by Dagster run [{result.run_id[:8]}]({back}) (probe)"
+    # A later Dagster run (say, the evaluation) adds its own line; the same run twice adds nothing.
+    again = materialize([probe], resources={"mlflow": mlflow})
+    tracker.link_dagster_run(run.run_id, again.run_id, f"http://dagster.test:3001/runs/{again.run_id}", "probe")
+    note = tracker.client.get_run(run.run_id).data.tags["mlflow.note.content"]
+    assert note.count("Dagster run [") == 2
+    assert note.endswith(f"probe: Dagster run [{again.run_id[:8]}](http://dagster.test:3001/runs/{again.run_id})")
+    assert tracker.client.get_run(run.run_id).data.tags["dagster.run_url"] == back
+
+
+def test_champion_evaluations_has_an_edge_to_what_it_evaluates() -> None:
+    from dagster import AssetKey
+
+    from pipelines.definitions import defs
+
+    parents = defs.resolve_asset_graph().get(AssetKey("champion_evaluations")).parent_keys
+    assert {AssetKey("specialist_champion"), AssetKey("unified_evaluation")} <= parents

@@ -106,6 +106,12 @@ def test_paired_metrics_compare_the_same_episodes_and_only_where_both_define_a_m
     assert paired_metric(hold, accept, "opening_below_target_given_offer").n == 0
     assert "opening_below_target_given_offer" not in paired_metrics(hold, accept)
     assert summary(hold)["opening_over_target"].mean == 1.0  # a median, without an interval
+    # ... and paired as the mean per-episode difference where both open with an offer
+    one = plan(("boulware", "conceder"))
+    hold_one = episode_records(evaluate_policy(one, lambda seed: make_baseline("hold_target", seed)))
+    low = episode_records(evaluate_policy(one, lambda seed: ScriptedBuyer(["OFFER $120", "QUIT"])))
+    opening = paired_metrics(hold_one, low)["opening_over_target"]
+    assert opening.mean == pytest.approx(1 - 120 / 150) and opening.n == 2
     with pytest.raises(ValueError, match="not paired"):
         paired_metric(hold, accept[:2], "reward")
     part = paired_metric(hold, accept[:2], "reward", common=True)

@@ -77,3 +77,16 @@ def test_display_rounding_keeps_small_values_visible_and_data_untouched() -> Non
     assert format_number(math.nan) == "n/a" and format_number(None) == "n/a" and format_number(0.5123) == "0.512"
     with pytest.raises(ValueError):
         display_number(0.5, digits=0)
+
+
+def test_json_metadata_is_rounded_for_reading() -> None:
+    from models.display import display_json
+
+    report = {"paired": {"ppo_minus_sft": {"mean": 0.0015624999999999992, "ci_low": -0.0312500000001, "n": 48}},
+              "curve": [0.13333333333333333, math.nan], "pareto_optimal_rate": math.nan, "name": "ppo"}  # fmt: skip
+    shown = display_json(report)
+    assert shown["paired"]["ppo_minus_sft"] == {"mean": 0.00156, "ci_low": -0.0313, "n": 48}
+    assert shown["curve"] == [0.133, None] and shown["name"] == "ppo"
+    assert shown["pareto_optimal_rate"] is None and "pareto_optimal_rate_null_reason" in shown
+    assert strict_loads(json.dumps(shown)) == shown  # still strict JSON
+    assert report["paired"]["ppo_minus_sft"]["mean"] == 0.0015624999999999992  # the data is untouched

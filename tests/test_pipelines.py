@@ -3,6 +3,8 @@ webserver's GraphQL API and the asset graph in the real UI (headless Chromium)."
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
 import shutil
 import signal
@@ -156,6 +158,29 @@ def test_make_ui_starts_no_heavy_work_unless_configured() -> None:
     assert schedule.default_status == DefaultScheduleStatus.RUNNING
 
 
+def test_make_ui_points_each_ui_at_the_other(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make ui` tells the code location where both UIs are: asset metadata links to its MLflow, MLflow runs
+    link back to its Dagster (pipelines/ui.py -> $SOCIALRL_*_UI_URL -> MlflowResource)."""
+    from models.settings import DataPaths
+    from pipelines import definitions, ui
+
+    servers = {s.name: s for s in ui.ui_servers(DataPaths(tmp_path), dagster_port=3100, mlflow_port=5100)}
+    env = servers["dagster"].env
+    assert (ui.MLFLOW_UI_URL_ENV, ui.DAGSTER_UI_URL_ENV) == (
+        definitions.MLFLOW_UI_URL_ENV,
+        definitions.DAGSTER_UI_URL_ENV,
+    )
+    assert (
+        env[ui.MLFLOW_UI_URL_ENV] == "http://127.0.0.1:5100" and env[ui.DAGSTER_UI_URL_ENV] == "http://127.0.0.1:3100"
+    )
+    for key in (ui.MLFLOW_UI_URL_ENV, ui.DAGSTER_UI_URL_ENV):
+        monkeypatch.setenv(key, env[key])
+    links = definitions.build_resources("smoke", str(tmp_path))["mlflow"].links()
+    assert links.mlflow_version("m", 1).startswith("http://127.0.0.1:5100/#/models/m/versions/1")
+    assert links.dagster_run("abc") == "http://127.0.0.1:3100/runs/abc"
+    assert servers["mlflow"].argv[-1] == "5100"
+
+
 @pytest.mark.slow
 def test_smoke_lineage_materialises_with_real_resources(
     tmp_path: Path, tiny_model_dir: Path, caplog: pytest.LogCaptureFixture
@@ -210,7 +235,11 @@ def test_smoke_lineage_materialises_with_real_resources(
     assert 0.0 <= imitation["command_rate"] <= 1.0 and imitation["passed"] == (imitation["command_rate"] >= 0.9)
     assert [it["iteration"] for it in craigslist["learning_curve"]] == [0, 1]
     # The held-out evaluation prints one line per policy as it finishes (it is the lineage's longest silence).
-    evaluated = [r.getMessage().split(":")[0] for r in caplog.records if r.getMessage().startswith("eval craigslist")]
+    # (Dagster rewrites a managed logger's record to "<job> - <run> - <step> - <line>"; the line as written:)
+    from models.progress import original_message
+
+    lines = [original_message(r) for r in caplog.records]
+    evaluated = [m.split(":")[0] for m in lines if m.startswith("eval craigslist")]
     assert evaluated == [
         "eval craigslist-v0 sft",
         "eval craigslist-v0 teacher",
@@ -237,15 +266,47 @@ def test_smoke_lineage_materialises_with_real_resources(
     runs = {r.run_id: r for r in instance.get_runs()}
     assert [runs[s.run_id].job_name for s in steps] == [s.job for s in steps]
     assert all(runs[s.run_id].tags["socialrl/profile"] == "smoke" for s in steps)
-    # The report file is strict JSON.
-    import json
+    # No silent stretch (issue 32): in every step of the stage-1 and nightly runs the run's own event log, the
+    # Events tab of a run launched from the UI, has an entry at least every progress interval of the profile
+    # (the `socialrl` loggers are Dagster-managed on this instance; the settings resource's watch fills gaps),
+    # and the phases' own lines are there: rollout episodes, update epochs, evaluation episodes, the nightly result.
+    from dagster import DagsterEventType
 
+    from models.profiles import get_profile
+
+    interval = get_profile("smoke").progress_interval_s
+    lines: dict[str, list[str]] = {}
+    for step in steps[1:]:
+        entries = instance.all_logs(step.run_id)
+        starts = {e.step_key: e.timestamp for e in entries if e.dagster_event_type == DagsterEventType.STEP_START}
+        for key, begun in starts.items():
+            ended = max(e.timestamp for e in entries if e.step_key == key)
+            stamps = sorted(e.timestamp for e in entries if e.step_key == key and begun <= e.timestamp <= ended)
+            longest = max((b - a for a, b in itertools.pairwise(stamps)), default=0.0)
+            assert longest <= interval + 10, f"{step.name} {key}: {longest:.0f} s without an event"
+            lines[key] = lines.get(key, []) + [
+                e.user_message for e in entries if e.step_key == key and not e.dagster_event
+            ]
+    assert any(m.startswith("PPO craigslist-specialist rollout 1/2: episode 1/") for m in lines["specialist"])
+    assert any(m.startswith("PPO update epoch 1/") for m in lines["specialist"])
+    assert any(m.startswith("evaluating ") and "episode 1/" in m for m in lines["specialist_eval"])
+    assert any(
+        m.startswith("nightly socialrl-craigslist-specialist@v1: mean reward") for m in lines["champion_evaluations"]
+    )
+    # The nightly result is in the report (and make run prints it); JSON metadata is rounded for reading.
+    assert set(steps[3].report) == {"socialrl-craigslist-specialist@v1", "socialrl-dnd-specialist@v1"}
+    assert {"mean_reward", "ci_low", "ci_high", "n"} <= set(steps[3].report["socialrl-dnd-specialist@v1"])
+    import re
+
+    assert not re.search(r"\d\.\d{7,}", json.dumps(steps[1].report)), "unrounded numbers in the report metadata"
+    # The report file is strict JSON.
     from models.settings import DataPaths
     from pipelines.run_lineage import write_report
 
     written = write_report(DataPaths(data), "smoke", steps, 1.0)
     parsed = json.loads(written.read_text(), parse_constant=lambda c: pytest.fail(f"bare {c} in the report"))
     assert set(parsed["domains"]["craigslist-v0"]["paired"]["ppo_minus_sft"]) == {"mean", "ci_low", "ci_high", "n"}
+    assert parsed["nightly"] == steps[3].report
     # The runs are on the instance `make ui` opens.
     assert (data / "dagster_home").is_dir()
 
@@ -294,6 +355,7 @@ def dagster_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def dagster_webserver(dagster_home: Path) -> Iterator[str]:
     """`dagster-webserver` on the code location (workspace.yaml), on a free port."""
     from models.serving.engine import free_port
+    from models.serving.process import wait_until_answers
 
     home = dagster_home
     port = free_port()
@@ -316,15 +378,7 @@ def dagster_webserver(dagster_home: Path) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/server_info", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(1)
-        else:
+        if not wait_until_answers(f"{url}/server_info", 120, process):
             pytest.fail("dagster-webserver did not start within 120 s")
         yield url
     finally:

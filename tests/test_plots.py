@@ -35,3 +35,43 @@ def test_markdown_image_inlines_small_figures_only() -> None:
     png = line_with_band([Series("a", [0, 1], [0.0, 1.0])], "t", "x", "y")
     assert markdown_image(png, "a").startswith("![a](data:image/png;base64,")
     assert "not inlined" in markdown_image(b"\x89PNG" + b"0" * (MAX_INLINE_BYTES + 1), "big")
+
+
+def test_the_evaluation_plot_fits_its_axis_and_plots_the_paired_differences(monkeypatch: pytest.MonkeyPatch) -> None:
+    """0.13 against 0.16 must not look flat on a 0-1 axis, and the claim (the paired difference) is drawn with
+    its interval and a line at 0 (stage1.evaluation_plot, what specialist_eval shows and logs to MLflow)."""
+    from models import plots
+    from models.evaluation.policy import EvaluationSummary
+    from models.evaluation.stats import Estimate
+    from models.socialrl import stage1
+
+    def policy(label: str, mean: float, low: float, high: float) -> stage1.PolicyResult:
+        summary = EvaluationSummary(48, mean, low, high, "bootstrap", 0.95, 0.5, math.nan, 0.1, 0.0, 6.0)
+        return stage1.PolicyResult(label, label, "model", summary, {})
+
+    specialist = stage1.Specialist("craigslist-v0", "buyer", "/a", "run", "run-v2", None, ())
+    policies = {"base": policy("base", 0.012, 0.0, 0.037), "sft": policy("sft", 0.13, 0.05, 0.2)}
+    policies["ppo"] = policy("ppo", 0.16, 0.09, 0.25)
+    paired = {"ppo_minus_sft": Estimate(0.03, -0.02, 0.08, 48), "ppo_minus_base": Estimate(0.148, 0.07, 0.22, 48)}
+    evaluation = stage1.SpecialistEvaluation(
+        "craigslist-v0", "buyer", "r", "generated", policies, paired, {}, None, {}, specialist
+    )
+    figures = []
+    monkeypatch.setattr(plots, "_png", lambda figure: figures.append(figure) or b"png")
+    assert stage1.evaluation_plot(evaluation) == b"png"
+    (figure,) = figures
+    rewards, differences = figure.axes[:2]
+    low, high = rewards.get_ylim()
+    assert low == 0.0 and 0.25 <= high < 0.4  # fitted to the highest interval end, not 0..1
+    assert [t.get_text() for t in rewards.get_xticklabels()] == ["base", "sft", "ppo"]
+    # The paired differences: one row each (first on top), its interval as a line, a dashed line at 0.
+    assert [t.get_text() for t in differences.get_yticklabels()] == ["ppo_minus_base", "ppo_minus_sft"]
+    intervals = sorted(tuple(line.get_xdata()) for line in differences.get_lines() if len(line.get_xdata()) == 2)
+    assert (-0.02, 0.08) in intervals and (0.07, 0.22) in intervals
+    zero = [line for line in differences.get_lines() if line.get_linestyle() == "--"]
+    assert zero and tuple(zero[0].get_xdata()) == (0.0, 0.0)
+    left, right = differences.get_xlim()
+    assert left < -0.02 and right > 0.22
+    plots.plt.close(figure)
+    monkeypatch.undo()
+    assert is_png(plots.policy_comparison({"a": (0.1, math.nan, math.nan), "b": None}, {}, "t"))

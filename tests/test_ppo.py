@@ -21,14 +21,6 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def yes_no_ids(tiny_model_dir: Path) -> list[int]:
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    return [tokenizer.encode(" yes")[0], tokenizer.encode(" no")[0]]
-
-
 def _config(yes_no_ids: list[int], run_name: str, iterations: int) -> PPOConfig:
     # The keyword task rewards "no" in 8-token replies restricted to " yes" / " no": dense from the start.
     return PPOConfig(

@@ -185,3 +185,27 @@ def test_evaluation_history_is_kept_on_the_version(tracker: Tracker, tiny_lora_a
         tracker.record_evaluation_history(name, version, {"mean_reward": 0.1}, suite="Nightly run")
     with pytest.raises(ValueError, match="no finite"):
         tracker.record_evaluation_history(name, version, {"mean_reward": math.nan})
+
+
+@pytest.mark.slow
+def test_the_warm_start_adapter_carries_a_filled_model_card(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """The SFT warm-start's adapter in its MLflow run: a README.md that says what it is (not PEFT's blank
+    template) and no path of the training machine (stage1.warmstart, smoke profile on the tiny model)."""
+    from models.profiles import get_profile
+    from models.socialrl import stage1
+
+    profile = get_profile("smoke")
+    traces = stage1.teacher_traces("craigslist-v0", profile)
+    tracker = Tracker(TrackingConfig(f"sqlite:///{tmp_path}/m.db", str(tmp_path / "artifacts")))
+    tags = run_tags(domain="craigslist-v0", profile="smoke", git_commit="cafe123")
+    warm = stage1.warmstart("craigslist-v0", traces, profile, tiny_model_dir, tmp_path / "sft", tracker, tags)
+    adapter = tracker.latest_run_artifact("sft-craigslist-v0", "adapter")
+    assert adapter is not None and warm.mlflow_run_id is not None
+    readme = (adapter / "README.md").read_text()
+    assert "More Information Needed" not in readme and str(tiny_model_dir) not in readme and "/tmp" not in readme
+    assert readme.startswith('---\nbase_model: "tiny-random-llama"') and "# sft-craigslist-v0" in readme
+    assert "| Seat | buyer |" in readme and "| Git commit | `cafe123` |" in readme and warm.mlflow_run_id in readme
+    assert "| eval_loss_after |" in readme and "teacher traces of the learning seat" in readme
+    assert "PPO specialist of craigslist-v0" in readme and "models:/sft-craigslist-v0" not in readme
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    assert config["base_model_name_or_path"] == "tiny-random-llama"

@@ -164,6 +164,52 @@ def test_malformed_text_is_counted_retried_and_then_the_rule_applies() -> None:
     assert not result.outcome.agreement
 
 
+def test_every_attempt_is_recorded_with_its_parse_or_the_reason_it_was_refused() -> None:
+    env = GuessEnv(max_invalid_retries=1)
+    keeper = ScriptedAgent(["hi"])
+    guesser = ScriptedAgent(["banana", "GUESS x", "GUESS 12", "GUESS 5", "", "", "GUESS 3"])
+    result = run(run_episode(env, {"keeper": keeper, "guesser": guesser}, GuessScenario("s", 3)))
+    rows = [(a.agent_id, a.text, a.accepted, a.kind, a.reason, a.turn_index) for a in result.attempts]
+    # The four refusals the outcome counts, each with the parser's or the rules' reason, in order.
+    assert [r for r in rows if r[0] == "guesser"] == [
+        ("guesser", "banana", False, "", "write GUESS <digit>", None),
+        ("guesser", "GUESS x", False, "", "write GUESS <digit>", None),  # exhausted: guess 1 forfeited
+        ("guesser", "GUESS 12", False, "guess", "a digit please", None),  # parsed, but against the rules
+        ("guesser", "GUESS 5", True, "guess", "", 1),
+        ("guesser", "", False, "", "write GUESS <digit>", None),
+        ("guesser", "", False, "", "write GUESS <digit>", None),
+    ]
+    assert ("keeper", "hi", True, "hint", "", 0) in rows
+    assert sum(not a.accepted for a in result.attempts) == result.outcome.roles["guesser"].invalid_actions == 5
+    assert [a.index for a in result.attempts] == list(range(len(result.attempts)))
+    accepted = [a for a in result.attempts if a.accepted]
+    assert [(a.turn_index, a.agent_id, a.kind) for a in accepted] == [
+        (t.index, t.agent_id, t.kind) for t in result.transcript
+    ]
+    # A refusal and its retry answer the same turn request; the next request has another number.
+    banana, x, twelve, five = [a for a in result.attempts if a.agent_id == "guesser"][:4]
+    assert banana.request == x.request != twelve.request == five.request
+
+
+def test_a_timeout_and_a_move_out_of_turn_are_refused_attempts() -> None:
+    slow = ScriptedAgent(["GUESS 1"], delay=5.0)
+    result = run(
+        run_episode(
+            GuessEnv(max_invalid_retries=0), {"keeper": ScriptedAgent(["hi"]), "guesser": slow},
+            GuessScenario("s", 1), turn_timeout=0.02,
+        )
+    )  # fmt: skip
+    assert [(a.text, a.reason) for a in result.attempts if a.agent_id == "guesser"] == [("", "timeout")] * 3
+    env = GuessEnv()
+    env.reset(GuessScenario("s", 2))
+    env.step(Action("keeper", "hint", "hello"))
+    env.step(Action("keeper", "hint", "again"))
+    assert [(a.text, a.kind, a.accepted, a.reason, a.request) for a in env.attempts] == [
+        ("hello", "hint", True, "", 0),
+        ("again", "hint", False, "it is not your turn", None),
+    ]
+
+
 def test_timeout_counts_as_a_failed_attempt() -> None:
     keeper = ScriptedAgent(["hi"])
     slow = ScriptedAgent(["GUESS 1"] * 10, delay=5.0)

@@ -288,3 +288,87 @@ def test_html_page_keeps_unusual_text_inert() -> None:
     assert "\x00" not in page and "\u202e" not in page
     single = transcript_html(nasty_transcript("ok"))
     assert single.startswith("<!DOCTYPE html>") and single.count("<article") == 1
+
+
+# ------------------------------------------------------------------------------------ refused attempts
+@pytest.fixture(scope="module")
+def stumbling_episode():
+    """A Craigslist episode whose buyer's first two replies are refused (no price, nothing to accept) before an
+    offer, then three more (retries exhausted: the turn is forfeited) before it quits."""
+    import asyncio
+
+    from environments import make
+    from environments.core.events import RAW_TEXT, Action
+    from environments.core.runtime import run_episode
+
+    class Stumbling:
+        def __init__(self) -> None:
+            self.replies = ["OFFER $", "ACCEPT <b>now</b>", "OFFER $60 fine", "OFFER $", "OFFER $", "OFFER $"]
+
+        async def reset(self, *args) -> None:
+            pass
+
+        async def observe(self, event) -> None:
+            pass
+
+        async def act(self, request) -> Action:
+            return Action("buyer", RAW_TEXT, self.replies.pop(0) if self.replies else "QUIT")
+
+    scenario = sample_scenarios("craigslist-v0", 1, 3)[0]
+    agents = {"buyer": Stumbling(), "seller": make_code_agent("boulware", 1)}
+    return asyncio.run(run_episode(make("craigslist-v0"), agents, scenario, 3, episode_id="ep-stumble"))
+
+
+def test_every_refused_attempt_is_shown_with_its_reason(stumbling_episode, tmp_path: Path) -> None:
+    from models.records import rows_for
+
+    result = stumbling_episode
+    buyer_refusals = [a for a in result.attempts if a.agent_id == "buyer" and not a.accepted]
+    assert len(buyer_refusals) == result.outcome.roles["buyer"].invalid_actions == 5
+    transcript = transcript_from_result(result, "buyer")
+    md = transcript_markdown(transcript)
+    rendered = MarkdownIt("commonmark").render(md)
+    # Each refused reply, with the environment's reason, where it happened (before the offer it led to).
+    for attempt in buyer_refusals:
+        assert f"refused: {escape_html(attempt.reason)}" in rendered
+    offer = "offer {&quot;price&quot;: 60.0}"
+    assert rendered.index("OFFER $") < rendered.index("ACCEPT &lt;b&gt;now&lt;/b&gt;") < rendered.index(offer)
+    assert md.count("✗") == len([a for a in result.attempts if not a.accepted])
+    assert f"{len(result.transcript)}, {len(buyer_refusals)} refused attempts" in md
+    page = transcript_html(transcript)
+    assert page.count('class="turn policy refused"') == len(buyer_refusals)
+    assert "ACCEPT &lt;b&gt;now&lt;/b&gt;" in page and "<b>now</b>" not in page
+    # The same from the tables: the attempts round-trip and render identically.
+    store = TableStore(tmp_path)
+    store.append_all(rows_for([result], "run-1"))
+    (loaded,) = load_transcripts(store, ["ep-stumble"], policy_seats={"ep-stumble": "buyer"})
+    assert loaded.attempts == transcript.attempts and transcript_markdown(loaded) == md
+    # The DuckDB views: every attempt, and the refusals before each accepted action.
+    attempts = store.query("SELECT speaker, accepted, reason, text FROM attempts ORDER BY attempt_index")
+    assert len(attempts) == len(result.attempts) and (~attempts.accepted).sum() == len(
+        [a for a in result.attempts if not a.accepted]
+    )
+    first_offer = store.query(
+        "SELECT kind, text, refused, refusals FROM transcripts WHERE speaker = 'buyer' ORDER BY turn_index LIMIT 1"
+    )
+    assert first_offer.kind[0] == "offer" and first_offer.text[0] == "fine"
+    assert first_offer.refused[0] == 2
+    assert [r["text"] for r in json.loads(first_offer.refusals[0])] == ["OFFER $", "ACCEPT <b>now</b>"]
+
+
+def test_tables_recorded_before_attempts_stay_readable(stumbling_episode, tmp_path: Path) -> None:
+    from models.records import rows_for
+
+    store = TableStore(tmp_path)
+    store.append_all({k: v for k, v in rows_for([stumbling_episode], "old").items() if k != "episode_attempts"})
+    (old,) = load_transcripts(store, ["ep-stumble"])
+    assert old.attempts == () and len(old.turns) == len(stumbling_episode.transcript)
+    assert "refused" not in transcript_markdown(old) and "✗" not in transcript_markdown(old)
+    assert set(store.query("SELECT refused FROM transcripts").refused) == {0}
+    assert store.query("SELECT count(*) AS n FROM attempts").n[0] == 0
+
+
+def escape_html(text: str) -> str:
+    import html as html_module
+
+    return html_module.escape(text, quote=False)

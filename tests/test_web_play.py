@@ -18,7 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agents.web_play import CodeOpponents, GameRoom, PlayError, create_app
+from agents.web_play import CodeOpponents, GameRoom, OpponentOption, PlayError, create_app
+from environments.core.events import RAW_TEXT, Action
 from models.play import ModelOpponents, ModelServing, record_played_episode
 from models.serving.process import ServerThread
 from models.storage import TableStore
@@ -205,6 +206,86 @@ def test_a_full_craigslist_game_against_a_code_agent_in_the_browser(code_server,
     assert store.query("SELECT count(*) AS n FROM transcripts WHERE episode_id = ?", [episode_id]).n[0] == 2
 
 
+class Stumbler:
+    """A test opponent whose first reply to every turn request is refused (an offer without a price, with a
+    draft it never meant to send), and whose retry offers the listing price."""
+
+    def __init__(self) -> None:
+        self.tries = 0
+
+    async def reset(self, agent_id: str, env_id: str, spec, episode_id: str) -> None:
+        self.agent_id = agent_id
+
+    async def observe(self, event) -> None:
+        pass
+
+    async def act(self, request) -> Action:
+        self.tries += 1
+        text = "OFFER $ (draft: my floor is secret-floor)" if self.tries % 2 else "Fine. OFFER $400"
+        return Action(self.agent_id, RAW_TEXT, text)
+
+
+class StumblingOpponents:
+    """An opponent provider for the page: `stumbler` in Craigslist."""
+
+    def handles(self, name: str) -> bool:
+        return name == "stumbler"
+
+    def options(self, env_id: str) -> list[OpponentOption]:
+        return [OpponentOption("stumbler", "stumbler (test)", "code")] if env_id == "craigslist-v0" else []
+
+    def check(self, env_id: str, name: str) -> None:
+        if env_id != "craigslist-v0":
+            raise PlayError("stumbler plays Craigslist only")
+
+    async def make_agents(self, env_id: str, name: str, seats, seed: int) -> dict:
+        return {seat: Stumbler() for seat in seats}
+
+    def note(self, env_id: str, name: str, seats) -> str:
+        return ""
+
+
+def test_the_page_shows_every_attempt_and_how_a_move_was_read(browser, tmp_path: Path) -> None:
+    store = TableStore(tmp_path / "tables")
+    app = create_app([StumblingOpponents()], record=lambda result: record_played_episode(store, result, "play-test"))
+    with serve(app) as url:
+        page = new_page(browser)
+        try:
+            page.goto(f"{url}/?env=craigslist-v0&seat=buyer&opponent=stumbler&seed=4")
+            page.wait_for_selector("#env option", state="attached")
+            page.click("#start")
+            outcome = play_in_page(page, ["ACCEPT", "Hello. OFFER $50", "QUIT"])
+            assert "Agreement: no" in outcome
+            log = page.inner_text("#log")
+            # The person's own move, as the environment read it.
+            assert page.locator("#log li.parsed").count() == 2  # the offer and the quit
+            assert 'The game read your move as: offer {"price": 50.0}' in page.inner_text("#log li.parsed >> nth=0")
+            # The opponent's refused replies, with the reason, but not their text while the game runs.
+            refused = page.locator("#log li.refused")
+            assert refused.count() == 1
+            assert "seller's reply was refused: `OFFER` needs a price" in refused.nth(0).inner_text()
+            assert "secret-floor" not in log
+            # Order: the refusal comes before the seller's accepted offer it led to.
+            assert log.index("seller's reply was refused") < log.index("$400")
+            # After the game: every attempt of both seats, texts and reasons included.
+            record = page.locator("#record tbody tr")
+            rows = [record.nth(k).inner_text() for k in range(record.count())]
+            assert page.is_visible("#record") and len(rows) == 5  # ACCEPT, OFFER $50, refused, OFFER $400, QUIT
+            assert "ACCEPT" in rows[0] and "not allowed now" in rows[0]
+            assert 'offer {"price": 50.0}' in rows[1]
+            assert "secret-floor" in rows[2] and "needs a price" in rows[2]
+            assert 'offer {"price": 400.0}' in rows[3] and "quit" in rows[4]
+            assert page.locator("#record tr.refused").count() == 2
+            assert page.script_errors == []
+        finally:
+            page.close()
+    # The same attempts are in the tables (the `attempts` view).
+    stored = store.query("SELECT speaker, accepted FROM attempts ORDER BY attempt_index")
+    assert stored.values.tolist() == [
+        ["buyer", False], ["buyer", True], ["seller", False], ["seller", True], ["buyer", True]
+    ]  # fmt: skip
+
+
 def test_the_page_shows_bad_choices(code_server, browser) -> None:
     url, _ = code_server
     page = new_page(browser)
@@ -286,3 +367,90 @@ def test_a_game_against_the_tiny_model_in_the_browser(vllm_engine, registered_ti
         "SELECT agent_id, agent_name FROM episode_roles WHERE episode_id = ? ORDER BY agent_id", [episode_id]
     )
     assert roles.agent_name.tolist()[0] == "web-human" and "play-tiny-v1" in roles.agent_name.tolist()[1]
+
+
+# ------------------------------------------------------------------------ what a model was trained for
+@pytest.fixture
+def documented_registry(tiny_lora_adapter: Path, tmp_path: Path) -> object:
+    """A sqlite registry whose champion socialrl-craigslist-specialist v1 is documented as a Craigslist buyer."""
+    from models.tracking import ModelCard, Tracker, TrackingConfig
+
+    tracker = Tracker(TrackingConfig(f"sqlite:///{tmp_path}/m.db", str(tmp_path / "art")))
+    with tracker.start_run("ppo-craigslist-v0") as run:
+        run.log_artifact_dir(tiny_lora_adapter, "adapter")
+    name = "socialrl-craigslist-specialist"
+    version = tracker.register_adapter(run.run_id, "adapter", name)
+    card = ModelCard(name, "tiny-random-llama", "craigslist-v0", "smoke", "PPO", "teacher traces", seat="buyer")
+    tracker.document_version(name, version, card)
+    tracker.promote_if_better(name, version, "mean_reward", 0.5)
+    return tracker
+
+
+def no_engine():
+    raise RuntimeError("no engine in this test")
+
+
+def test_the_page_says_what_a_model_was_trained_for_and_refuses_unknown_choices(documented_registry, browser) -> None:
+    champion = "models:/socialrl-craigslist-specialist@champion"
+    models = ModelOpponents(documented_registry, no_engine)
+    app = create_app([CodeOpponents(), models])
+    with serve(app) as url:
+        envs = {e["env_id"]: e for e in httpx.get(f"{url}/api/environments").json()}
+        (listed,) = [o for o in envs["dnd-v0"]["opponents"] if o["name"] == champion]
+        assert listed["trained"] == "craigslist-v0 as buyer" and listed["seat"] == "buyer"
+        assert "trained on craigslist-v0 as buyer" in listed["label"] and "outside its training" in listed["label"]
+        # The server warns too (a typed model URI is not in the list).
+        game = httpx.post(f"{url}/api/games", json={"env_id": "dnd-v0", "opponent": champion}).json()
+        assert "trained on craigslist-v0 as buyer; here it plays" in game["warning"]
+        seller = httpx.post(f"{url}/api/games", json={"env_id": "craigslist-v0", "seat": "buyer", "opponent": champion})
+        assert "trained as buyer in craigslist-v0; here it plays seller" in seller.json()["warning"]
+        buyer = httpx.post(f"{url}/api/games", json={"env_id": "craigslist-v0", "seat": "seller", "opponent": champion})
+        assert buyer.json()["warning"] == ""
+        page = new_page(browser)
+        try:
+            # An unknown environment or seat in the address is refused with a message, not switched silently.
+            page.goto(f"{url}/?env=poker-v0&opponent=boulware")
+            page.wait_for_function("() => document.getElementById('error').textContent.length > 0")
+            assert "Unknown environment 'poker-v0'" in page.inner_text("#error") and page.is_disabled("#start")
+            page.select_option("#env", "craigslist-v0")
+            assert page.inner_text("#error") == "" and page.is_enabled("#start")
+            page.goto(f"{url}/?env=craigslist-v0&seat=judge&opponent=boulware")
+            page.wait_for_function("() => document.getElementById('error').textContent.length > 0")
+            assert "Unknown seat 'judge' in craigslist-v0" in page.inner_text("#error") and page.is_disabled("#start")
+            assert "buyer, seller" in page.inner_text("#error")
+            # What the model was trained for, and a warning outside it: another domain, then the other seat.
+            page.goto(f"{url}/?env=dnd-v0&opponent={champion}")
+            page.wait_for_selector("#opponent-warning:not([hidden])")
+            assert "was trained on craigslist-v0 as buyer" in page.inner_text("#opponent-info")
+            assert "Outside its training" in page.inner_text("#opponent-warning")
+            page.goto(f"{url}/?env=craigslist-v0&seat=buyer&opponent={champion}")
+            page.wait_for_selector("#opponent-warning:not([hidden])")
+            assert "trained as buyer, here it plays seller" in page.inner_text("#opponent-warning")
+            page.select_option("#seat", "seller")  # the model now plays the buyer it was trained as
+            assert page.is_hidden("#opponent-warning") and page.inner_text("#error") == ""
+            page.click("#start")  # the game's own warning is empty; the engine is not there, so it fails
+            page.wait_for_selector("#game:not([hidden])")
+            assert page.is_hidden("#game-warning")
+            page.goto(f"{url}/?env=dnd-v0&opponent={champion}")
+            page.wait_for_selector("#opponent-warning:not([hidden])")
+            page.click("#start")
+            page.wait_for_selector("#game-warning:not([hidden])")
+            assert "outside its training" in page.inner_text("#game-warning")
+            assert page.script_errors == []
+        finally:
+            page.close()
+
+
+def test_a_version_documented_before_the_seat_tag_has_its_seat_in_its_model_card(documented_registry) -> None:
+    from models.play import TrainedFor, trained_for
+
+    name = "socialrl-craigslist-specialist"
+    assert trained_for(documented_registry.get_version(name, 1)) == TrainedFor(("craigslist-v0",), "buyer")
+    documented_registry.client.delete_model_version_tag(name, "1", "socialrl.seat")
+    older = documented_registry.get_version(name, 1)
+    assert "socialrl.seat" not in older.tags and trained_for(older) == TrainedFor(("craigslist-v0",), "buyer")
+    documented_registry.client.set_model_version_tag(name, "1", "socialrl.domains", "craigslist-v0,dnd-v0")
+    stage2 = trained_for(documented_registry.get_version(name, 1))
+    assert stage2.domains == ("craigslist-v0", "dnd-v0") and stage2.warning("m", "casino-v0", ["a"]).endswith(
+        "outside its training."
+    )

@@ -9,7 +9,9 @@ every environment shares so that each environment module only writes its rules:
   request, and after `max_invalid_retries` consecutive failures the environment's own rule applies
   (`_on_retries_exhausted`, e.g. forfeit the turn or end without a deal);
 * timeouts, which count as a failed attempt;
-* the transcript of accepted actions, used for leakage detection and episode records.
+* the transcript of accepted actions, used for leakage detection and episode records;
+* the record of every attempt (`attempts`): each answer a seat gave, accepted or refused, with the kind it
+  parsed to or the reason it was refused, so that a transcript can show what an "invalid actions 3" was.
 """
 
 from __future__ import annotations
@@ -127,6 +129,30 @@ class TranscriptEntry:
     payload: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class Attempt:
+    """One answer of a seat, in the order the environment received it: accepted (it became the transcript
+    entry `turn_index`) or refused (with `reason`). A timeout is a refused attempt without text."""
+
+    index: int
+    """Position among the episode's attempts (0, 1, ...)."""
+    agent_id: str
+    text: str
+    """What the seat sent: the raw model or person text of a RAW_TEXT action, else the action's own text."""
+    kind: str = ""
+    """The action kind it parsed to ("" when the text did not parse, or for a timeout)."""
+    payload: dict[str, Any] = field(default_factory=dict)
+    """The parsed action's structured arguments (empty when it did not parse)."""
+    accepted: bool = False
+    reason: str = ""
+    """Why it was refused (the parser's or the rules' message, "timeout", "it is not your turn"); "" when accepted."""
+    turn_index: int | None = None
+    """The transcript entry an accepted attempt became; None when refused."""
+    request: int | None = None
+    """Which turn request it answered (numbered per episode from 0; a refused attempt and its retries share
+    it); None for an attempt out of turn."""
+
+
 S = TypeVar("S", bound=Scenario)
 
 
@@ -219,6 +245,11 @@ class Environment(ABC, Generic[S]):
         return tuple(self._transcript)
 
     @property
+    def attempts(self) -> tuple[Attempt, ...]:
+        """Every answer of every seat so far, accepted or refused, in order (see `Attempt`)."""
+        return tuple(self._attempts)
+
+    @property
     def invalid_counts(self) -> dict[str, int]:
         return dict(self._invalid_counts)
 
@@ -231,6 +262,9 @@ class Environment(ABC, Generic[S]):
         self._awaiting: dict[str, tuple[str, ...]] = {}
         self._last_request: dict[str, Notification] = {}
         self._transcript: list[TranscriptEntry] = []
+        self._attempts: list[Attempt] = []
+        self._requests = 0
+        self._request_number: dict[str, int] = {}
         self._outcome: Outcome | None = None
         events = self._reset(scenario)
         self._invalid_counts = dict.fromkeys(self.agent_ids, 0)
@@ -239,24 +273,30 @@ class Environment(ABC, Generic[S]):
 
     def step(self, action: Action) -> list[Event]:
         agent_id = action.agent_id
+        sent = action
         if self._done:
+            if agent_id in self._invalid_counts:
+                self._record_attempt(sent, None, "the episode is over")
             return [self._invalid_note(agent_id, "the episode is over", retries_left=0)]
         if agent_id not in self._awaiting:
             if agent_id in self._invalid_counts:
                 self._invalid_counts[agent_id] += 1
+                self._record_attempt(sent, None, "it is not your turn")
             return [self._invalid_note(agent_id, "it is not your turn", retries_left=0)]
         if action.kind == RAW_TEXT:
             parsed = self.parse(agent_id, action.text)
             if isinstance(parsed, ParseError):
-                return self._reject(agent_id, parsed.message)
+                return self._refuse(sent, None, parsed.message)
             action = parsed
         allowed = self._awaiting[agent_id]
         if action.kind not in allowed:
-            return self._reject(agent_id, f"action '{action.kind}' is not allowed now; allowed: {', '.join(allowed)}")
+            reason = f"action '{action.kind}' is not allowed now; allowed: {', '.join(allowed)}"
+            return self._refuse(sent, action, reason)
         reason = self._validate(action)
         if reason is not None:
-            return self._reject(agent_id, reason)
+            return self._refuse(sent, action, reason)
         self._consecutive_failures[agent_id] = 0
+        self._record_attempt(sent, action, None, turn_index=len(self._transcript))
         del self._awaiting[agent_id]
         self._transcript.append(
             TranscriptEntry(len(self._transcript), agent_id, action.kind, action.text, dict(action.payload))
@@ -268,7 +308,7 @@ class Environment(ABC, Generic[S]):
         if self._done or agent_id not in self._awaiting:
             return []
         note = Notification(agent_id, NotificationKind.TIMEOUT, "You did not act in time.")
-        return [note, *self._reject(agent_id, "timeout")]
+        return [note, *self._refuse(Action(agent_id, RAW_TEXT, ""), None, "timeout")]
 
     def outcome(self) -> Outcome:
         if not self._done or self._outcome is None:
@@ -286,6 +326,8 @@ class Environment(ABC, Generic[S]):
         note = Notification(agent_id, NotificationKind.TURN, text, tuple(allowed), dict(data or {}))
         self._awaiting[agent_id] = tuple(allowed)
         self._last_request[agent_id] = note
+        self._request_number[agent_id] = self._requests
+        self._requests += 1
         return note
 
     def _cancel_turn(self, agent_id: str) -> None:
@@ -344,6 +386,32 @@ class Environment(ABC, Generic[S]):
             f"Invalid action: {reason}." + (f" Try again ({retries_left} retries left)." if retries_left else ""),
             data={"reason": reason, "retries_left": retries_left},
         )
+
+    def _record_attempt(
+        self, sent: Action, parsed: Action | None, reason: str | None, turn_index: int | None = None
+    ) -> None:
+        """Keep one answer in `attempts`: `parsed` is what the text parsed to (None when it did not), `reason`
+        why it was refused (None: accepted, as transcript entry `turn_index`)."""
+        agent_id = sent.agent_id
+        raw = sent.kind == RAW_TEXT
+        self._attempts.append(
+            Attempt(
+                index=len(self._attempts),
+                agent_id=agent_id,
+                text=sent.text,
+                kind=parsed.kind if parsed is not None else ("" if raw else sent.kind),
+                payload=dict(parsed.payload) if parsed is not None else ({} if raw else dict(sent.payload)),
+                accepted=reason is None,
+                reason=reason or "",
+                turn_index=turn_index,
+                request=self._request_number.get(agent_id) if agent_id in self._awaiting else None,
+            )
+        )
+
+    def _refuse(self, sent: Action, parsed: Action | None, reason: str) -> list[Event]:
+        """Record a refused answer, then apply the invalid-action rule (`_reject`)."""
+        self._record_attempt(sent, parsed, reason)
+        return self._reject(sent.agent_id, reason)
 
     def _reject(self, agent_id: str, reason: str) -> list[Event]:
         self._invalid_counts[agent_id] += 1

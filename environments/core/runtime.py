@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from environments.core.base import ActionSpec, Environment, Outcome, Scenario, TranscriptEntry
+from environments.core.base import ActionSpec, Attempt, Environment, Outcome, Scenario, TranscriptEntry
 from environments.core.events import Action, Event, Notification, NotificationKind
 
 
@@ -51,6 +51,8 @@ class EpisodeResult:
     wall_seconds: float
     inboxes: dict[str, tuple[Event, ...]] = field(default_factory=dict)
     """Every event delivered to each seat, in order (kept only when requested)."""
+    attempts: tuple[Attempt, ...] = ()
+    """Every answer of every seat, accepted or refused with the reason, in order (`Environment.attempts`)."""
 
 
 def describe_agent(agent: object) -> str:
@@ -142,6 +144,7 @@ async def run_episode(
         timeouts=timeouts,
         wall_seconds=time.perf_counter() - start,
         inboxes={a: tuple(v) for a, v in inboxes.items()} if keep_inboxes else {},
+        attempts=env.attempts,
     )
 
 
@@ -157,16 +160,17 @@ class EpisodeSpec:
 
 
 def progress_logger(
-    log: logging.Logger, label: str, total: int, noun: str = "episode"
+    log: logging.Logger, label: str, total: int, noun: str = "episode", id_prefix: str | None = None
 ) -> Callable[[int, EpisodeResult], None]:
     """An `on_result` callback for `run_episodes`: one INFO line per ended episode, with the count, its id
-    (less the `label:` prefix) and the seconds since the callback was made. Batches of LLM episodes run for
-    minutes on CPU; these lines are their progress."""
+    (less the `<id_prefix>:` prefix, default the label) and the seconds since the callback was made. Batches of
+    LLM episodes run for minutes on CPU; these lines are their progress."""
     start = time.perf_counter()
+    strip = f"{label if id_prefix is None else id_prefix}:"
 
     def line(ended: int, result: EpisodeResult) -> None:
         log.info(
-            "%s: %s %d/%d ended (%s), %.0f s", label, noun, ended, total, result.episode_id.removeprefix(f"{label}:"),
+            "%s: %s %d/%d ended (%s), %.0f s", label, noun, ended, total, result.episode_id.removeprefix(strip),
             time.perf_counter() - start,
         )  # fmt: skip
 

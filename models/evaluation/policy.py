@@ -298,9 +298,11 @@ async def evaluate_policy_async(
     make_policy: Callable[[int], Agent],
     make_counterpart: Callable[[str, int], Agent] = make_code_agent,
     progress: logging.Logger | None = None,
+    progress_label: str = "",
 ) -> EvaluationResult:
     """`evaluate_policy` for callers already inside an event loop. `progress`: a logger that gets one line per
-    ended episode (`progress_logger`), for callers whose console shows nothing else while episodes run."""
+    ended episode (`progress_logger`, headed `progress_label`, default the episode prefix), for callers whose
+    console shows nothing else while episodes run."""
     scenario_list = plan.scenario_list()
     env_config = dict(plan.env_config)
     prefix = plan.episode_prefix or f"eval:{plan.env_id}:{uuid.uuid4().hex[:12]}"
@@ -349,7 +351,8 @@ async def evaluate_policy_async(
             )
             labels.append((name, policy_seat, index))
 
-    on_result = progress_logger(progress, prefix, len(specs)) if progress is not None else None
+    label = progress_label or prefix
+    on_result = progress_logger(progress, label, len(specs), id_prefix=prefix) if progress is not None else None
     results = await run_episodes(
         specs, concurrency=plan.concurrency, turn_timeout=plan.turn_timeout, on_result=on_result
     )
@@ -372,10 +375,12 @@ def evaluate_policy(
     plan: EvaluationPlan,
     make_policy: Callable[[int], Agent],
     make_counterpart: Callable[[str, int], Agent] = make_code_agent,
+    progress: logging.Logger | None = None,
+    progress_label: str = "",
 ) -> EvaluationResult:
     """Play `make_policy(seed)` as the plan says (see the module docstring) and summarise. Runs its own
-    event loop; use `evaluate_policy_async` inside one."""
-    return asyncio.run(evaluate_policy_async(plan, make_policy, make_counterpart))
+    event loop; use `evaluate_policy_async` inside one. `progress`: a logger for one line per ended episode."""
+    return asyncio.run(evaluate_policy_async(plan, make_policy, make_counterpart, progress, progress_label))
 
 
 # -------------------------------------------------------------------------------------------- tables

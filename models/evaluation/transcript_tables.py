@@ -1,7 +1,8 @@
 """Transcripts from the episode tables (models/evaluation/transcripts.py defines them and renders them): any
 episodes by id (`load_transcripts`), or the best, median and worst episode of every policy of an evaluation
 run (`representative_transcripts_from_store`). The scenario is rebuilt from its JSON (`episodes.scenario`);
-when that fails, the transcript says so in `note` and shows no private facts."""
+when that fails, the transcript says so in `note` and shows no private facts. Refused attempts come from
+`episode_attempts`; an episode recorded before that table existed shows its accepted turns only."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from models.evaluation.transcripts import (
     ScoredEpisode,
     SeatView,
     Transcript,
+    TranscriptAttempt,
     TranscriptTurn,
     pick_representatives,
     private_views,
@@ -67,9 +69,10 @@ def transcript_from_rows(
     policy_seat: str | None = None,
     labels: Sequence[str] = (),
     policy: str = "",
+    attempts: Sequence[Mapping[str, Any]] = (),
 ) -> Transcript:
-    """A transcript from one row of `episodes` and its rows of `episode_roles` and `episode_turns`
-    (columns of models/records.py)."""
+    """A transcript from one row of `episodes` and its rows of `episode_roles`, `episode_turns` and
+    `episode_attempts` (columns of models/records.py)."""
     env_id = str(episode["env_id"])
     seed = int(episode["seed"]) if episode.get("seed") is not None else 0
     scenario = scenario_from_json(env_id, episode.get("scenario"))
@@ -118,6 +121,19 @@ def transcript_from_rows(
         labels=tuple(labels),
         policy=policy,
         note=note,
+        attempts=tuple(
+            TranscriptAttempt(
+                int(a["attempt_index"]),
+                str(a["agent_id"]),
+                str(a.get("text") or ""),
+                bool(a["accepted"]),
+                str(a.get("reason") or ""),
+                str(a.get("kind") or ""),
+                _loads(a.get("payload"), {}),
+                None if a.get("turn_index") is None else int(a["turn_index"]),
+            )
+            for a in sorted(attempts, key=lambda a: int(a["attempt_index"]))
+        ),
     )
 
 
@@ -161,6 +177,10 @@ def load_transcripts(
     turns: dict[str, list[dict[str, Any]]] = {}
     for row in _records(store, f"SELECT * FROM episode_turns WHERE {where}", params):
         turns.setdefault(row["episode_id"], []).append(row)
+    attempts: dict[str, list[dict[str, Any]]] = {}
+    if "episode_attempts" in store.schemas:  # a store of an older schema has none
+        for row in _records(store, f"SELECT * FROM episode_attempts WHERE {where}", params):
+            attempts.setdefault(row["episode_id"], []).append(row)
     return [
         transcript_from_rows(
             episodes[i],
@@ -169,6 +189,7 @@ def load_transcripts(
             (policy_seats or {}).get(i),
             (labels or {}).get(i, ()),
             policy,
+            attempts.get(i, []),
         )
         for i in ids
     ]

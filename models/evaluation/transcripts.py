@@ -1,7 +1,8 @@
 """Representative negotiations of a policy, rendered for people: Dagster markdown and standalone HTML.
 
 A `Transcript` is one episode as a researcher reads it: each turn's speaker, text and parsed action
-(kind + payload), the private facts every seat held, the outcome, and which seat was the policy's.
+(kind + payload), every refused attempt with the reason the environment gave (so "invalid actions 3" shows
+which three replies and why), the private facts every seat held, the outcome, and which seat was the policy's.
 
 Choosing the episodes (`pick_representatives`), per policy, by the reward of the policy's seat:
 
@@ -48,7 +49,7 @@ import json
 import logging
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -168,6 +169,25 @@ class TranscriptTurn:
 
 
 @dataclass(frozen=True)
+class TranscriptAttempt:
+    """One answer of a seat, accepted or refused (environments.core.base.Attempt, as the tables keep it)."""
+
+    index: int
+    """Order among the episode's attempts."""
+    speaker: str
+    text: str
+    """What the seat sent."""
+    accepted: bool
+    reason: str = ""
+    """Why it was refused ("" when accepted)."""
+    kind: str = ""
+    """The parsed kind ("" when the text did not parse)."""
+    payload: Mapping[str, Any] = field(default_factory=dict)
+    turn_index: int | None = None
+    """The turn an accepted attempt became."""
+
+
+@dataclass(frozen=True)
 class Transcript:
     """One episode as a person reads it."""
 
@@ -187,6 +207,9 @@ class Transcript:
     """The policy's name, when known."""
     note: str = ""
     """What could not be shown (e.g. private facts of a scenario that could not be rebuilt)."""
+    attempts: tuple[TranscriptAttempt, ...] = ()
+    """Every answer of every seat in order, accepted or refused; empty for an episode recorded before attempts
+    were (then only `turns` are shown)."""
 
     def seat(self, seat: str) -> SeatView:
         for view in self.seats:
@@ -197,6 +220,23 @@ class Transcript:
     @property
     def policy_reward(self) -> float | None:
         return self.seat(self.policy_seat).reward if self.policy_seat else None
+
+    def timeline(self) -> list[TranscriptTurn | TranscriptAttempt]:
+        """What happened, in order: each accepted turn, with every refused attempt where it came. Without
+        recorded attempts, the turns alone."""
+        if not self.attempts:
+            return list(self.turns)
+        by_index = {turn.index: turn for turn in self.turns}
+        out: list[TranscriptTurn | TranscriptAttempt] = []
+        for attempt in self.attempts:
+            turn = by_index.pop(attempt.turn_index, None) if attempt.accepted else None
+            out.append(turn if turn is not None else attempt)
+        return out + sorted(by_index.values(), key=lambda t: t.index)  # turns without an attempt row (none expected)
+
+    @property
+    def refused(self) -> int:
+        """Refused attempts recorded (all seats)."""
+        return sum(not a.accepted for a in self.attempts)
 
 
 def opening_private_view(
@@ -274,6 +314,10 @@ def transcript_from_result(
         labels=tuple(labels),
         policy=policy,
         note=note,
+        attempts=tuple(
+            TranscriptAttempt(a.index, a.agent_id, a.text, a.accepted, a.reason, a.kind, dict(a.payload), a.turn_index)
+            for a in result.attempts
+        ),
     )
 
 
@@ -361,6 +405,21 @@ def _heading(t: Transcript) -> str:
     return " · ".join(p for p in parts if p)
 
 
+def _turn_count(t: Transcript) -> str:
+    return f"{len(t.turns)}, {t.refused} refused attempts" if t.refused else str(len(t.turns))
+
+
+def _shown_steps(t: Transcript, max_turns: int) -> Iterator[TranscriptTurn | TranscriptAttempt]:
+    """The timeline up to the `max_turns`-th accepted turn (refused attempts before it included)."""
+    shown = 0
+    for step in t.timeline():
+        if isinstance(step, TranscriptTurn):
+            if shown >= max_turns:
+                return
+            shown += 1
+        yield step
+
+
 # ------------------------------------------------------------------------------------------ markdown
 def transcript_markdown(
     t: Transcript, max_chars: int = MAX_CHARS, max_turns: int = MAX_TURNS, heading_level: int = 4
@@ -389,14 +448,20 @@ def transcript_markdown(
             lines.append(f"  - facts guarded: {_md('; '.join(s.private_facts), max_chars, 1)}")
         if not s.private_text and not s.private_facts:
             lines.append("  - no private facts")
-    lines += ["", f"**Turns** ({len(t.turns)})", ""]
-    for turn in t.turns[:max_turns]:
-        payload = _payload_text(turn.payload)
-        action = f"{turn.kind} {payload}".strip()
-        mark = " (policy)" if turn.speaker == t.policy_seat else ""
-        lines.append(f"{turn.index + 1}\\. **{_md(turn.speaker + mark, 100, 1)}** · *{_md(action, 300, 1)}*")
-        if turn.text:
-            lines.append("> " + _md(turn.text, max_chars).replace("\n", "\n> "))
+    lines += ["", f"**Turns** ({_turn_count(t)})", ""]
+    for step in _shown_steps(t, max_turns):
+        mark = " (policy)" if step.speaker == t.policy_seat else ""
+        if isinstance(step, TranscriptAttempt):
+            lines.append(
+                f"✗ **{_md(step.speaker + mark, 100, 1)}** · *refused: {_md(step.reason or 'no reason given', 300, 1)}*"
+            )
+            lines.append("> " + (_md(step.text, max_chars).replace("\n", "\n> ") if step.text else "*(no text)*"))
+            lines.append("")
+            continue
+        action = f"{step.kind} {_payload_text(step.payload)}".strip()
+        lines.append(f"{step.index + 1}\\. **{_md(step.speaker + mark, 100, 1)}** · *{_md(action, 300, 1)}*")
+        if step.text:
+            lines.append("> " + _md(step.text, max_chars).replace("\n", "\n> "))
         lines.append("")
     if len(t.turns) > max_turns:
         lines.append(f"*… {len(t.turns) - max_turns} more turns not shown*")
@@ -423,6 +488,8 @@ h1 { font-size: 1.4rem; } h2 { font-size: 1.1rem; margin-top: 0; }
 .text { white-space: pre-wrap; overflow-wrap: anywhere; }
 .turn { margin: .5rem 0; padding: .4rem .6rem; border-left: 4px solid #bbb; background: #fafafa; }
 .turn.policy { border-left-color: #2a6fdb; background: #f2f6fd; }
+.turn.refused { border-left-color: #c00; background: #fff3f3; }
+.reason { color: #a00; }
 .action { font-family: ui-monospace, monospace; font-size: .9em; color: #555; overflow-wrap: anywhere; }
 .private { color: #7a4b00; } .note { color: #a00; }
 """
@@ -445,7 +512,8 @@ def _article(t: Transcript, max_chars: int, max_turns: int) -> str:
         leaked = f"; leaked: {', '.join(s.leaked)}" if s.leaked else ""
         out.append(
             f"<li><b>{_h(s.seat + mark, 100, 1)}</b>: {_h(s.agent, 200, 1)}; reward {_number(s.reward)}, "
-            f"utility {_number(s.utility)}{_h(leaked, 300, 1)}<ul>"
+            f"utility {_number(s.utility)}, invalid actions {s.invalid_actions if s.invalid_actions is not None else 'n/a'}"
+            f"{_h(leaked, 300, 1)}<ul>"
         )
         for text in s.private_text:
             out.append(f'<li class="private text">{_h(text, max_chars, 12)}</li>')
@@ -454,14 +522,21 @@ def _article(t: Transcript, max_chars: int, max_turns: int) -> str:
         if not s.private_text and not s.private_facts:
             out.append("<li>no private facts</li>")
         out.append("</ul></li>")
-    out.append(f"</ul><h3>Turns ({len(t.turns)})</h3>")
-    for turn in t.turns[:max_turns]:
-        css = "turn policy" if turn.speaker == t.policy_seat else "turn"
-        action = f"{turn.kind} {_payload_text(turn.payload)}".strip()
+    out.append(f"</ul><h3>Turns ({_turn_count(t)})</h3>")
+    for step in _shown_steps(t, max_turns):
+        css = "turn policy" if step.speaker == t.policy_seat else "turn"
+        if isinstance(step, TranscriptAttempt):
+            out.append(
+                f'<div class="{css} refused"><b>✗ {_h(step.speaker, 100, 1)}</b> '
+                f'<span class="reason">refused: {_h(step.reason or "no reason given", 300, 1)}</span>'
+                f'<div class="text">{_h(step.text, max_chars) if step.text else "<i>(no text)</i>"}</div></div>'
+            )
+            continue
+        action = f"{step.kind} {_payload_text(step.payload)}".strip()
         out.append(
-            f'<div class="{css}"><b>{turn.index + 1}. {_h(turn.speaker, 100, 1)}</b> '
+            f'<div class="{css}"><b>{step.index + 1}. {_h(step.speaker, 100, 1)}</b> '
             f'<span class="action">{_h(action, 300, 1)}</span>'
-            f'<div class="text">{_h(turn.text, max_chars)}</div></div>'
+            f'<div class="text">{_h(step.text, max_chars)}</div></div>'
         )
     if len(t.turns) > max_turns:
         out.append(f"<p><i>… {len(t.turns) - max_turns} more turns not shown</i></p>")

@@ -140,8 +140,10 @@ class EngineConfig:
     logprobs_mode: str = "processed_logprobs"
     """What the returned log-probs are: "processed_logprobs" (after temperature, i.e. of the distribution
     actually sampled from, which PPO's old policy must be) or vLLM's default "raw_logprobs"."""
-    startup_timeout_s: float = 300.0
-    """How long to wait for /health before giving up."""
+    startup_timeout_s: float = 600.0
+    """How long to wait for /health before giving up. The first start from a fresh clone compiles vLLM's
+    modules: on a loaded 2-core machine its worker took 3.5 min before loading the model, and 300 s failed
+    a fresh-clone `make run` with the engine still making progress."""
     tensor_parallel_size: int = 1
     """GPUs each model replica is split over (vLLM --tensor-parallel-size); 1 on CPU."""
     data_parallel_size: int = 1

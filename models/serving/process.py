@@ -122,6 +122,22 @@ def _stop_all() -> None:
         stop_server(process, grace_s=5.0)
 
 
+def wait_until_answers(url: str, timeout_s: float, process: subprocess.Popen[bytes] | None = None) -> bool:
+    """Poll `url` until it answers with a status below 500 (True), `timeout_s` passes or `process` exits
+    (False): for servers whose readiness is an HTTP answer (MLflow's /health, Dagster's /server_info)."""
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            return False
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=2).status_code < 500:
+                return True
+        time.sleep(0.5)
+    return False
+
+
 def free_port() -> int:
     """A TCP port free on the loopback interface right now."""
     with socket.socket() as sock:

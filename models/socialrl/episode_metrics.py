@@ -167,11 +167,10 @@ def paired_metric(
 def paired_metrics(
     a: Sequence[EpisodeRecord], b: Sequence[EpisodeRecord], seed: int = 0, common: bool = False
 ) -> dict[str, Estimate]:
-    """`paired_metric` for every metric both define somewhere."""
+    """`paired_metric` for every metric both define somewhere. A median metric (the opening over target) is
+    paired too, as the mean of its per-episode differences over the episodes where both define it."""
     out = {}
     for metric in METRICS:
-        if metric in MEDIAN_METRICS:
-            continue
         estimate = paired_metric(a, b, metric, seed, common)
         if estimate.n:
             out[metric] = estimate

@@ -1,8 +1,9 @@
 """MLflow tracking and model registry: a thin client over `mlflow.tracking.MlflowClient`.
 
-Four modules behind one `Tracker`: config.py (`TrackingConfig`, URIs, the `mlflow server` command, the quiet
-environment), runs.py (`TrackedRun`, run tags, parameter flattening), cards.py (`ModelCard`) and registry.py
-(`Tracker`, registered versions, the promotion rule). Callers import from `models.tracking`.
+Five modules behind one `Tracker`: config.py (`TrackingConfig`, URIs, the `mlflow server` command, the quiet
+environment), runs.py (`TrackedRun`, run tags, parameter flattening), cards.py (`ModelCard`), registry.py
+(`Tracker`, registered versions, the promotion rule) and links.py (`UiLinks`: URLs between the Dagster and
+MLflow UIs). Callers import from `models.tracking`.
 
 One `Tracker` is built from plain settings (`TrackingConfig`: tracking URI, artifact root, experiment
 name), so that a Dagster ConfigurableResource can wrap it later; it never touches MLflow's global state
@@ -21,7 +22,7 @@ sqlite database by default (`<data>/mlflow/mlflow.db`) with a local artifact roo
 | re-evaluations with history | `tracker.record_evaluation_history(name, version, summary, suite="nightly")`: latest values as tags `eval.nightly.<metric>`, every evaluation as metric `nightly/<metric>` of the version's run |
 | serve a registered adapter | `local = tracker.lookup(name, "champion")`, then `EngineClient.load_adapter(local.adapter_name, local.path)` |
 | nightly re-evaluation | `tracker.champion_versions()` lists every registered model's champion |
-| the UI (`make ui`) | `server_command(config, port=5000)` is the argv of `mlflow server` over the same store |
+| the UI (`make ui`) | `server_command(config, port=5000)` is the argv of `mlflow server` over the same store, run with `server_environment()` (one worker, no job execution, no access log) |
 
 Offline and quiet: importing this module sets (unless already set) MLFLOW_DISABLE_TELEMETRY=true,
 MLFLOW_ENABLE_ASYNC_LOGGING=false, MLFLOW_LOGGING_LEVEL=WARNING and MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR=false; MLflow itself is imported lazily, on
@@ -37,12 +38,15 @@ artifact URI (e.g. `file:///.../artifacts/adapter`), not `runs:/`, for the same 
 from models.tracking.cards import ModelCard, write_model_card
 from models.tracking.config import (
     QUIET_ENVIRONMENT,
+    SERVER_ENVIRONMENT,
     TrackingConfig,
     default_artifact_root,
     default_tracking_uri,
     quiet_environment,
     server_command,
+    server_environment,
 )
+from models.tracking.links import UiLinks
 from models.tracking.registry import (
     ARTIFACT_PATH_TAG,
     CANDIDATE,
@@ -57,11 +61,15 @@ from models.tracking.registry import (
 )
 from models.tracking.runs import (
     DAGSTER_RUN_TAG,
+    DAGSTER_RUN_URL_TAG,
     DOMAIN_TAG,
+    DOMAINS_TAG,
     GIT_COMMIT_TAG,
     PARENT_RUN_TAG,
     PROFILE_TAG,
+    SEAT_TAG,
     STAGE_TAG,
+    SUMMARY_PREFIX,
     TrackedRun,
     flatten_params,
     git_commit,
@@ -73,6 +81,8 @@ __all__ = [
     "CANDIDATE",
     "CHAMPION",
     "DAGSTER_RUN_TAG",
+    "DAGSTER_RUN_URL_TAG",
+    "DOMAINS_TAG",
     "DOMAIN_TAG",
     "EVALUATED_TAG_PREFIX",
     "EVAL_TAG_PREFIX",
@@ -80,7 +90,10 @@ __all__ = [
     "PARENT_RUN_TAG",
     "PROFILE_TAG",
     "QUIET_ENVIRONMENT",
+    "SEAT_TAG",
+    "SERVER_ENVIRONMENT",
     "STAGE_TAG",
+    "SUMMARY_PREFIX",
     "ChampionComparison",
     "LocalModel",
     "ModelCard",
@@ -89,6 +102,7 @@ __all__ = [
     "TrackedRun",
     "Tracker",
     "TrackingConfig",
+    "UiLinks",
     "default_artifact_root",
     "default_tracking_uri",
     "flatten_params",
@@ -96,5 +110,6 @@ __all__ = [
     "quiet_environment",
     "run_tags",
     "server_command",
+    "server_environment",
     "write_model_card",
 ]

@@ -52,6 +52,9 @@ class ModelCard:
     """The registry version (filled in by `Tracker.document_version`)."""
     notes: str = ""
     """Anything else a reader should know (limits, caveats)."""
+    usage: str = ""
+    """How to load it, for an adapter that is not a registered model (default: serve it on the base model or
+    resolve `models:/<name>@champion`)."""
 
     def __post_init__(self) -> None:
         for name in ("name", "base_model", "domain", "profile", "training", "training_data"):
@@ -86,13 +89,15 @@ class ModelCard:
         return text + (f", {self.evaluation_suite}" if self.evaluation_suite else "")
 
     def description(self) -> str:
-        """The registry version's description (MLflow renders it as markdown): what, from what, how good."""
+        """The registry version's description (MLflow renders it as markdown): what, from what, how good.
+        The held-out result is a code span: MLflow's markdown renderer (showdown) reads "[0.31, 0.52] (n=12)"
+        as a link whose text is the interval and whose target is "n=12", so the interval and n would vanish."""
         lines = [
             f"**{self.domain}** policy ({self.training}) on base model `{self.base_model}`, profile `{self.profile}`.",
             f"Trained on: {self.training_data}.",
         ]
         if evaluation := self._evaluation_text():
-            lines.append(f"Held-out: {evaluation}.")
+            lines.append(f"Held-out: `{evaluation.replace('`', chr(39))}`.")
         if versus := self._versus_parent_text():
             lines.append(f"Paired {versus}.")
         if self.notes:
@@ -141,8 +146,11 @@ class ModelCard:
             "",
             "## How to use",
             "",
-            f"Serve it on `{self.base_model}` with vLLM's runtime LoRA loading, or resolve "
-            f"`models:/{self.name}@champion` with `models.serving.model_store.resolve_model`.",
+            self.usage
+            or (
+                f"Serve it on `{self.base_model}` with vLLM's runtime LoRA loading, or resolve "
+                f"`models:/{self.name}@champion` with `models.serving.model_store.resolve_model`."
+            ),
         ]
         if self.notes:
             body += ["", "## Notes", "", self.notes]

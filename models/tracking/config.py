@@ -26,6 +26,15 @@ QUIET_ENVIRONMENT: dict[str, str] = {
 for _key, _value in QUIET_ENVIRONMENT.items():
     os.environ.setdefault(_key, _value)
 
+SERVER_ENVIRONMENT: dict[str, str] = {
+    "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+    "MLFLOW_WORKERS": "1",
+    "MLFLOW_UVICORN_OPTS": "--no-access-log",
+}
+"""What `mlflow server` (`make ui`) runs with beyond the quiet defaults: no job execution (its huey consumers
+serve GenAI judges and scorers this project does not use), one uvicorn worker instead of 4, and no access log
+(365 of the 466 lines `make ui` printed). Measured by benchmarks/bench_ui_memory.py."""
+
 # Tracking URI schemes accepted (the part before any "+driver"): SQLAlchemy databases and a tracking server.
 _DB_SCHEMES = {"sqlite", "postgresql", "mysql", "mssql"}
 _SERVER_SCHEMES = {"http", "https", "databricks"}
@@ -156,7 +165,7 @@ class TrackingConfig:
 
 
 def server_command(config: TrackingConfig, port: int = 5000, host: str = "127.0.0.1") -> list[str]:
-    """argv of `mlflow server` (the UI and REST API) over the same store; run it with `quiet_environment()`."""
+    """argv of `mlflow server` (the UI and REST API) over the same store; run it with `server_environment()`."""
     if not 0 < port < 65536:
         raise ValueError(f"port must lie in 1..65535, got {port}")
     return [
@@ -178,6 +187,12 @@ def server_command(config: TrackingConfig, port: int = 5000, host: str = "127.0.
 def quiet_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """`base` (default: this process's environment) with MLflow's telemetry off and logging at WARNING."""
     return {**(os.environ if base is None else base), **QUIET_ENVIRONMENT}
+
+
+def server_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of `server_command`: `quiet_environment(base)` and `SERVER_ENVIRONMENT` (one worker,
+    no job execution, no access log)."""
+    return {**quiet_environment(base), **SERVER_ENVIRONMENT}
 
 
 def _file_uri_to_path(uri: str) -> str:

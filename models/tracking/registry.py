@@ -29,9 +29,12 @@ from models.tracking.config import (
     _sqlite_path,
 )
 from models.tracking.runs import (
+    DAGSTER_RUN_URL_TAG,
     DOMAIN_TAG,
     GIT_COMMIT_TAG,
+    NOTE_TAG,
     PROFILE_TAG,
+    SEAT_TAG,
     TrackedRun,
     _finite_metrics,
     _log_file,
@@ -55,6 +58,11 @@ ARTIFACT_PATH_TAG = "socialrl.artifact_path"
 EVALUATED_TAG_PREFIX = "evaluated."
 """Model-version tags of an evaluation suite's bookkeeping: `evaluated.<suite>.at` (ISO time of the latest),
 `evaluated.<suite>.source` (e.g. the nightly run id), `evaluated.<suite>.count` (evaluations so far)."""
+
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+"""MLflow's experiment tag that picks what its UI opens an experiment on; "custom_model_development" is the
+runs table (training), where an untagged experiment opened on an empty GenAI "Traces" overview."""
+TRAINING_KIND = "custom_model_development"
 
 _SUITE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 
@@ -152,13 +160,17 @@ class Tracker:
         experiment = self.client.get_experiment_by_name(name)
         if experiment is None:
             try:
-                return self.client.create_experiment(name, artifact_location=self.config.artifact_root)
+                return self.client.create_experiment(
+                    name, artifact_location=self.config.artifact_root, tags={EXPERIMENT_KIND_TAG: TRAINING_KIND}
+                )
             except MlflowException as exc:  # created concurrently by another process
                 experiment = self.client.get_experiment_by_name(name)
                 if experiment is None:
                     raise RuntimeError(f"cannot create MLflow experiment {name!r}: {exc}") from exc
         if experiment.lifecycle_stage == "deleted":
             self.client.restore_experiment(experiment.experiment_id)
+        if EXPERIMENT_KIND_TAG not in (experiment.tags or {}):
+            self.client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, TRAINING_KIND)
         if experiment.artifact_location.rstrip("/") != self.config.artifact_root.rstrip("/"):
             log.warning(
                 "experiment %r keeps its artifact location %s (configured artifact_root: %s)",
@@ -192,6 +204,24 @@ class Tracker:
             raise
         else:
             self.client.set_terminated(tracked.run_id, "FINISHED")
+
+    def link_dagster_run(self, run_id: str, dagster_run_id: str, url: str, what: str = "") -> None:
+        """Point an MLflow run back at a Dagster run (`UiLinks.dagster_run`): the first one, the run that
+        launched it, becomes tag `dagster.run_url` and the run's description "Launched by Dagster run ...";
+        a later one (e.g. the evaluation of a training run) adds a line "<what>: Dagster run ..." to the
+        description. Descriptions are markdown on the run page, so the links are clickable."""
+        run = self.client.get_run(run_id)
+        tags = run.data.tags
+        link = f"Dagster run [{dagster_run_id[:8]}]({url})"
+        note = tags.get(NOTE_TAG, "")
+        if link in note:
+            return
+        if DAGSTER_RUN_URL_TAG not in tags:
+            self.client.set_tag(run_id, DAGSTER_RUN_URL_TAG, url)
+            line = f"Launched by {link}" + (f" ({what})" if what else "")
+        else:
+            line = f"{what or 'Used by'}: {link}"
+        self.client.set_tag(run_id, NOTE_TAG, f"{note}\n\n{line}".strip())
 
     def run_status(self, run_id: str) -> str:
         return self.client.get_run(run_id).info.status
@@ -299,7 +329,7 @@ class Tracker:
 
     def document_version(self, name: str, version: int | str, card: ModelCard) -> RegisteredVersion:
         """Make a version explain itself: its description (`card.description()`), tags (base model, domain,
-        profile, parent, git commit) and, beside the adapter in the version's artifacts, a README.md model card
+        seat, profile, parent, git commit) and, beside the adapter in the version's artifacts, a README.md model card
         and an adapter_config.json naming the base model by name (see `write_model_card`). Returns the
         updated version."""
         mv = self._version(name, version)
@@ -308,6 +338,7 @@ class Tracker:
         tags = {
             "socialrl.base_model": card.base_model,
             DOMAIN_TAG: card.domain,
+            SEAT_TAG: card.seat,
             PROFILE_TAG: card.profile,
             "socialrl.parent": card.parent,
             GIT_COMMIT_TAG: card.git_commit,

@@ -18,6 +18,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from mlflow.tracking import MlflowClient
 
 DOMAIN_TAG = "socialrl.domain"
+DOMAINS_TAG = "socialrl.domains"
+"""Model-version tag: the comma-separated domains a multi-domain policy was trained and evaluated on."""
+SEAT_TAG = "socialrl.seat"
+"""Model-version tag: the seat the version was trained to play in its domain (from its model card)."""
 PROFILE_TAG = "socialrl.profile"
 STAGE_TAG = "socialrl.stage"
 DAGSTER_RUN_TAG = "dagster.run_id"
@@ -25,6 +29,14 @@ GIT_COMMIT_TAG = "mlflow.source.git.commit"
 """MLflow's own tag for the source commit (its UI shows it on the run page)."""
 PARENT_RUN_TAG = "mlflow.parentRunId"
 """MLflow's own tag for the parent run (its UI nests the run under the parent)."""
+DAGSTER_RUN_URL_TAG = "dagster.run_url"
+"""The Dagster UI page of the run that launched this one."""
+NOTE_TAG = "mlflow.note.content"
+"""MLflow's own tag for a run's description (its run page renders it as markdown: links are clickable)."""
+SUMMARY_PREFIX = "summary/"
+"""Prefix of a run's single-value metrics (held-out results, final losses). MLflow's run page shows one chart
+section per prefix in alphabetical order, single values as bar charts: under "summary/" they come after the
+per-step curves ("ppo/", "sft/", "nightly/") instead of before them, as "eval/" did."""
 
 
 def flatten_params(params: Mapping[str, Any] | Any, prefix: str = "") -> dict[str, str]:
@@ -73,6 +85,7 @@ def run_tags(
     parent_run_id: str | None = None,
     stage: str | None = None,
     extra: Mapping[str, Any] | None = None,
+    dagster_run_url: str | None = None,
 ) -> dict[str, str]:
     """The tags that say what a run is, for `Tracker.start_run(..., tags=...)`; callers pass the values
     (none is read from the environment). Empty values are left out.
@@ -85,6 +98,7 @@ def run_tags(
     | dagster_run_id | `dagster.run_id` (the Dagster run that launched it) |
     | parent_run_id | `mlflow.parentRunId` (the UI nests the run under it, e.g. PPO under its SFT warm-start) |
     | stage | `socialrl.stage` (sft, ppo, eval, cascade, mopd, ...) |
+    | dagster_run_url | `dagster.run_url`, and the run's description (`mlflow.note.content`) links to it |
     """
     tags = {
         DOMAIN_TAG: domain,
@@ -93,6 +107,10 @@ def run_tags(
         DAGSTER_RUN_TAG: dagster_run_id,
         PARENT_RUN_TAG: parent_run_id,
         STAGE_TAG: stage,
+        DAGSTER_RUN_URL_TAG: dagster_run_url,
+        NOTE_TAG: f"Launched by Dagster run [{(dagster_run_id or 'run')[:8]}]({dagster_run_url})"
+        if dagster_run_url
+        else None,
         **dict(extra or {}),
     }
     return {k: str(v) for k, v in tags.items() if v is not None and str(v) != ""}

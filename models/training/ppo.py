@@ -37,7 +37,7 @@ from typing import Any
 import httpx
 import torch
 
-from environments.core.runtime import EpisodeResult, run_episodes
+from environments.core.runtime import EpisodeResult, progress_logger, run_episodes
 from models.evaluation.stats import mean_estimate
 from models.records import rows_for
 from models.serving.adapters import advance_adapter
@@ -284,7 +284,17 @@ def _rollouts(config: PPOConfig, services: Services, iteration: int, served: str
         )
     else:
         specs = rollout_specs(config, iteration, services.proxy_base_url, served, services.proxy_api_key)
-        results = asyncio.run(run_episodes(specs, concurrency=config.concurrency, turn_timeout=config.turn_timeout_s))
+        # One line per ended episode (a rollout is minutes on CPU), headed apart from the iteration's own lines
+        # ("PPO <run> it i/n ..."), which say when the rollout ended and what the update did.
+        label = f"PPO {config.run_name} rollout {iteration + 1}/{config.iterations}"
+        results = asyncio.run(
+            run_episodes(
+                specs,
+                concurrency=config.concurrency,
+                turn_timeout=config.turn_timeout_s,
+                on_result=progress_logger(log, label, len(specs)),
+            )
+        )
     flush_proxy(services.proxy_base_url, services.proxy_api_key)
     services.store.append_all(rows_for(results, run_id=f"{config.run_name}:it{iteration}"))
     return results

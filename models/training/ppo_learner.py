@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import math
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +29,12 @@ import torch
 from torch import nn
 
 from models.training.config import ComputeSettings, PPOHyper
+
+log = logging.getLogger("socialrl.ppo")
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else math.nan
 
 
 @dataclass(frozen=True)
@@ -465,14 +473,21 @@ class PPOLearner:
         stats: dict[str, list[float]] = {k: [] for k in names}
         self.actor.train()
         self.critic.train()
-        for _ in range(h.ppo_epochs):
+        started = time.perf_counter()
+        for epoch in range(h.ppo_epochs):
+            done = len(stats["value_loss"])  # this epoch's minibatches come after
             order = torch.randperm(len(prepared), generator=generator).tolist()
             for start in range(0, len(order), h.minibatch_episodes):
                 batch = [prepared[i] for i in order[start : start + h.minibatch_episodes]]
                 for key, value in self._minibatch_step(batch, train_actor).items():
                     stats[key].append(value)
+            log.info(
+                "PPO update epoch %d/%d%s: value loss %.4f, policy loss %.4f, %.0f s",
+                epoch + 1, h.ppo_epochs, "" if train_actor else " (critic warm-up)",
+                _mean(stats["value_loss"][done:]), _mean(stats["policy_loss"][done:]), time.perf_counter() - started,
+            )  # fmt: skip
         tokens = sum(stats.pop("tokens"))
-        out = {k: (sum(v) / len(v) if v else math.nan) for k, v in stats.items()}
+        out = {k: _mean(v) for k, v in stats.items()}
         out["update_tokens"] = tokens
         return out
 

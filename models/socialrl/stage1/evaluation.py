@@ -108,7 +108,8 @@ def evaluate_model(
     def make_policy(policy_seed: int) -> Agent:
         return llm_policy(base_url, model, profile, seed=policy_seed, api_key=api_key)
 
-    return evaluate_policy(plan, make_policy)
+    # One line per ended episode: an evaluation is minutes on CPU ("evaluating", not "eval": the finished line).
+    return evaluate_policy(plan, make_policy, progress=log, progress_label=f"evaluating {model} on {env_id}")
 
 
 # ------------------------------------------------------------------------------------------- results

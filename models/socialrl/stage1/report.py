@@ -19,7 +19,7 @@ from models import plots
 from models.evaluation.stats import Estimate
 from models.evaluation.transcripts import representative_transcripts, transcripts_html, transcripts_markdown
 from models.profiles import Profile
-from models.socialrl.episode_metrics import MEDIAN_METRICS, METRICS, paired_metric, paired_metrics
+from models.socialrl.episode_metrics import METRICS, paired_metric, paired_metrics
 from models.socialrl.stage1.evaluation import (
     PolicyResult,
     StoreResult,
@@ -30,7 +30,7 @@ from models.socialrl.stage1.evaluation import (
 )
 from models.socialrl.stage1.specialist import Specialist
 from models.socialrl.stage1.warmstart import WarmStart, WarmStartImitation
-from models.tracking import ModelCard, Tracker
+from models.tracking import SUMMARY_PREFIX, ModelCard, Tracker
 
 POLICY_ORDER = ("base", "sft", "ppo", "teacher", "accept_first", "hold_target", "split_difference")
 """The policies of a domain's report, in display order."""
@@ -151,15 +151,18 @@ class SpecialistEvaluation:
 
 
 def evaluation_plot(evaluation: SpecialistEvaluation) -> bytes:
-    """Mean reward per policy with its interval, as bars."""
-    labels = list(evaluation.policies)
-    bars = {
-        label: [
-            (p.summary.mean_reward, p.summary.ci_low, p.summary.ci_high) if name == label else None for name in labels
-        ]
-        for label, p in evaluation.policies.items()
-    }
-    return plots.grouped_bars(labels, bars, f"{evaluation.env_id}: held-out reward (95% CI)", "mean reward", (0, 1))
+    """Mean reward per policy with its interval (the axis fitted to the data), beside the paired reward
+    differences with theirs (models/plots.py `policy_comparison`)."""
+    return plots.policy_comparison(
+        {
+            label: (p.summary.mean_reward, p.summary.ci_low, p.summary.ci_high)
+            for label, p in evaluation.policies.items()
+        },
+        {name: (e.mean, e.ci_low, e.ci_high) for name, e in evaluation.paired.items()},
+        f"{evaluation.env_id}: held-out reward (95% CI)",
+        "mean reward",
+        "paired reward difference (same episodes)",
+    )
 
 
 def evaluate_specialist(
@@ -233,7 +236,7 @@ def compare(policies: Mapping[str, PolicyResult]) -> tuple[dict[str, Estimate], 
         name, common = f"{a}_minus_{b}", "base" in (a, b)
         paired[name] = paired_metric(policies[a].records, policies[b].records, "reward", common=common)
         for metric, estimate in paired_metrics(policies[a].records, policies[b].records, common=common).items():
-            if metric != "reward" and metric not in MEDIAN_METRICS:
+            if metric != "reward":
                 behaviour.setdefault(metric, {})[name] = estimate
     best = best_baseline(policies)
     if "ppo" in policies:
@@ -278,10 +281,11 @@ def document_specialist(
     )
     tracker.document_version(s.model_name, s.model_version, card)
     if s.mlflow_run_id:
-        tracker.log_run_metrics(
+        tracker.log_run_metrics(  # after the PPO curves on the run page (SUMMARY_PREFIX)
             s.mlflow_run_id,
             {
-                **{f"eval/{label}_mean_reward": p.summary.mean_reward for label, p in evaluation.policies.items()},
-                **{f"eval/{name}": e.mean for name, e in evaluation.paired.items() if math.isfinite(e.mean)},
+                **{f"{label}_mean_reward": p.summary.mean_reward for label, p in evaluation.policies.items()},
+                **{name: e.mean for name, e in evaluation.paired.items() if math.isfinite(e.mean)},
             },
+            prefix=SUMMARY_PREFIX,
         )

@@ -12,6 +12,7 @@ from agents.traces import Trace, filter_traces
 from models import plots
 from models.profiles import Profile
 from models.socialrl.imitation import ImitationReport, imitation_report
+from models.socialrl.stage1.common import specialist_seat
 from models.socialrl.stage1.evaluation import (
     PolicyResult,
     StoreResult,
@@ -19,7 +20,7 @@ from models.socialrl.stage1.evaluation import (
     evaluate_served,
     evaluation_plan,
 )
-from models.tracking import Tracker
+from models.tracking import GIT_COMMIT_TAG, SUMMARY_PREFIX, ModelCard, Tracker, write_model_card
 from models.training.config import SFTResult
 from models.training.sft import run_sft
 
@@ -83,14 +84,52 @@ def warmstart(
             "tokens_per_s": result.tokens_per_second,
             "wall_seconds": result.wall_seconds,
         }
-        run.log_metrics(result.steps, {k: float(v) for k, v in summary.items() if v is not None})
+        run.log_metrics(result.steps, {f"{SUMMARY_PREFIX}{k}": float(v) for k, v in summary.items() if v is not None})
         if result.loss_curve:
             steps = list(range(1, len(result.loss_curve) + 1))
             png = plots.line_with_band([plots.Series("train loss", steps, result.loss_curve)], "SFT", "step", "loss")
             run.log_file("sft_loss.png", png, "plots")
+        # PEFT's README.md is an empty template naming this machine's path to the base model: fill it in.
+        write_model_card(
+            result.adapter_dir, _card(env_id, profile, result, len(train), len(held_out), run.run_id, run_tags)
+        )
         run.log_artifact_dir(result.adapter_dir, "adapter")
         run_id = run.run_id
     return WarmStart(env_id, str(result.adapter_dir), run_id, result, len(kept))
+
+
+def _card(
+    env_id: str,
+    profile: Profile,
+    result: SFTResult,
+    train: int,
+    held_out: int,
+    run_id: str,
+    tags: Mapping[str, str] | None,
+) -> ModelCard:
+    """The warm-start's model card (README.md beside its adapter in the MLflow run)."""
+    loss = {"train_loss": result.train_loss, "eval_loss_before": result.eval_loss_before}
+    loss["eval_loss_after"] = result.eval_loss_after
+    return ModelCard(
+        name=f"sft-{env_id}",
+        base_model=profile.base_model,
+        domain=env_id,
+        profile=profile.name,
+        seat=specialist_seat(env_id, profile),
+        training=f"LoRA SFT warm-start (r={profile.sft.lora.r}), {result.steps} steps on {result.examples} examples",
+        training_data=(
+            f"{train} teacher traces of the learning seat (reward >= {profile.trace_min_reward}); "
+            f"{held_out} more held out for the loss"
+        ),
+        evaluation={k: float(v) for k, v in loss.items() if v is not None and math.isfinite(float(v))},
+        evaluation_suite=f"loss on {held_out} held-out teacher traces (before and after training)",
+        git_commit=(tags or {}).get(GIT_COMMIT_TAG, ""),
+        run_id=run_id,
+        usage=(
+            f"The artifact `adapter` of MLflow run `{run_id}`: serve it on `{profile.base_model}` with vLLM's "
+            f"runtime LoRA loading. It is the warm-start (and the KL reference) of the PPO specialist of {env_id}."
+        ),
+    )
 
 
 # ---------------------------------------------------------------------------------------- imitation

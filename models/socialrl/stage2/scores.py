@@ -11,6 +11,7 @@ from typing import Any
 
 from models.evaluation.policy import EvaluationResult
 from models.evaluation.stats import Estimate, mean_estimate, paired_difference
+from models.tracking import DOMAINS_TAG  # noqa: F401  (re-exported: the stage-2 modules import it from here)
 
 BASE = "base"
 CASCADE = "cascade"
@@ -19,8 +20,6 @@ CASCADE_MODEL = "socialrl-cascade"
 """Registry name of the cascade policy."""
 MOPD_MODEL = "socialrl-mopd"
 """Registry name of the MOPD student."""
-DOMAINS_TAG = "socialrl.domains"
-"""Model-version tag: the comma-separated domains a multi-domain policy was trained and evaluated on."""
 REWARD_BOUNDS = (0.0, 1.0)
 
 

@@ -1,0 +1,125 @@
+"""No silent stretches: a watch that logs a line whenever the project's loggers have been quiet too long.
+
+The phases of a run print their own progress on the `socialrl.*` loggers (an ended episode of a PPO rollout or
+an evaluation, a PPO update epoch, an SFT step, a MOPD step, a cascade stage, a champion's nightly result).
+Some stretches still have nothing to say for minutes (a vLLM engine starting, a long update epoch, the first
+episodes of a batch that all end together). `watch_silence(interval_s)` is the guarantee: while it runs, a
+daemon thread logs "still working ..." on `socialrl.progress`, with the last line and how long ago it came,
+whenever no `socialrl` logger has logged for `interval_s` seconds. Dagster puts every `socialrl` line into the
+run's event log (the Events tab) because the instance lists the logger in `python_logs.managed_python_loggers`
+(models/settings.py writes that into the instance's dagster.yaml); the settings resource runs the watch for as
+long as a run's resources are up (resources/settings.py), with the profile's `progress_interval_s`.
+
+Written here because no library does it: logging's handlers only react to records, and tqdm's monitor thread
+only adjusts its own progress bars.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Iterator
+
+ROOT_LOGGER = "socialrl"
+"""The logger tree the watch listens to (and Dagster captures)."""
+log = logging.getLogger("socialrl.progress")
+
+
+def original_message(record: logging.LogRecord) -> str:
+    """A record's message as its caller wrote it. Dagster's managed-logger handler rewrites `record.msg` in place
+    to "<job> - <run id> - <step> - <message>" (and keeps the original in `record.dagster_meta`), which every
+    later handler of the same record then sees."""
+    meta = getattr(record, "dagster_meta", None)
+    if isinstance(meta, dict) and isinstance(meta.get("orig_message"), str):
+        return meta["orig_message"]
+    return record.getMessage()
+
+
+class PlainFormatter(logging.Formatter):
+    """A formatter that prints a record's message as its caller wrote it (`original_message`), so that a
+    console handler shows "PPO ... it 2/6 rollout: ..." and not Dagster's rewritten "<job> - <run id> - ..."."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        saved = record.msg, record.args
+        record.msg, record.args = original_message(record), ()
+        try:
+            return super().format(record)
+        finally:
+            record.msg, record.args = saved
+
+
+class _Activity(logging.Handler):
+    """Notes when a `socialrl` logger last logged, and what."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.NOTSET)
+        self.last_time = time.monotonic()
+        self.last_line = ""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.last_time = time.monotonic()
+        self.last_line = original_message(record)
+
+
+class SilenceWatch:
+    """The watch of `watch_silence` (one per process: nested users share it)."""
+
+    def __init__(self, interval_s: float, poll_s: float | None = None) -> None:
+        if not interval_s > 0:
+            raise ValueError(f"interval_s must be > 0, got {interval_s}")
+        self.interval_s = interval_s
+        self.poll_s = poll_s if poll_s is not None else min(1.0, interval_s / 4)
+        self.started = time.monotonic()
+        self.lines = 0
+        """"Still working" lines logged so far."""
+        self._activity = _Activity()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="socialrl-silence-watch", daemon=True)
+
+    def start(self) -> SilenceWatch:
+        logging.getLogger(ROOT_LOGGER).addHandler(self._activity)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        logging.getLogger(ROOT_LOGGER).removeHandler(self._activity)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            quiet = time.monotonic() - self._activity.last_time
+            if quiet >= self.interval_s and log.isEnabledFor(logging.INFO):
+                last = self._activity.last_line.splitlines()[0][:200] if self._activity.last_line else "none yet"
+                self.lines += 1
+                log.info(
+                    "still working (%.0f min in): %.0f s since the last line, %s",
+                    (time.monotonic() - self.started) / 60, quiet, last,
+                )  # fmt: skip
+                self._activity.last_time = time.monotonic()  # in case the logger's handlers drop the line
+
+
+_LOCK = threading.Lock()
+_ACTIVE: list[SilenceWatch] = []
+_USERS = 0
+
+
+@contextlib.contextmanager
+def watch_silence(interval_s: float) -> Iterator[SilenceWatch]:
+    """Run the silence watch (see the module docstring) for the duration of the block. One watch per process:
+    a block inside another (Dagster initialises a resource nested in another one separately) shares it."""
+    global _USERS
+    with _LOCK:
+        if not _ACTIVE:
+            _ACTIVE.append(SilenceWatch(interval_s).start())
+        _USERS += 1
+        watch = _ACTIVE[0]
+    try:
+        yield watch
+    finally:
+        with _LOCK:
+            _USERS -= 1
+            if _USERS == 0:
+                _ACTIVE.pop().stop()
