@@ -31,8 +31,8 @@ from typing import Any
 from agents.llm_agent import LLMAgent, LLMAgentConfig
 from agents.web_play import OpponentOption, PlayError
 from environments.core.runtime import Agent, EpisodeResult
-from models.profiles import EngineSettings
 from models.records import rows_for
+from models.serving.engine_settings import EngineSettings
 from models.storage import TableStore
 from models.tracking import DOMAIN_TAG, DOMAINS_TAG, SEAT_TAG, RegisteredVersion, RegistryError, Tracker
 

@@ -14,11 +14,10 @@ Selected by $SOCIALRL_PROFILE (default `cpu`) or by the Dagster settings resourc
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields, replace
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, replace
 
 from environments import SOCIALRL_ENV_IDS
+from models.serving.engine_settings import EngineSettings
 from models.training.config import (
     ComputeSettings,
     DataParallelSettings,
@@ -30,45 +29,7 @@ from models.training.config import (
 from models.training.mopd_config import MOPDConfig
 from models.yoao.config import CPU_YOAO, PAPER_OPPONENTS, PAPER_YOAO, SMOKE_YOAO, YoaoSettings
 
-if TYPE_CHECKING:
-    from models.serving.engine import EngineConfig
-
 PROFILE_NAMES = ("smoke", "cpu", "paper")
-
-
-@dataclass(frozen=True)
-class EngineSettings:
-    """How the profile's engine is started."""
-
-    max_model_len: int = 2048
-    """Context length per sequence."""
-    kv_cache_gib: float = 1.0
-    """CPU KV cache in GiB (ignored on GPU)."""
-    enforce_eager: bool = True
-    """Skip compilation (faster start, slower decoding)."""
-    max_lora_rank: int = 16
-    """Largest adapter rank served."""
-    tensor_parallel_size: int = 1
-    """GPUs one model replica is split over (vLLM --tensor-parallel-size)."""
-    data_parallel_size: int = 1
-    """Replicas one vLLM server runs and balances requests over (vLLM --data-parallel-size)."""
-
-    max_logprobs: int = 20
-    """Most log-probs per position a request may ask for (vLLM's --max-logprobs; MOPD's teacher top-k)."""
-
-    def __post_init__(self) -> None:
-        if self.tensor_parallel_size < 1 or self.data_parallel_size < 1:
-            raise ValueError("tensor_parallel_size and data_parallel_size must be >= 1")
-        if self.max_logprobs < 1:
-            raise ValueError(f"max_logprobs must be >= 1, got {self.max_logprobs}")
-
-    def engine_config(self, model_path: Path, **overrides: Any) -> EngineConfig:
-        """The engine these settings describe, every field carried over (the one mapping from a profile to an
-        engine); `overrides` set the rest (served name, api key, port, ...)."""
-        from models.serving.engine import EngineConfig
-
-        carried = {f.name: getattr(self, f.name) for f in fields(self)}
-        return EngineConfig(model_path=model_path, **{**carried, **overrides})
 
 
 @dataclass(frozen=True)

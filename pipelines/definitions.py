@@ -37,7 +37,7 @@ from dagster import (
 )
 from dagster._loggers import colored_console_logger
 
-from assets import behaviour, leaderboard, monitoring, socialrl, stage2, tom, yoao
+from assets import behaviour, leaderboard, monitoring, socialrl, stage2, tom, yoao, yoao_experiments
 from models.profiles import get_profile
 from models.tracking.links import DAGSTER_UI_URL, MLFLOW_UI_URL
 from resources import EngineResource, MlflowResource, SettingsResource, StoreResource
@@ -82,8 +82,10 @@ def new_version_sensor_status(value: str | None) -> DefaultSensorStatus:
     return DefaultSensorStatus.RUNNING if yes else DefaultSensorStatus.STOPPED
 
 
-all_assets = load_assets_from_modules([socialrl, stage2, monitoring, tom, behaviour, leaderboard, yoao])
-all_checks = load_asset_checks_from_modules([socialrl, stage2, yoao])
+all_assets = load_assets_from_modules(
+    [socialrl, stage2, monitoring, tom, behaviour, leaderboard, yoao, yoao_experiments]
+)
+all_checks = load_asset_checks_from_modules([socialrl, stage2, yoao, yoao_experiments])
 
 tournament_job = define_asset_job("tournament_job", AssetSelection.assets(socialrl.code_agent_tournament))
 traces_job = define_asset_job("traces_job", AssetSelection.assets(socialrl.scenarios, socialrl.teacher_traces))

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from assets import yoao as yoao_assets
+from assets import yoao_experiments
 from models.profiles import PROFILE_NAMES, get_profile
 from models.settings import REPO_ROOT, DataPaths
 from models.yoao.report import BENCHMARK_KEYS, write_json
@@ -27,7 +28,7 @@ from pipelines.launcher import Launcher
 from pipelines.run_lineage import configure_logging
 
 SEED_PIPELINE = (*yoao_assets.SEED_PIPELINE_ASSETS, "yoao_warmstart_imitation", "sugarscape_zero_shot")
-EXPERIMENTS = yoao_assets.EXPERIMENTS
+EXPERIMENTS = yoao_experiments.EXPERIMENTS
 
 
 @dataclass(frozen=True)

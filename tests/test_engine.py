@@ -287,7 +287,9 @@ def test_the_engine_resource_passes_the_profiles_parallelism(tmp_path: Path, mon
     from models.settings import DataPaths
 
     settings.paths.return_value = DataPaths(tmp_path)
-    resource = engine_resource.EngineResource.model_construct(settings=settings, model="", remote_base_url="")
+    resource = engine_resource.EngineResource.model_construct(
+        settings=settings, mlflow=mock.Mock(), model="", remote_base_url=""
+    )  # resolve_model is replaced: the registry it would look in is not reached
     with pytest.raises(Stop), resource.yield_for_execution(mock.Mock(run_id=None)):
         pass
     assert (seen[0].tensor_parallel_size, seen[0].data_parallel_size) == (4, 2)

@@ -203,3 +203,21 @@ def test_no_import_cycle() -> None:
 def test_the_cycle_finder_finds_a_cycle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
     assert import_cycles(graph) == [{"a", "b", "c"}]
+
+
+SIZE_RULED = ("models", "assets", "pipelines", "resources")
+"""The folders of the size rule (docs/architecture.md): no file over 600 lines, no function over 80."""
+
+
+def test_upper_floors_keep_the_size_rule() -> None:
+    too_long = []
+    for layer in SIZE_RULED:
+        for path in (ROOT / layer).rglob("*.py"):
+            text = path.read_text()
+            name = path.relative_to(ROOT).as_posix()
+            if len(text.splitlines()) > 600:
+                too_long.append(f"{name}: {len(text.splitlines())} lines")
+            for node in ast.walk(ast.parse(text, filename=str(path))):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno - node.lineno >= 80:
+                    too_long.append(f"{name}: {node.name} {node.end_lineno - node.lineno + 1} lines")
+    assert too_long == []

@@ -1,8 +1,10 @@
 """Issue 27, point 5: nothing is fetched from (or sent to) a model hub at run time.
 
 Outbound connection attempts are observed for real. In this process (where SFT, PPO and MOPD run),
-`socket.getaddrinfo` and `socket.socket.connect` are wrapped for the test; in the vLLM engine (a subprocess and
-its workers) a `sitecustomize` on the engine's PYTHONPATH wraps them the same way. A non-loopback target is
+`socket.getaddrinfo` and `socket.socket.connect` are wrapped for the test; in the session's vLLM engine (a
+subprocess and its workers, tests/conftest.py) tests/engine_probe/sitecustomize.py, first on the engine's
+PYTHONPATH, wraps them the same way from its start, so the engine's check needs no engine of its own and covers
+what the other tests did with it before. A non-loopback target is
 recorded and refused at once, as on a machine without a network, so no test waits on a timeout. Before this
 issue, building SFT's TRL trainer sent a telemetry ping to huggingface.co:443 from a daemon thread (after
 fetching huggingface_hub's agent registry); models/hub.py switches the libraries offline without touching
@@ -16,10 +18,10 @@ import os
 import socket
 import subprocess
 import sys
-import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -131,80 +133,7 @@ def _mopd(model_dir: Path, scratch: Path, attempts: list[str]) -> None:
     student.save_pretrained(scratch / "mopd" / "adapter")
 
 
-_ENGINE_PROBE = '''
-"""Loaded first by every Python process of the engine under test: records, then refuses, non-loopback name
-resolutions and connections (one line each in $SOCIALRL_OUTBOUND_LOG; "probe <pid>" says it was loaded)."""
-import ipaddress
-import os
-import socket
-
-_LOG = os.environ["SOCIALRL_OUTBOUND_LOG"]
-
-
-def _note(line):
-    with open(_LOG, "a") as log:
-        log.write(line + "\\n")
-
-
-def _is_local(host):
-    if host is None:
-        return True
-    name = host.decode() if isinstance(host, bytes) else str(host)
-    if name in ("", "localhost", "0.0.0.0", "::"):
-        return True
-    try:
-        return ipaddress.ip_address(name.split("%", 1)[0]).is_loopback
-    except ValueError:
-        return False
-
-
-_getaddrinfo, _connect = socket.getaddrinfo, socket.socket.connect
-
-
-def getaddrinfo(host, port, *args, **kwargs):
-    if not _is_local(host):
-        _note(f"resolve {host}:{port} (pid {os.getpid()})")
-        raise socket.gaierror(socket.EAI_NONAME, "outbound connections are refused in this test")
-    return _getaddrinfo(host, port, *args, **kwargs)
-
-
-def connect(sock, address):
-    if sock.family in (socket.AF_INET, socket.AF_INET6) and not _is_local(address[0]):
-        _note(f"connect {address} (pid {os.getpid()})")
-        raise ConnectionRefusedError("outbound connections are refused in this test")
-    return _connect(sock, address)
-
-
-socket.getaddrinfo = getaddrinfo
-socket.socket.connect = connect
-_note(f"probe {os.getpid()}")
-'''
-
-
-def _engine(model_dir: Path, scratch: Path, attempts: list[str]) -> None:
-    """The vLLM engine start (the pipeline's: its own environment, runtime LoRA, a bearer token) until healthy."""
-    from models.serving.engine import GUARD_DIR, EngineConfig, VLLMEngine, new_token
-
-    probe = scratch / "probe"
-    probe.mkdir()
-    (probe / "sitecustomize.py").write_text(textwrap.dedent(_ENGINE_PROBE))
-    log = scratch / "outbound.log"
-    config = EngineConfig(
-        model_path=model_dir,
-        served_model_name="tiny",
-        max_model_len=512,
-        kv_cache_gib=1.0,
-        api_key=new_token(),
-        env={"PYTHONPATH": f"{probe}{os.pathsep}{GUARD_DIR}", "SOCIALRL_OUTBOUND_LOG": str(log)},
-    )
-    with VLLMEngine(config, log_path=scratch / "vllm.log") as engine:
-        assert engine.client is not None and engine.client.healthy()
-    lines = log.read_text().splitlines()
-    assert any(line.startswith("probe ") for line in lines), "the engine did not load the connection probe"
-    attempts += [f"engine: {line}" for line in lines if not line.startswith("probe ")]
-
-
-STAGES: list[tuple[str, Stage]] = [("sft", _sft), ("ppo", _ppo), ("mopd", _mopd), ("engine", _engine)]
+STAGES: list[tuple[str, Stage]] = [("sft", _sft), ("ppo", _ppo), ("mopd", _mopd)]
 
 
 @pytest.mark.slow
@@ -215,6 +144,22 @@ def test_no_outbound_connection_is_attempted(
     stage(tiny_model_dir, tmp_path, outbound)
     _wait_for_telemetry()
     assert outbound == [], f"{name} reached for the network: {outbound}"
+    assert not any(k in os.environ for k in HUB_VARIABLES)  # offline by the libraries' switches, not variables
+
+
+@pytest.mark.slow
+def test_the_engine_attempts_no_outbound_connection(vllm_engine: Any, outbound: list[str]) -> None:
+    """The session's vLLM engine (tests/conftest.py: the pipeline's start, with its own environment, runtime LoRA
+    and a bearer token) is healthy, loaded the connection probe (tests/engine_probe/sitecustomize.py), and none of
+    its processes attempted an outbound connection since it started (its start included)."""
+    from tests.conftest import OUTBOUND_LOG_ENV
+
+    assert vllm_engine.client is not None and vllm_engine.client.healthy()
+    lines = Path(vllm_engine.config.env[OUTBOUND_LOG_ENV]).read_text().splitlines()
+    assert any(line.startswith("probe ") for line in lines), "the engine did not load the connection probe"
+    outbound += [f"engine: {line}" for line in lines if not line.startswith("probe ")]
+    _wait_for_telemetry()
+    assert outbound == [], f"engine reached for the network: {outbound}"
     assert not any(k in os.environ for k in HUB_VARIABLES)  # offline by the libraries' switches, not variables
 
 

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from models.profiles import PROFILE_NAMES, EngineSettings, get_profile
+from models.profiles import PROFILE_NAMES, get_profile
 from models.serving.engine import EngineConfig, VLLMEngine
+from models.serving.engine_settings import EngineSettings
 from models.settings import DataPaths
 
 IDENTITY = {"model_path", "served_model_name", "api_key", "port"}

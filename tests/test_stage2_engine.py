@@ -35,26 +35,6 @@ def random_adapter(base: Path, target: Path, seed: int, r: int = 8) -> Path:
     return target
 
 
-@pytest.fixture(scope="module")
-def proxy(vllm_engine: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    from models.serving.proxy import ProxyConfig, ProxyServer
-
-    tables = tmp_path_factory.mktemp("stage2_tables")
-    from models.serving.engine import new_token
-
-    # Keyed like the pipeline's: agents send the proxy's token, the proxy sends the engine's.
-    config = ProxyConfig(
-        upstreams=(vllm_engine.base_url,),
-        base_models=("tiny",),
-        table_root=tables,
-        port=0,
-        api_key=new_token(),
-        upstream_api_key=vllm_engine.config.api_key,
-    )
-    with ProxyServer(config) as server:
-        yield server
-
-
 def test_teacher_logprobs_from_the_engine_equal_the_trainers(
     vllm_engine: object, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
@@ -94,7 +74,7 @@ def test_teacher_logprobs_from_the_engine_equal_the_trainers(
 
 
 def test_a_teacher_the_engine_cannot_load_fails_before_any_training_step(
-    vllm_engine: object, proxy: object, tiny_model_dir: Path, tmp_path: Path
+    vllm_engine: object, rollout_proxy: object, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
     from models.socialrl.stage2 import serve
     from models.training.mopd import train_mopd
@@ -102,7 +82,10 @@ def test_a_teacher_the_engine_cannot_load_fails_before_any_training_step(
     with pytest.raises(EngineError, match="dnd-v0 teacher: the engine cannot load the adapter"):
         serve(vllm_engine.client, "teacher-dnd", tmp_path / "missing", "dnd-v0 teacher")
     services = Services(
-        vllm_engine.client, proxy.base_url, TableStore(proxy.config.table_root), proxy_api_key=proxy.config.api_key
+        vllm_engine.client,
+        rollout_proxy.base_url,
+        TableStore(rollout_proxy.config.table_root),
+        proxy_api_key=rollout_proxy.config.api_key,
     )
     output = tmp_path / "mopd"
     with pytest.raises(EngineError, match="keyword-v0: teacher adapter 'never-loaded' is not loaded"):

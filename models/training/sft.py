@@ -319,32 +319,7 @@ def trainer_config(settings: SFTSettings, output_dir: Path, on_cpu: bool, has_ev
     )
 
 
-def run_sft(
-    base_model_dir: Path,
-    train_conversations: Sequence[Sequence[Message]],
-    output_dir: Path,
-    settings: SFTSettings | None = None,
-    eval_conversations: Sequence[Sequence[Message]] = (),
-    init_adapter_dir: Path | None = None,
-    on_step: StepCallback | None = None,
-) -> SFTResult:
-    """Train a LoRA adapter on the assistant turns of `train_conversations`; save it to output_dir/adapter.
-    `on_step` receives each optimiser step's metrics (step, loss, learning_rate, seconds)."""
-    import torch
-    from datasets import Dataset
-    from transformers import PrinterCallback
-
-    settings = settings or SFTSettings()
-    start = time.perf_counter()
-    torch.manual_seed(settings.seed)
-    model, tokenizer = load_lora_model(
-        base_model_dir, settings.lora, init_adapter_dir, bf16=settings.bf16, compute=settings.compute
-    )
-    train = tokenise_conversations(train_conversations, tokenizer, settings.max_length)
-    if not train.examples:
-        raise ValueError("no assistant turns in the training conversations")
-    held_out = tokenise_conversations(eval_conversations, tokenizer, settings.max_length)
-    eval_rows = [e.as_row() for e in held_out.examples[: settings.eval_windows]]
+def _log_data(train: TokenisedConversations) -> None:
     log.info(
         "SFT data: %d conversations -> %d examples (%d windows, %d per-turn fallbacks, %d truncated), "
         "%d tokens, %d of them trained",
@@ -356,6 +331,22 @@ def run_sft(
         train.tokens,
         train.loss_tokens,
     )
+
+
+def _sft_trainer(
+    model: Any,
+    tokenizer: Any,
+    settings: SFTSettings,
+    output_dir: Path,
+    train: TokenisedConversations,
+    eval_rows: list[dict[str, list[int]]],
+    on_step: StepCallback | None,
+) -> tuple[Any, Any]:
+    """The trainer of `run_sft` and its step logger, attached (it collects the losses and the held-out
+    evaluations; its step count comes from the packed rows)."""
+    from datasets import Dataset
+    from transformers import PrinterCallback
+
     config = trainer_config(
         settings, output_dir, on_cpu=next(model.parameters()).device.type == "cpu", has_eval=bool(eval_rows)
     )
@@ -373,6 +364,47 @@ def run_sft(
     trainer.add_callback(step_log)
     # With tqdm off the trainer prints every log dict; the step line above is the console's one line per step.
     trainer.remove_callback(PrinterCallback)
+    return trainer, step_log
+
+
+def _saved_checkpoints(output_dir: Path, step_log: Any) -> tuple[SFTCheckpoint, ...]:
+    """The trainer's checkpoints under output_dir/trainer, each with its tokens fed and held-out loss."""
+    checkpoints = []
+    for step in sorted(int(p.name.removeprefix("checkpoint-")) for p in (output_dir / "trainer").glob("checkpoint-*")):
+        tokens, eval_loss = step_log.evaluations.get(step, (0, None))
+        checkpoints.append(SFTCheckpoint(step, tokens, eval_loss, output_dir / "trainer" / f"checkpoint-{step}"))
+    return tuple(checkpoints)
+
+
+def run_sft(
+    base_model_dir: Path,
+    train_conversations: Sequence[Sequence[Message]],
+    output_dir: Path,
+    settings: SFTSettings | None = None,
+    eval_conversations: Sequence[Sequence[Message]] = (),
+    init_adapter_dir: Path | None = None,
+    on_step: StepCallback | None = None,
+) -> SFTResult:
+    """Train a LoRA adapter on the assistant turns of `train_conversations`; save it to output_dir/adapter.
+    `on_step` receives each optimiser step's metrics (step, loss, learning_rate, seconds).
+
+    1. load the model with its adapter and tokenise both conversation sets; 2. build the trainer;
+    3. train between two held-out evaluations; 4. save the adapter and list the checkpoints."""
+    import torch
+
+    settings = settings or SFTSettings()
+    start = time.perf_counter()
+    torch.manual_seed(settings.seed)
+    model, tokenizer = load_lora_model(
+        base_model_dir, settings.lora, init_adapter_dir, bf16=settings.bf16, compute=settings.compute
+    )
+    train = tokenise_conversations(train_conversations, tokenizer, settings.max_length)
+    if not train.examples:
+        raise ValueError("no assistant turns in the training conversations")
+    held_out = tokenise_conversations(eval_conversations, tokenizer, settings.max_length)
+    eval_rows = [e.as_row() for e in held_out.examples[: settings.eval_windows]]
+    _log_data(train)
+    trainer, step_log = _sft_trainer(model, tokenizer, settings, output_dir, train, eval_rows, on_step)
     before = trainer.evaluate()["eval_loss"] if eval_rows else None
     train_start = time.perf_counter()
     outcome = trainer.train()
@@ -384,10 +416,6 @@ def run_sft(
     loss = float(outcome.training_loss)
     if not math.isfinite(loss):
         raise RuntimeError(f"SFT diverged: training loss {loss}")
-    checkpoints = []
-    for step in sorted(int(p.name.removeprefix("checkpoint-")) for p in (output_dir / "trainer").glob("checkpoint-*")):
-        tokens, eval_loss = step_log.evaluations.get(step, (0, None))
-        checkpoints.append(SFTCheckpoint(step, tokens, eval_loss, output_dir / "trainer" / f"checkpoint-{step}"))
     return SFTResult(
         adapter_dir=adapter_dir,
         train_loss=loss,
@@ -400,5 +428,5 @@ def run_sft(
         train_seconds=train_seconds,
         loss_curve=tuple(step_log.losses),
         loss_tokens=train.loss_tokens,
-        checkpoints=tuple(checkpoints),
+        checkpoints=_saved_checkpoints(output_dir, step_log),
     )
