@@ -56,10 +56,16 @@ class _Activity(logging.Handler):
     def __init__(self) -> None:
         super().__init__(level=logging.NOTSET)
         self.last_time = time.monotonic()
+        """When a line, the watch's own included, was last logged (the watch waits an interval after either)."""
+        self.last_work_time = self.last_time
+        """When a line other than the watch's was last logged (the silence the watch reports)."""
         self.last_line = ""
 
     def emit(self, record: logging.LogRecord) -> None:
         self.last_time = time.monotonic()
+        if record.name == log.name:
+            return  # the watch's own line is no progress: quoting it nested every line in the one before
+        self.last_work_time = self.last_time
         self.last_line = original_message(record)
 
 
@@ -90,13 +96,13 @@ class SilenceWatch:
 
     def _run(self) -> None:
         while not self._stop.wait(self.poll_s):
-            quiet = time.monotonic() - self._activity.last_time
-            if quiet >= self.interval_s and log.isEnabledFor(logging.INFO):
+            now = time.monotonic()
+            if now - self._activity.last_time >= self.interval_s and log.isEnabledFor(logging.INFO):
                 last = self._activity.last_line.splitlines()[0][:200] if self._activity.last_line else "none yet"
                 self.lines += 1
                 log.info(
                     "still working (%.0f min in): %.0f s since the last line, %s",
-                    (time.monotonic() - self.started) / 60, quiet, last,
+                    (now - self.started) / 60, now - self._activity.last_work_time, last,
                 )  # fmt: skip
                 self._activity.last_time = time.monotonic()  # in case the logger's handlers drop the line
 

@@ -42,6 +42,11 @@ def test_the_watch_speaks_only_when_the_loggers_are_quiet(info_level, caplog: py
     assert 2 <= len(stamps) <= 4 and watch.lines == len(stamps)
     first = next(r for r in caplog.records if r.name == "socialrl.progress").getMessage()
     assert first.startswith("still working") and "since the last line, step 7" in first
+    # Every watch line names the last line of work (never its own previous line), with a silence that grows.
+    said = [r.getMessage() for r in caplog.records if r.name == "socialrl.progress"]
+    assert all(m.endswith("since the last line, step 7") and m.count("still working") == 1 for m in said)
+    silences = [float(m.split(": ")[1].split(" s since")[0]) for m in said]
+    assert silences == sorted(silences) and silences[-1] > silences[0]
     quiet = [b - a for a, b in zip([r.created for r in caplog.records][7:], stamps, strict=False)]
     assert all(gap < 0.4 + 0.4 for gap in quiet)  # the interval plus at most one poll
     time.sleep(0.6)
