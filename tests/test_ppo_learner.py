@@ -16,9 +16,27 @@ from models.training.ppo_learner import (
     episode_samples,
     gae,
     is_prefix_stable,
+    k3_kl,
     micro_batches,
     token_logprobs,
 )
+
+
+def test_k3_kl_is_exact_for_ordinary_tokens_and_bounded_for_outliers() -> None:
+    ref = torch.tensor([-1.0, -2.0, -0.1, -0.01])
+    policy = torch.tensor([-1.0, -1.5, -8.0, -40.0])
+    kl = k3_kl(ref, policy)
+    r = ref - policy
+    # Equal log-probs give 0, a small gap the exact exp(r) - r - 1.
+    assert kl[0].item() == 0.0
+    assert kl[1].item() == pytest.approx(float(torch.exp(r[1]) - r[1] - 1))
+    # A token the policy made 2,700 times less likely than the reference (r = 7.9) would weigh about 2,700
+    # unclamped; it is held at 10, and a token past the log-ratio bound too, with no gradient from either.
+    assert float(torch.exp(r[2]) - r[2] - 1) > 2000
+    assert kl[2].item() == 10.0 and kl[3].item() == 10.0
+    policy.requires_grad_(True)
+    k3_kl(ref, policy).sum().backward()
+    assert policy.grad[2].item() == 0.0 and policy.grad[3].item() == 0.0 and policy.grad[1].item() != 0.0
 
 
 def test_gae_by_hand() -> None:

@@ -273,6 +273,22 @@ def token_values(critic: ValueModel, segments: Sequence[Segment], pad_id: int) -
     return [values[row, torch.tensor(s.agent_positions, device=device) - 1] for row, s in enumerate(segments)]
 
 
+# Per-token bounds of the KL estimate, as verl's `low_var_kl` sets them (verl/trainer/ppo/core_algos.py).
+K3_LOG_RATIO_BOUND = 20.0
+K3_TOKEN_BOUND = 10.0
+
+
+def k3_kl(ref_logprobs: torch.Tensor, logprobs: torch.Tensor) -> torch.Tensor:
+    """Per-token k3 estimate of KL(policy || reference), exp(r) - r - 1 with r = ref - policy log-prob, >= 0.
+
+    Unbounded, one sampled token that the policy now finds a thousand times less likely than the reference
+    does (r = 7) weighs as much as a thousand ordinary tokens: an ablation arm's first iteration measured a
+    mean of 2,751 (benchmarks/results/ppo_ablation.json), which swamped the policy objective at kl_coef 0.01.
+    So r is clamped to +-20 and each token's estimate to 10; past the clamp such a token adds no gradient."""
+    log_ratio = (ref_logprobs - logprobs).clamp(-K3_LOG_RATIO_BOUND, K3_LOG_RATIO_BOUND)
+    return (torch.exp(log_ratio) - log_ratio - 1).clamp(max=K3_TOKEN_BOUND)
+
+
 def turn_advantages(
     values: torch.Tensor, turn_lengths: Sequence[int], reward: float, gamma: float, lam: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -571,8 +587,7 @@ class PPOLearner:
         part_policy = -objective.sum() / n_tokens
         loss = loss + part_policy
         if targets.ref_lp is not None:
-            log_ratio = targets.ref_lp[span] - new_lp
-            part_kl = (torch.exp(log_ratio) - log_ratio - 1).sum() / n_tokens  # k3 estimator, >= 0
+            part_kl = k3_kl(targets.ref_lp[span], new_lp).sum() / n_tokens
             loss = loss + h.kl_coef * part_kl
             sums[2] = float(part_kl.detach())
         sums[1] = float(part_policy.detach())
