@@ -173,6 +173,7 @@ def write_report(paths: DataPaths, profile: str, steps: list[StepResult], elapse
     domains = {s.partition: s.report for s in steps if s.partition and s.report}
     report = {
         "profile": profile,
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "wall_s": round(elapsed, 1),
         "domains": domains,
         "nightly": next((s.report for s in steps if s.job == "champion_evaluation_job" and s.report), None),

@@ -42,14 +42,6 @@ def _fmt(value: float | None, digits: int = 3) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
 
 
-def _interval(e: Estimate | None) -> str:
-    if e is None or not math.isfinite(e.mean):
-        return "-"
-    if not math.isfinite(e.ci_low):
-        return _fmt(e.mean)
-    return f"{_fmt(e.mean)} [{_fmt(e.ci_low)}, {_fmt(e.ci_high)}]"
-
-
 @dataclass(frozen=True)
 class SpecialistEvaluation:
     """Every policy of a domain on its held-out plan: base, warm-start, specialist, teacher, baselines."""
@@ -114,40 +106,77 @@ class SpecialistEvaluation:
         }
 
     def markdown(self) -> str:
-        """Policies, paired differences (reward and behaviour) and the learning curve, as markdown tables."""
-        metrics = [m for m in METRICS if any(m in p.metrics for p in self.policies.values())]
-        lines = [
-            f"{self.env_id} (seat {self.seat}; {self.plan}): {self.specialist.model_name} v{self.specialist.model_version}",
+        """Policies, paired differences (reward and behaviour), imitation and the learning curve, as markdown
+        tables (`report_markdown` of `report()`)."""
+        return report_markdown(self.report())
+
+
+def _cell(e: Mapping[str, Any] | None) -> str:
+    """An estimate of a report (Estimate.as_dict) as 'mean [low, high]'."""
+    if not e or e.get("mean") is None:
+        return "-"
+    if e.get("ci_low") is None:
+        return _fmt(e["mean"])
+    return f"{_fmt(e['mean'])} [{_fmt(e['ci_low'])}, {_fmt(e['ci_high'])}]"
+
+
+def report_markdown(report: Mapping[str, Any]) -> str:
+    """A domain's `SpecialistEvaluation.report()` (as stored in Dagster metadata, the make-run report file and
+    benchmarks/results/make_run_cpu.json) as markdown: every policy with every behaviour metric, the paired
+    reward differences, the paired difference of every behaviour metric, the warm-start's imitation of its
+    teacher, and the PPO learning curve. The console, the asset page and the README render through here."""
+    policies = report["policies"]
+    metrics = [m for m in METRICS if m != "reward" and any(m in p["metrics"] for p in policies.values())]
+    order = [p for p in POLICY_ORDER if p in policies] + [p for p in policies if p not in POLICY_ORDER]
+    lines = [
+        f"{report['env_id']} (seat {report['seat']}; {report['plan']}): {report['model']}",
+        "",
+        "| policy | n | mean reward [95% CI] | " + " | ".join(metrics) + " |",
+        "|---|---|---|" + "---|" * len(metrics),
+    ]
+    for label in order:
+        p = policies[label]
+        cells = [_fmt((p["metrics"].get(m) or {}).get("mean"), 2) for m in metrics]
+        lines.append(f"| {label} | {p['n']} | {_cell(p['metrics'].get('reward'))} | " + " | ".join(cells) + " |")
+    lines += ["", "| paired reward difference (same episodes) | mean [95% CI] | n |", "|---|---|---|"]
+    for name, e in report["paired"].items():
+        best = f" (best baseline: {report['best_baseline']})" if name == "ppo_minus_best_baseline" else ""
+        lines.append(f"| {name}{best} | {_cell(e)} | {e['n']} |")
+    behaviour = report.get("behaviour_paired") or {}
+    if behaviour:
+        pairs = [f"{a}_minus_{b}" for a, b in PAIRS]
+        lines += ["", "| behaviour, paired | " + " | ".join(pairs) + " |", "|---|" + "---|" * len(pairs)]
+        for metric, by_pair in behaviour.items():
+            cells = [f"{_cell(by_pair.get(p))} (n={by_pair[p]['n']})" if p in by_pair else "-" for p in pairs]
+            lines.append(f"| {metric} | " + " | ".join(cells) + " |")
+    imitation = report.get("warmstart_imitation") or {}
+    if imitation:
+        verdict = "passed" if imitation.get("passed") else "failed"
+        lines += [
             "",
-            "| policy | n | mean reward [95% CI] | " + " | ".join(m for m in metrics if m != "reward") + " |",
-            "|---|---|---|" + "---|" * (len(metrics) - 1),
+            f"Warm-start imitation on the same {imitation.get('n')} episodes: command rate "
+            f"{_fmt(imitation.get('command_rate'))} (teacher {_fmt(imitation.get('teacher_command_rate'))}; "
+            f"check >= {imitation.get('min_command_rate')}: {verdict}), median opening / target "
+            f"{_fmt(imitation.get('offer_over_target_median'))} (teacher "
+            f"{_fmt(imitation.get('teacher_offer_over_target_median'))}), reward - teacher "
+            f"{_cell(imitation.get('reward_minus_teacher'))}, reward / teacher "
+            f"{_fmt(imitation.get('reward_over_teacher'))}.",
         ]
-        for label, p in self.policies.items():
-            cells = [_fmt(p.metrics[m].mean, 2) if m in p.metrics else "-" for m in metrics if m != "reward"]
-            lines.append(f"| {label} | {p.summary.n} | {_interval(p.summary.reward)} | " + " | ".join(cells) + " |")
-        lines += ["", "| paired reward difference (same episodes) | mean [95% CI] | n |", "|---|---|---|"]
-        for name, e in self.paired.items():
-            lines.append(f"| {name} | {_interval(e)} | {e.n} |")
-        if self.behaviour_paired:
-            pairs = [f"{a}_minus_{b}" for a, b in PAIRS]
-            lines += ["", "| behaviour, paired | " + " | ".join(pairs) + " |", "|---|" + "---|" * len(pairs)]
-            for metric, by_pair in self.behaviour_paired.items():
-                cells = [f"{_interval(by_pair.get(p))} (n={by_pair[p].n})" if p in by_pair else "-" for p in pairs]
-                lines.append(f"| {metric} | " + " | ".join(cells) + " |")
-        if self.specialist.curve:
-            lines += [
-                "",
-                "| PPO iteration | reward [95% CI] | agree | invalid/ep | KL | entropy | rollout s | train s |",
-                "|---|---|---|---|---|---|---|---|",
-            ]
-            for it in self.specialist.curve:
-                reward = Estimate(it.reward_mean, it.reward_ci_low, it.reward_ci_high, it.episodes)
-                lines.append(
-                    f"| {it.iteration + 1} | {_interval(reward)} | {_fmt(it.agreement_rate, 2)} | "
-                    f"{_fmt(it.invalid_actions_per_episode, 2)} | {_fmt(it.kl, 4)} | {_fmt(it.entropy, 2)} | "
-                    f"{_fmt(it.time_rollout_s, 0)} | {_fmt(it.time_train_s, 0)} |"
-                )
-        return "\n".join(lines)
+    curve = report.get("learning_curve") or []
+    if curve:
+        lines += [
+            "",
+            "| PPO iteration | reward [95% CI] | agree | invalid/ep | KL | entropy | rollout s | train s |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for it in curve:
+            reward = {"mean": it["reward_mean"], "ci_low": it["reward_ci_low"], "ci_high": it["reward_ci_high"]}
+            lines.append(
+                f"| {it['iteration'] + 1} | {_cell(reward)} | {_fmt(it['agreement_rate'], 2)} | "
+                f"{_fmt(it['invalid_actions_per_episode'], 2)} | {_fmt(it['kl'], 4)} | {_fmt(it.get('entropy'), 2)} | "
+                f"{_fmt(it['time_rollout_s'], 0)} | {_fmt(it['time_train_s'], 0)} |"
+            )
+    return "\n".join(lines)
 
 
 def evaluation_plot(evaluation: SpecialistEvaluation) -> bytes:
