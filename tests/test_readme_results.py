@@ -25,3 +25,35 @@ def test_the_rendering_shows_every_policy_pair_behaviour_metric_and_imitation() 
         imitation = report["warmstart_imitation"]
         assert f"command rate {imitation['command_rate']:.3f}" in text
     assert f"{result['wall_s'] / 60:.1f} min of jobs" in text
+
+
+def test_a_report_renders_its_policies_pairs_behaviour_imitation_and_curve() -> None:
+    from models.socialrl.stage1.report import report_markdown
+
+    estimate = {"mean": 0.25, "ci_low": 0.1, "ci_high": 0.4, "n": 48}
+    policy = {"n": 48, "metrics": {"reward": estimate, "agreement": {**estimate, "mean": 0.5}}}
+    report = {
+        "env_id": "craigslist-v0",
+        "seat": "buyer",
+        "plan": "16 listings x 3 counterparts",
+        "model": "socialrl-craigslist-specialist v3",
+        "policies": {"accept_first": policy, "ppo": policy, "sft": policy},
+        "paired": {"ppo_minus_sft": estimate, "ppo_minus_best_baseline": {**estimate, "mean": -0.05}},
+        "best_baseline": "accept_first",
+        "behaviour_paired": {"agreement": {"ppo_minus_sft": estimate}},
+        "warmstart_imitation": {"n": 48, "command_rate": 0.93, "teacher_command_rate": 1.0, "passed": True}
+        | {"min_command_rate": 0.9},
+        "learning_curve": [
+            {"iteration": 0, "reward_mean": 0.2, "reward_ci_low": 0.1, "reward_ci_high": 0.3, "agreement_rate": 0.5}
+            | {"invalid_actions_per_episode": 0.1, "kl": 0.01, "entropy": 0.9, "time_rollout_s": 60, "time_train_s": 90}
+        ],
+    }
+    lines = report_markdown(report).splitlines()
+    # Trained policies first (POLICY_ORDER), then the baselines; the agreement column holds its mean.
+    rows = [line.split(" | ")[0] for line in lines if line.startswith(("| sft |", "| ppo |", "| accept_first |"))]
+    assert rows == ["| sft", "| ppo", "| accept_first"]
+    assert "| sft | 48 | 0.250 [0.100, 0.400] | 0.50 |" in lines
+    assert "| ppo_minus_best_baseline (best baseline: accept_first) | -0.050 [0.100, 0.400] | 48 |" in lines
+    assert "| agreement | 0.250 [0.100, 0.400] (n=48) | - | - |" in lines
+    assert any("command rate 0.930 (teacher 1.000; check >= 0.9: passed)" in line for line in lines)
+    assert "| 1 | 0.200 [0.100, 0.300] | 0.50 | 0.10 | 0.0100 | 0.90 | 60 | 90 |" in lines
