@@ -35,6 +35,9 @@ python_logs:
   managed_python_loggers:
     - socialrl
   python_log_level: INFO
+# No usage statistics from an offline machine (and no telemetry banner on the console of the first run).
+telemetry:
+  enabled: false
 """
 """The dagster.yaml of a new instance (an existing one is left as it is)."""
 

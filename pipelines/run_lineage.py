@@ -206,6 +206,8 @@ def configure_logging(log_file: Path) -> None:
     console.setFormatter(PlainFormatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
     console.addFilter(lambda record: record.name.startswith("socialrl"))
     root.addHandler(console)
+    # Library warnings (Dagster's preview and beta notices on loading the definitions) go to the file only.
+    logging.captureWarnings(True)
     for noisy in ("httpx", "httpcore", "urllib3", "filelock", "datasets"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 

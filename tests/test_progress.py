@@ -76,6 +76,7 @@ def test_progress_lines_reach_the_run_event_log_and_no_stretch_is_silent(tmp_pat
     home = DataPaths(tmp_path / "data").dagster_home
     assert "managed_python_loggers" in (home / "dagster.yaml").read_text()
     instance = DagsterInstance.from_config(str(home))
+    assert not instance.telemetry_enabled  # an offline machine sends no usage statistics
 
     @asset
     def long_phase(settings: SettingsResource) -> int:
