@@ -46,6 +46,12 @@ def load_kwargs(compute: ComputeSettings, bf16: bool) -> dict[str, Any]:
     return {"dtype": weights_dtype(bf16), "attn_implementation": compute.attn_implementation}
 
 
+def autocast(device: torch.device | str, bf16: bool) -> torch.autocast:
+    """The learners' compute context: bf16 autocast on `device`'s type (a no-op when not `bf16`). Follows the
+    device the model sits on: a CPU autocast around a CUDA model would leave its matmuls in fp32."""
+    return torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=bf16)
+
+
 def enable_gradient_checkpointing(model: Any) -> None:
     """Recompute activations in the backward pass (non-reentrant: works with frozen inputs and PEFT adapters,
     no `enable_input_require_grads` needed). The KV cache is off in training anyway (use_cache=False)."""

@@ -17,6 +17,8 @@ One step:
    KL(p_s || p_t) = sum_v p_s(v) (log p_s(v) - log p_t(v)), both at temperature 1;
 5. sync: the new adapter is saved and hot-loaded as `<run>-v<step+1>` (the previous one unloaded).
 
+The update (models/training/mopd_learner.py: the loss, the learner) runs on the student's device, CPU or CUDA.
+
 Top-k approximation (`topk_reverse_kl`): the engine returns the teacher's log-probs of its top-k tokens and of
 the sampled token only. With S that set and R everything else, the loss is the exact reverse KL between the
 two distributions coarsened to the outcomes {each v in S} and {R}:
@@ -52,7 +54,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
 
 from environments.core.runtime import EpisodeResult, run_episodes
 from models.records import rows_for
@@ -60,8 +61,11 @@ from models.serving.adapters import advance_adapter
 from models.serving.engine import EngineClient, EngineError
 from models.training.config import PPOConfig, Services
 from models.training.mopd_config import MOPDConfig, MOPDResult
+from models.training.mopd_learner import MOPDLearner, ScoredSegment
+from models.training.mopd_learner import student_log_distributions as student_log_distributions
+from models.training.mopd_learner import topk_reverse_kl as topk_reverse_kl
 from models.training.ppo import flush_proxy, load_recorded_turns
-from models.training.ppo_learner import Segment, episode_samples, micro_batches, pad_segments
+from models.training.ppo_learner import Segment, episode_samples
 from models.training.rollouts import rollout_specs
 from models.training.sft import load_lora_model
 
@@ -96,45 +100,7 @@ def sample_domains(probabilities: Mapping[str, float], n: int, rng: random.Rando
     return rng.choices(domains, weights=[probabilities[d] for d in domains], k=n)
 
 
-# ------------------------------------------------------------------------------------------------- loss
-def topk_reverse_kl(
-    student_logprobs: torch.Tensor,
-    teacher_ids: torch.Tensor,
-    teacher_logprobs: torch.Tensor,
-    valid: torch.Tensor,
-    tail_floor: float = 1e-6,
-) -> torch.Tensor:
-    """Per-position reverse KL(student || teacher) on the teacher's top-k support plus one tail outcome (see
-    the module docstring). student_logprobs: (T, V) log-softmax of the student; teacher_ids, teacher_logprobs,
-    valid: (T, K), the teacher's scored tokens per position (rows padded, `valid` marks real entries).
-    Returns (T,)."""
-    s = student_logprobs.gather(-1, teacher_ids)
-    p_s = torch.where(valid, s.exp(), torch.zeros_like(s))
-    head = (p_s * torch.where(valid, s - teacher_logprobs, torch.zeros_like(s))).sum(-1)
-    tail_s = (1.0 - p_s.sum(-1)).clamp_min(1e-12)
-    tail_t = (1.0 - torch.where(valid, teacher_logprobs.exp(), torch.zeros_like(s)).sum(-1)).clamp_min(tail_floor)
-    return head + tail_s * (tail_s.log() - tail_t.log())
-
-
 # ------------------------------------------------------------------------------------- teacher scoring
-@dataclass
-class ScoredSegment:
-    """A student segment with its teacher's top-k log-probs at every agent position it could score."""
-
-    domain: str
-    segment: Segment
-    teacher_ids: torch.Tensor
-    """(T, K) token ids the teacher scored at each scored agent position (padded with 0)."""
-    teacher_logprobs: torch.Tensor
-    """(T, K) their teacher log-probs (padded with 0)."""
-    valid: torch.Tensor
-    """(T, K) which entries are real."""
-    positions: list[int]
-    """The agent positions scored (those inside the teacher's context), T of them."""
-    sampled_teacher_logprob: torch.Tensor
-    """(T,) teacher log-prob of the token the student actually sampled."""
-
-
 def score_segment(
     engine: EngineClient, teacher: str, domain: str, segment: Segment, top_k: int, max_tokens: int
 ) -> ScoredSegment:
@@ -157,77 +123,6 @@ def score_segment(
         valid[i, : len(tokens)] = True
         sampled[i] = row[ids[position]]
     return ScoredSegment(domain, segment, teacher_ids, teacher_logprobs, valid, positions, sampled)
-
-
-# ------------------------------------------------------------------------------------------------ learner
-def student_log_distributions(
-    model: nn.Module, segments: Sequence[Segment], positions: Sequence[Sequence[int]], pad_id: int
-) -> list[torch.Tensor]:
-    """The student's full log-softmax (temperature 1) predicting each listed position: (len(positions[i]), V)
-    per segment (the logits at position j - 1 predict token j). Only the needed positions go through the LM
-    head (transformers' `logits_to_keep`): a sequence's full logits are seq x vocab, most of it prompt."""
-    ids, mask = pad_segments(segments, pad_id)  # PPO's padding: the same rows, right-padded
-    keep = sorted({p - 1 for wanted in positions for p in wanted})
-    column = {p: i for i, p in enumerate(keep)}
-    logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=torch.tensor(keep, dtype=torch.long)).logits
-    out = []
-    for row, wanted in enumerate(positions):
-        index = torch.tensor([column[p - 1] for p in wanted], dtype=torch.long)
-        out.append(torch.log_softmax(logits[row, index].float(), dim=-1))
-    return out
-
-
-class MOPDLearner:
-    """The student (a PEFT model) and its optimiser; one `update` per step."""
-
-    def __init__(self, student: nn.Module, config: MOPDConfig, pad_id: int) -> None:
-        self.student, self.config, self.pad_id = student, config, pad_id
-        self.optimizer = torch.optim.AdamW(
-            [p for p in student.parameters() if p.requires_grad], lr=config.learning_rate
-        )
-
-    def _autocast(self) -> Any:
-        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.config.bf16)
-
-    def update(self, batch: Sequence[ScoredSegment]) -> dict[str, float]:
-        """One optimiser step on the mean top-k reverse KL over every scored student token (micro-batched,
-        gradients accumulated, so the step is that of one pass over the whole batch)."""
-        batch = [b for b in batch if b.positions]
-        n_tokens = sum(len(b.positions) for b in batch)
-        if n_tokens == 0:
-            raise ValueError("no scored student tokens in the batch")
-        self.student.train()
-        self.optimizer.zero_grad()
-        total = sampled_gap = 0.0
-        segments = [b.segment for b in batch]
-        for a, z in micro_batches(segments, self.config.micro_batch_tokens):
-            part = batch[a:z]
-            with self._autocast():
-                logps = student_log_distributions(
-                    self.student, [b.segment for b in part], [b.positions for b in part], self.pad_id
-                )
-            losses = []
-            for scored, logp in zip(part, logps, strict=True):
-                kl = topk_reverse_kl(
-                    logp, scored.teacher_ids, scored.teacher_logprobs, scored.valid, self.config.tail_floor
-                )
-                losses.append(kl.sum())
-                ids = torch.tensor([scored.segment.input_ids[p] for p in scored.positions])
-                student_sampled = logp.detach().gather(-1, ids.unsqueeze(-1)).squeeze(-1)
-                sampled_gap += float((student_sampled - scored.sampled_teacher_logprob).sum())
-            loss = torch.stack(losses).sum() / n_tokens
-            loss.backward()
-            total += float(loss.detach())
-        grad_norm = nn.utils.clip_grad_norm_(
-            [p for p in self.student.parameters() if p.requires_grad], self.config.max_grad_norm
-        )
-        self.optimizer.step()
-        return {
-            "reverse_kl": total,
-            "sampled_logratio": sampled_gap / n_tokens,
-            "grad_norm": float(grad_norm),
-            "scored_tokens": float(n_tokens),
-        }
 
 
 # ------------------------------------------------------------------------------------------------- loop
@@ -375,7 +270,9 @@ def _start_learner(
     learner = MOPDLearner(student, config, pad_id)
     state = MOPDState()
     if checkpoint is not None:
-        saved = torch.load(checkpoint / "trainer_state.pt", weights_only=True)
+        # Onto the CPU first: a checkpoint written on a GPU resumes anywhere; the optimiser moves its state to
+        # the parameters' device itself.
+        saved = torch.load(checkpoint / "trainer_state.pt", map_location="cpu", weights_only=True)
         learner.optimizer.load_state_dict(saved["optimizer"])
         torch.set_rng_state(saved["torch_rng"])
         state = MOPDState(**json.loads((checkpoint / "state.json").read_text()))

@@ -1,5 +1,6 @@
 """Settings and result of multi-teacher on-policy distillation (MOPD), in a module without torch (profiles and
-Dagster assets read them without loading the learner; the learner is models/training/mopd.py)."""
+Dagster assets read them without loading the learner; the loop is models/training/mopd.py, the learner
+models/training/mopd_learner.py)."""
 
 from __future__ import annotations
 

@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from models.training.config import ComputeSettings, PPOHyper
+from models.training.device import autocast
 
 log = logging.getLogger("socialrl.ppo")
 
@@ -400,7 +401,7 @@ class PPOLearner:
             self.actor.set_adapter("default")
 
     def _autocast(self) -> Any:
-        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16)
+        return autocast(self.device, self.bf16)
 
     def _stats(self, segments: Sequence[Segment], with_hidden: bool) -> TokenStats:
         return _agent_token_stats(
