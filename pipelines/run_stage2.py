@@ -74,12 +74,14 @@ def _outputs(launcher: Launcher) -> dict[str, Any] | None:
 def result_json(outputs: dict[str, Any], domains: tuple[str, ...], wall_s: float) -> dict[str, Any]:
     """The stage-2 result file (benchmarks/results/stage2_cpu.json): exactly these keys."""
     mopd = outputs["mopd_student"]
+    matrix = outputs["transfer_matrix"].matrix
     return {
         "domains": list(domains),
-        "transfer_matrix": outputs["transfer_matrix"].matrix.as_json(),
+        "transfer_matrix": matrix.as_json(),
+        "clusters_per_cell": matrix.clusters_per_cell(),
         "cascade_order": list(outputs["cascade_order"].order),
         "unified": outputs["unified_evaluation"].as_json(),
-        "mopd_recovered_share": mopd.recovered_mean,
+        "mopd_recovered_share": mopd.share_of(matrix).as_dict(),
         "mopd_steps": mopd.steps,
         "wall_s": round(wall_s, 1),
     }

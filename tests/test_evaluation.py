@@ -33,6 +33,7 @@ from models.evaluation.stats import (
     confidence_interval,
     correlation_estimate,
     mean_estimate,
+    ratio_estimate,
     t_quantile,
 )
 from models.evaluation.stats import paired_difference as paired_from_dicts
@@ -332,15 +333,58 @@ def test_clustered_bootstrap_is_wider_than_treating_correlated_episodes_as_indep
     }
 
 
-def test_mean_estimate_is_clipped_to_the_reward_range_and_json_safe() -> None:
-    near_zero = mean_estimate([0.0] * 9 + [0.9], None, (0.0, 1.0))
-    assert near_zero.ci_low == 0.0 and near_zero.ci_high <= 1.0
+def test_a_t_or_normal_interval_near_zero_is_clipped_to_the_reward_range() -> None:
+    """mean +- q x sem leaves [0, 1] near its ends; the clip keeps it there. (A percentile bootstrap of a [0, 1]
+    mean cannot leave [0, 1] at all, so it cannot show the clip.)"""
+    from models.evaluation.policy import PolicyEpisode, summarise
+
+    rewards = [0.0] * 9 + [0.9]  # mean 0.09, sem 0.09: 0.09 - 2.262 x 0.09 < 0
+    for method in ("t", "normal"):
+        raw_low, raw_high = confidence_interval(rewards, method=method)
+        low, high = confidence_interval(rewards, method=method, bounds=(0.0, 1.0))
+        assert raw_low < -0.05
+        assert low == 0.0 and high == pytest.approx(raw_high) and 0.2 < high < 1.0
+    t_half = t_quantile(0.975, 9) * 0.09
+    assert confidence_interval(rewards, method="t")[0] == pytest.approx(0.09 - t_half)
+    # Near 1 the upper end is clipped.
+    assert confidence_interval([1.0 - r for r in rewards], method="t", bounds=(0.0, 1.0))[1] == 1.0
+    # The evaluation summary's t interval is a reward range.
+    episodes = [
+        PolicyEpisode(f"e{i}", "boulware", "buyer", f"s{i}", i, r, r, True, None, 0, 1, (), 0, 2, i)
+        for i, r in enumerate(rewards)
+    ]
+    summary = summarise(episodes, ci_method="t")
+    assert summary.ci_low == 0.0 and summary.ci_high == pytest.approx(confidence_interval(rewards, method="t")[1])
+
+
+def test_mean_estimate_of_one_value_has_no_interval_and_is_json_safe() -> None:
     single = mean_estimate([0.4], None, (0.0, 1.0))
     assert single.mean == 0.4 and math.isnan(single.ci_low)
     assert single.as_dict() == {"mean": 0.4, "ci_low": None, "ci_high": None, "n": 1}
     import json
 
     json.loads(json.dumps(single.as_dict()), parse_constant=lambda c: pytest.fail(f"bare {c} in JSON"))
+
+
+def test_ratio_estimate_is_the_ratio_of_sums_with_a_cluster_bootstrap() -> None:
+    # Two clusters whose own ratios differ (0.9 on a tiny denominator, 0.2 on a large one): the mean of the
+    # ratios is 0.55, the ratio of the sums (0.009 + 0.1) / (0.01 + 0.5) = 0.2137.
+    num = [0.0045, 0.0045, 0.05, 0.05]
+    den = [0.005, 0.005, 0.25, 0.25]
+    clusters = ["a", "a", "b", "b"]
+    estimate = ratio_estimate(num, den, clusters)
+    assert estimate.mean == pytest.approx(0.109 / 0.51)
+    assert (estimate.n, estimate.clusters) == (4, 2)
+    # Every resampled ratio is a denominator-weighted mean of the cluster ratios 0.9 and 0.2.
+    assert 0.2 - 1e-12 <= estimate.ci_low <= estimate.mean <= estimate.ci_high <= 0.9 + 1e-12
+    assert estimate.ci_low == pytest.approx(0.2) and estimate.ci_high > estimate.mean
+    # Proportional numerators: every resample gives the same ratio.
+    flat = ratio_estimate([0.05, 0.1, 0.2], [0.1, 0.2, 0.4], ["x", "y", "z"])
+    assert (flat.mean, flat.ci_low, flat.ci_high) == pytest.approx((0.5, 0.5, 0.5))
+    assert math.isnan(ratio_estimate([0.1, 0.2], [0.3, -0.3]).mean)  # nothing to divide by
+    assert math.isnan(ratio_estimate([0.1, 0.2], [0.3, 0.1], ["one", "one"]).ci_low)  # one cluster: no interval
+    with pytest.raises(ValueError, match="2 numerators, 1 denominators"):
+        ratio_estimate([0.1, 0.2], [0.3])
 
 
 def test_correlation_estimate_has_the_known_sign() -> None:

@@ -208,6 +208,105 @@ def test_the_cascade_keeps_the_checkpoint_best_over_the_domains_seen_so_far() ->
     assert best_checkpoint(tie).checkpoint == "it00002"
 
 
+def test_the_order_check_rescores_every_order_from_the_matrix_and_can_fail() -> None:
+    """`cascade_order_is_best` re-scores all orders by brute force from the matrix's cells, not from the
+    CascadeOrder's own scores: a chosen order that is not the best, or a recorded score the cells do not give,
+    fails."""
+    from dataclasses import replace
+
+    matrix = build_transfer_matrix(hand_made(), (DNND, CRAIG, MARKET))
+    brute = stage2.brute_force_order_scores(matrix, 1.0)
+    assert len(brute) == 6
+    # By hand: DnD -> Craigslist -> Marketplace collects 0 + 0 + 0.15 backward and min(0.10, 0.15) adjacent;
+    # the reverse 0.10 - 0.20 - 0.20 backward and 0.10 adjacent; Craigslist -> Marketplace -> DnD
+    # 0.15 - 0.20 - 0.20 backward and 0.10 adjacent (Marketplace, DnD: max(0, min(0, -0.20)) = 0).
+    assert brute[(DNND, CRAIG, MARKET)] == pytest.approx(0.25)
+    assert brute[(MARKET, CRAIG, DNND)] == pytest.approx(-0.20)
+    assert brute[(CRAIG, MARKET, DNND)] == pytest.approx(0.15 - 0.20 - 0.20 + 0.10)
+    for o, value in brute.items():  # the two implementations of the rule agree on every order
+        assert order_score(o, matrix.means(), 1.0).score == pytest.approx(value)
+
+    order = choose_cascade_order(matrix.means(), matrix.domains)
+    ok = stage2.check_cascade_order(order, matrix, 1.0)
+    assert ok.passed and ok.problems == () and ok.metadata["best_orders"] == [[DNND, CRAIG, MARKET]]
+    reverse = replace(order, order=order.reverse.order, chosen=order.reverse)
+    wrong = stage2.check_cascade_order(reverse, matrix, 1.0)
+    assert not wrong.passed and "scores -0.200000 from the matrix" in wrong.problems[0]
+    misrecorded = replace(order, chosen=replace(order.chosen, score=0.5))
+    assert "recorded score +0.500000" in stage2.check_cascade_order(misrecorded, matrix, 1.0).problems[0]
+    assert not stage2.check_cascade_order(replace(order, order=(DNND, CRAIG)), matrix, 1.0).passed
+    assert not stage2.check_cascade_order(replace(order, orders_scored=5), matrix, 1.0).passed
+    # Ties are allowed: with no transfer at all every order is best.
+    flat = build_transfer_matrix(
+        [r for r in hand_made() if not r.policy.startswith("specialist")]
+        + [scores(specialist_policy(d), r, shifted(0.0)) for d, r in OFFSETS],
+        matrix.domains,
+    )
+    tied = stage2.check_cascade_order(replace(order, chosen=replace(order.chosen, score=0.0)), flat, 1.0)
+    assert tied.passed and len(tied.metadata["best_orders"]) == 6
+
+
+def _cascade(stages: list[tuple[str, str, dict[str, dict[str, float]]]]) -> stage2.CascadeResult:
+    """A hand-made cascade: per stage (domain, kept checkpoint, checkpoint -> per-domain probe rewards), every
+    candidate's mean_seen the mean of its probe rewards."""
+    order = tuple(d for d, _, _ in stages)
+    built = []
+    for index, (domain, chosen, probes) in enumerate(stages):
+        candidates = tuple(
+            stage2.CandidateScore(name, Path(name), dict(probe), sum(probe.values()) / len(probe))
+            for name, probe in probes.items()
+        )
+        heldout = tuple(scores(f"cascade@stage{index}", d, BASE_REWARDS) for d in order)
+        built.append(
+            stage2.CascadeStage(index, domain, None, None, (0.1,), candidates, chosen, Path(chosen), heldout, 1.0)
+        )
+    return stage2.CascadeResult(order, tuple(built), Path("a"), built[-1].heldout, None, None, None, b"", 0, 1.0)
+
+
+def test_the_checkpoint_check_fails_when_a_stage_did_not_keep_its_best() -> None:
+    """`cascade_kept_best_checkpoints` recomputes each candidate's mean over the domains seen so far from its
+    recorded per-domain probe rewards; a kept checkpoint below the best fails, also when the stage's own
+    recorded means (what `best_checkpoint` reads) were wrong in its favour."""
+    from dataclasses import replace
+
+    second = {
+        "it00001": {DNND: 0.50, CRAIG: 0.20},
+        "it00002": {DNND: 0.45, CRAIG: 0.40},  # the best mean over both seen domains, 0.425
+        "it00003": {DNND: 0.05, CRAIG: 0.60},
+    }
+    first = {"it00001": {DNND: 0.3}, "it00002": {DNND: 0.5}}
+    good = _cascade([(DNND, "it00002", first), (CRAIG, "it00002", second)])
+    passed = stage2.check_kept_checkpoints(good)
+    assert passed.passed and passed.problems == ()
+
+    bad = _cascade([(DNND, "it00002", first), (CRAIG, "it00003", second)])
+    failed = stage2.check_kept_checkpoints(bad)
+    assert not failed.passed and failed.metadata["stages_not_best"] == [1]
+    assert failed.problems == ("stage 1: kept it00003 (mean 0.3250 over 2 seen domains), it00002 has 0.4250",)
+    # The stage's recorded mean says it00003 is best (so the old check, `best_checkpoint` over the recorded
+    # means, passed); its probe rewards say otherwise.
+    stage = bad.stages[1]
+    inflated = tuple(replace(c, mean_seen=0.9) if c.checkpoint == "it00003" else c for c in stage.candidates)
+    assert stage2.best_checkpoint(inflated).checkpoint == "it00003"
+    lying = replace(bad, stages=(bad.stages[0], replace(stage, candidates=inflated)))
+    problems = stage2.check_kept_checkpoints(lying).problems
+    assert any("it00003 records mean 0.900000, its probe 0.325000" in p for p in problems)
+    assert any("kept it00003" in p for p in problems)
+
+    # A tie is not a failure (the asset keeps the later one; either is best).
+    tie = _cascade([(DNND, "it00001", {"it00001": {DNND: 0.4}, "it00002": {DNND: 0.4}})])
+    assert stage2.check_kept_checkpoints(tie).passed
+    # A candidate probed on a domain not yet seen, a kept name that is no candidate, a missing held-out domain.
+    unseen = _cascade([(DNND, "it00001", {"it00001": {DNND: 0.4, CRAIG: 0.9}})])
+    assert (
+        "probed on ['craigslist-v0', 'dnd-v0'], seen so far ['dnd-v0']"
+        in stage2.check_kept_checkpoints(unseen).problems[0]
+    )
+    assert not stage2.check_kept_checkpoints(_cascade([(DNND, "it00009", first)])).passed
+    short_heldout = replace(good, stages=(replace(good.stages[0], heldout=good.stages[0].heldout[:1]), good.stages[1]))
+    assert stage2.check_kept_checkpoints(short_heldout).metadata["stages_incomplete"] == [0]
+
+
 def test_the_topk_reverse_kl_matches_a_hand_computed_example() -> None:
     student = torch.log(torch.tensor([[0.5, 0.25, 0.125, 0.125]]))
     teacher = torch.tensor([0.4, 0.3, 0.2, 0.1])
@@ -259,11 +358,13 @@ def test_the_curriculum_samples_a_closed_domain_less() -> None:
 
 def test_recovered_share_and_the_unified_table_from_hand_made_scores() -> None:
     matrix = build_transfer_matrix(hand_made(), (DNND, CRAIG, MARKET))
-    # MOPD recovers half of each specialist's own-domain advantage; the cascade equals the base.
-    mopd = [scores(stage2.MOPD, d, shifted(OFFSETS[(d, d)] / 2)) for d in (DNND, CRAIG, MARKET)]
+    # The specialists' own-domain advantages are 0.20, 0.25, 0.30; MOPD recovers all of DnD's, none of
+    # Craigslist's and half of Marketplace's. The cascade equals the base.
+    recovered = {DNND: 0.20, CRAIG: 0.0, MARKET: 0.15}
+    mopd = [scores(stage2.MOPD, d, shifted(recovered[d])) for d in (DNND, CRAIG, MARKET)]
     cascade = [scores(stage2.CASCADE, d, BASE_REWARDS) for d in (DNND, CRAIG, MARKET)]
     shares = {
-        d: stage2.recovered_share(
+        d: stage2.domain_share(
             next(s for s in mopd if s.env_id == d),
             matrix.scores_of(BASE, d),
             matrix.scores_of(specialist_policy(d), d),
@@ -271,9 +372,39 @@ def test_recovered_share_and_the_unified_table_from_hand_made_scores() -> None:
         )
         for d in (DNND, CRAIG, MARKET)
     }
-    assert shares == pytest.approx({DNND: 0.5, CRAIG: 0.5, MARKET: 0.5})
-    assert stage2.recovered_share(mopd[0], matrix.scores_of(BASE, DNND), matrix.scores_of(BASE, DNND), 0.0) is None
-    assert stage2.mean_share({DNND: 0.5, CRAIG: None, MARKET: 0.8}) == pytest.approx(0.65)
+    assert shares == pytest.approx({DNND: 1.0, CRAIG: 0.0, MARKET: 0.5})  # their mean would be 0.5
+    assert stage2.domain_share(mopd[0], matrix.scores_of(BASE, DNND), matrix.scores_of(BASE, DNND), 0.0) is None
+    # The recovered share is the ratio of the sums over the 12 paired episodes (the +-0.05 noise sums to 0):
+    # 4 x (0.20 + 0 + 0.15) / 4 x (0.20 + 0.25 + 0.30) = 0.35 / 0.75, not the mean of the ratios.
+    share = stage2.recovered_share(mopd, matrix)
+    assert share.mean == pytest.approx(0.35 / 0.75) and share.reason is None
+    assert share.advantage == pytest.approx(4 * 0.75) and share.per_domain == pytest.approx(shares)
+    # Every resampled ratio weights the scenarios' own ratios, from (0 - 0.05) / (0.25 - 0.05) to 1.
+    e = share.estimate
+    assert (e.n, e.clusters) == (12, 12) and -0.25 - 1e-9 <= e.ci_low < e.mean < e.ci_high <= 1.0 + 1e-9
+    assert share.as_dict() == {
+        "mean": pytest.approx(0.35 / 0.75),
+        "ci_low": e.ci_low,
+        "ci_high": e.ci_high,
+        "n": 12,
+        "clusters": 12,
+        "reason": None,
+    }
+    # A specialist below the base on its own domain: its ratio is undefined, the share still is not (the
+    # summed advantage is 4 x (-0.10 + 0.25) > 0): 4 x (0.0 + 0.1) / 4 x 0.15.
+    worse = [r for r in hand_made() if r.policy != specialist_policy(DNND) or r.env_id != DNND]
+    worse_matrix = build_transfer_matrix(
+        [*worse, scores(specialist_policy(DNND), DNND, shifted(-0.10))], matrix.domains
+    )
+    two = [scores(stage2.MOPD, DNND, shifted(0.0)), scores(stage2.MOPD, CRAIG, shifted(0.10))]
+    mixed = stage2.recovered_share(two, worse_matrix)
+    assert mixed.mean == pytest.approx(0.10 / 0.15) and mixed.per_domain[DNND] is None
+    assert mixed.per_domain[CRAIG] == pytest.approx(0.4) and mixed.estimate.clusters == 8
+    # No summed advantage to recover: undefined, saying why.
+    none = stage2.recovered_share(two[:1], worse_matrix)
+    assert none.mean is None and none.as_dict()["mean"] is None and "-0.4000" in str(none.reason)
+    with pytest.raises(ValueError, match="same episodes"):
+        stage2.recovered_share([scores(stage2.MOPD, DNND, [0.5, 0.5])], matrix)
 
     unified = stage2.unified_evaluation(matrix, cascade, mopd, {}, None, None, "r")
     assert unified.row("specialist", CRAIG).estimate.mean == pytest.approx(0.45 + 0.25)
@@ -294,6 +425,43 @@ def test_recovered_share_and_the_unified_table_from_hand_made_scores() -> None:
     assert {r["policy"] for r in unified.table_rows("r")} == set(data)
     with pytest.raises(ValueError, match="cascade: evaluated on"):
         stage2.unified_evaluation(matrix, cascade[:2], mopd, {}, None, None, "r")
+
+
+def test_run_stage2_writes_the_recovered_share_with_its_interval_and_the_clusters_per_cell() -> None:
+    from types import SimpleNamespace
+
+    from pipelines.run_stage2 import result_json
+
+    matrix = build_transfer_matrix(hand_made(), (DNND, CRAIG, MARKET))
+    mopd = tuple(scores(stage2.MOPD, d, shifted(o)) for d, o in ((DNND, 0.20), (CRAIG, 0.0), (MARKET, 0.15)))
+    share = stage2.recovered_share(mopd, matrix)
+    student = stage2.MOPDStudentResult(
+        matrix.domains, Path("a"), 4, (), {}, (), mopd, share.per_domain, None, None, None, b"", None, 1.0, share
+    )
+    outputs = {
+        "transfer_matrix": SimpleNamespace(matrix=matrix),
+        "cascade_order": choose_cascade_order(matrix.means(), matrix.domains),
+        "unified_evaluation": SimpleNamespace(as_json=lambda: {}),
+        "mopd_student": student,
+    }
+    result = result_json(outputs, matrix.domains, 1.0)
+    assert list(result) == [
+        "domains", "transfer_matrix", "clusters_per_cell", "cascade_order", "unified", "mopd_recovered_share",
+        "mopd_steps", "wall_s",
+    ]  # fmt: skip
+    assert result["clusters_per_cell"] == 4  # four scenarios per hand-made plan
+    written = result["mopd_recovered_share"]
+    assert written["mean"] == pytest.approx(0.35 / 0.75) and (written["n"], written["clusters"]) == (12, 12)
+    assert written["ci_low"] < written["mean"] < written["ci_high"]
+    json.dumps(result)
+    assert f"recovered share {0.35 / 0.75:.1%} [" in student.summary() and "per-domain ratios: dnd-v0 100.0%" in (
+        student.summary()
+    )
+    # A result stored before the share existed: recomputed from its held-out scores.
+    older = stage2.MOPDStudentResult(
+        matrix.domains, Path("a"), 4, (), {}, (), mopd, share.per_domain, None, None, None, b"", None, 1.0
+    )
+    assert result_json({**outputs, "mopd_student": older}, matrix.domains, 1.0) == result
 
 
 def test_policy_scores_refuse_unpaired_comparisons() -> None:

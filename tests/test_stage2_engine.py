@@ -287,8 +287,11 @@ def test_the_smoke_lineage_of_stage2_materialises_end_to_end(tmp_path: Path, tin
 
     result = result_json(outputs, SOCIALRL_ENV_IDS, 1.0)
     assert list(result) == [
-        "domains", "transfer_matrix", "cascade_order", "unified", "mopd_recovered_share", "mopd_steps", "wall_s"
+        "domains", "transfer_matrix", "clusters_per_cell", "cascade_order", "unified", "mopd_recovered_share",
+        "mopd_steps", "wall_s",
     ]  # fmt: skip
+    assert result["clusters_per_cell"] == 2  # smoke: 2 held-out scenarios per domain
+    assert set(result["mopd_recovered_share"]) == {"mean", "ci_low", "ci_high", "n", "clusters", "reason"}
     assert set(result["transfer_matrix"]["dnd-v0"]["casino-v0"]) == {"mean", "ci_low", "ci_high", "n"}
     json.dumps(result)  # JSON-safe
     assert "Cascade order:" in report(outputs)

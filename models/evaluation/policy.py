@@ -29,7 +29,8 @@ and fresh counterparts are made for every episode.
 
 Confidence interval (`plan.ci_method`): "bootstrap" (default) is the percentile bootstrap of the mean
 resampling scenarios (the episodes of one scenario across counterparts are correlated), clipped to [0, 1];
-"t" is the Student-t interval and "normal" the normal one, both treating episodes as independent.
+"t" is the Student-t interval and "normal" the normal one, both treating episodes as independent and both
+clipped to [0, 1] (near 0 or 1 they would leave it).
 
 Results go to the tables through `summary_rows` (table `evaluations`, schema `EVALUATIONS_COLUMNS`) and
 `models.records.rows_for` for the episodes; `store_evaluation` writes both.
@@ -226,7 +227,7 @@ def summarise(
         estimate = mean_estimate(rewards, [e.scenario_index for e in episodes], REWARD_BOUNDS, confidence, seed=seed)
         low, high = estimate.ci_low, estimate.ci_high
     else:
-        low, high = confidence_interval(rewards, confidence, ci_method, seed=seed)
+        low, high = confidence_interval(rewards, confidence, ci_method, seed=seed, bounds=REWARD_BOUNDS)
     pareto = [bool(e.pareto_optimal) for e in episodes if e.agreement and e.pareto_optimal is not None]
     turns = sum(e.policy_turns for e in episodes)
     return EvaluationSummary(

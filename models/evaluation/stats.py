@@ -5,7 +5,8 @@
 | `mean_estimate(values, clusters, bounds)` | a policy's mean reward | percentile bootstrap of the mean, resampling *clusters* (scenarios), clipped to `bounds` (e.g. [0, 1]) |
 | `paired_difference(a, b, clusters)` | mean of per-episode differences a - b over episodes both played | the same cluster bootstrap over the differences |
 | `correlation_estimate(x, y, clusters)` | Pearson r (e.g. a skill score against reward) | the same cluster bootstrap of r |
-| `confidence_interval(values, method)` | a plain mean | Student t, normal, or the unclustered percentile bootstrap |
+| `ratio_estimate(numerators, denominators, clusters)` | a ratio of sums, sum(num) / sum(den) (e.g. the share of an advantage recovered) | the same cluster bootstrap of the ratio |
+| `confidence_interval(values, method, bounds)` | a plain mean | Student t or normal (clipped to `bounds`), or the unclustered percentile bootstrap |
 
 Why clusters: the episodes of one scenario (one per counterpart, or one per seat) share the scenario's
 difficulty, so they are not independent draws; resampling whole scenarios keeps that correlation in the
@@ -18,6 +19,10 @@ throws that away.
 All bootstraps are percentile intervals over `n_boot` resamples drawn from a seeded numpy generator, so
 the same inputs give the same interval. An interval needs at least two clusters; with fewer it is
 (NaN, NaN). `Estimate.as_dict()` writes NaN as None, so reports are valid JSON.
+
+Clipping to `bounds`: a percentile-bootstrap mean is an average of the data, so it never leaves the data's
+range; there the clip only guards values outside `bounds`. A t or normal interval is mean +- q x sem and
+leaves [0, 1] for a mean near 0 or 1 with few episodes; there the clip is what keeps it a reward range.
 """
 
 from __future__ import annotations
@@ -180,6 +185,44 @@ def correlation_estimate(
     return Estimate(r, low, high, n, n_clusters)
 
 
+def ratio_estimate(
+    numerators: Sequence[float],
+    denominators: Sequence[float],
+    clusters: Sequence[Hashable] | None = None,
+    confidence: float = 0.95,
+    n_boot: int = DEFAULT_BOOTSTRAP,
+    seed: int = 0,
+) -> Estimate:
+    """sum(numerators) / sum(denominators) with a cluster-bootstrap interval (the ratio of the resampled
+    sums). NaN when the denominators sum to 0. A resample whose denominator sum is 0 or of the other sign
+    is left out (its ratio means something else); with more than half left out the denominator is not told
+    apart from 0 and the interval is (NaN, NaN)."""
+    _check_confidence(confidence)
+    num, den = np.asarray(numerators, dtype=float), np.asarray(denominators, dtype=float)
+    if len(num) != len(den):
+        raise ValueError(f"{len(num)} numerators, {len(den)} denominators")
+    if not (np.isfinite(num).all() and np.isfinite(den).all()):
+        raise ValueError("numerators and denominators must be finite")
+    n = len(num)
+    total = float(den.sum())
+    if n == 0 or total == 0.0:
+        return Estimate(math.nan, math.nan, math.nan, n)
+    index = _cluster_index(clusters, n)
+    counts, n_clusters = _resampled_clusters(index, n_boot, seed)
+    ratio = float(num.sum()) / total
+    if n_clusters < 2:
+        return Estimate(ratio, math.nan, math.nan, n, n_clusters)
+    boot_num = counts @ np.bincount(index, weights=num, minlength=n_clusters)
+    boot_den = counts @ np.bincount(index, weights=den, minlength=n_clusters)
+    same_sign = np.sign(boot_den) == np.sign(total)
+    if same_sign.sum() < n_boot / 2:
+        return Estimate(ratio, math.nan, math.nan, n, n_clusters)
+    alpha = 1.0 - confidence
+    ratios = boot_num[same_sign] / boot_den[same_sign]
+    low, high = (float(v) for v in np.quantile(ratios, [alpha / 2, 1 - alpha / 2]))
+    return Estimate(ratio, low, high, n, n_clusters)
+
+
 def _check_confidence(confidence: float) -> None:
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
@@ -230,9 +273,10 @@ def confidence_interval(
     method: str = "t",
     n_boot: int = DEFAULT_BOOTSTRAP,
     seed: int = 0,
+    bounds: tuple[float, float] | None = None,
 ) -> tuple[float, float]:
     """Two-sided interval for the mean of independent `values`: "t" (Student), "normal", or "bootstrap"
-    (percentile, unclustered); (NaN, NaN) when n < 2."""
+    (percentile, unclustered), clipped to `bounds`; (NaN, NaN) when n < 2."""
     if method not in CI_METHODS:
         raise ValueError(f"unknown ci method {method!r}; use one of {CI_METHODS}")
     _check_confidence(confidence)
@@ -241,10 +285,13 @@ def confidence_interval(
     if n < 2:
         return (math.nan, math.nan)
     if method == "bootstrap":
-        estimate = mean_estimate(data, None, None, confidence, n_boot, seed)
+        estimate = mean_estimate(data, None, bounds, confidence, n_boot, seed)
         return (estimate.ci_low, estimate.ci_high)
     mean = float(data.mean())
     alpha = 1.0 - confidence
     sem = float(data.std(ddof=1)) / math.sqrt(n)
     q = t_quantile(1 - alpha / 2, n - 1) if method == "t" else statistics.NormalDist().inv_cdf(1 - alpha / 2)
-    return (mean - q * sem, mean + q * sem)
+    low, high = mean - q * sem, mean + q * sem
+    if bounds is not None:  # mean +- q x sem leaves a bounded range near its ends
+        low, high = max(bounds[0], low), min(bounds[1], high)
+    return (low, high)

@@ -7,6 +7,7 @@ matrix, the cascade order, the transfer-aware cascade policy, the MOPD student a
 | plans.py | the held-out plans and the validation probe, the registered specialists and warm-starts |
 | transfer.py | the transfer matrix |
 | cascade.py | the cascade order and the cascade policy |
+| checks.py | the logic of the cascade's asset checks, recomputed apart from the assets |
 | mopd.py | the MOPD student and its recovered share |
 | unified.py | the unified evaluation table and promotion |
 
@@ -25,7 +26,8 @@ per-episode differences, bootstrap CI resampling scenarios).
 | cascade-order score | see `order_score`: backward transfer of every later stage onto every earlier domain, plus `adjacency_weight` x the mutual benefit of consecutive domains |
 | cascade checkpoint rule | after each stage, the checkpoint (of that stage's PPO) with the best mean validation-probe reward over the domains seen so far (the paper's rule) |
 | MOPD gap of domain d | (teacher_d - student_d) / (teacher_d - base_d) on the validation probe (models/training/mopd.py) |
-| recovered share of domain d | (student_d - base_d) / (specialist_d - base_d) on the held-out plan, each a paired difference vs the base; undefined where the specialist does not beat the base by more than `min_advantage` |
+| recovered share | sum over domains d and paired held-out episodes e of (student - base) / sum of (specialist - base), a ratio of sums with a scenario-cluster bootstrap CI (`recovered_share`); undefined where the specialists' summed advantage is not > 0 |
+| per-domain ratio of domain d | (student_d - base_d) / (specialist_d - base_d), each a paired mean difference; shown only (it swings when the advantage is small); undefined where the specialist does not beat the base by more than `min_advantage` |
 
 The validation probe (`probe_rewards`) plays a few scenarios of the *training* split (never held out) against
 `probe_counterparts`; it picks cascade checkpoints and steers the MOPD curriculum, so no held-out episode
@@ -51,11 +53,18 @@ from models.socialrl.stage2.cascade import (
     score_candidates,
     train_cascade,
 )
+from models.socialrl.stage2.checks import (
+    CheckOutcome,
+    brute_force_order_scores,
+    check_cascade_order,
+    check_kept_checkpoints,
+)
 from models.socialrl.stage2.mopd import (
     MOPDStudentResult,
+    RecoveredShare,
+    domain_share,
     gap_curve_png,
     gap_series,
-    mean_share,
     recovered_share,
     train_mopd_student,
 )
@@ -116,26 +125,31 @@ __all__ = [
     "CascadeOrder",
     "CascadeResult",
     "CascadeStage",
+    "CheckOutcome",
     "DomainAdapters",
     "MOPDStudentResult",
     "MissingSpecialistError",
     "OrderScore",
     "PolicyScores",
+    "RecoveredShare",
     "TransferCell",
     "TransferMatrix",
     "TransferMatrixResult",
     "UnifiedEvaluation",
     "UnifiedRow",
     "best_checkpoint",
+    "brute_force_order_scores",
     "build_transfer_matrix",
     "cascade_curve_png",
+    "check_cascade_order",
+    "check_kept_checkpoints",
     "choose_cascade_order",
     "compute_transfer_matrix",
+    "domain_share",
     "evaluate_policies",
     "evaluation_profile",
     "gap_curve_png",
     "gap_series",
-    "mean_share",
     "order_score",
     "paper_order",
     "pooled",

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from models.evaluation.stats import Estimate, ratio_estimate
 from models.plots import Series, line_with_band
 from models.profiles import Profile
 from models.socialrl import stage1
@@ -24,20 +25,75 @@ from models.training.config import Services
 log = logging.getLogger("socialrl.stage2")
 
 
-def recovered_share(
+def domain_share(
     student: PolicyScores, base: PolicyScores, specialist: PolicyScores, min_advantage: float
 ) -> float | None:
-    """(student - base) / (specialist - base), each a paired mean difference on one plan; None where the
-    specialist does not beat the base by more than `min_advantage`."""
+    """One domain's ratio (student - base) / (specialist - base), each a paired mean difference on one plan;
+    None where the specialist does not beat the base by more than `min_advantage`. Shown per domain only:
+    a small advantage makes the ratio swing, so the reported share is `recovered_share`'s ratio of sums."""
     advantage = specialist.minus(base).mean
     if not advantage > min_advantage:
         return None
     return student.minus(base).mean / advantage
 
 
-def mean_share(shares: Mapping[str, float | None]) -> float | None:
-    defined = [v for v in shares.values() if v is not None]
-    return sum(defined) / len(defined) if defined else None
+@dataclass(frozen=True)
+class RecoveredShare:
+    """The share of the specialists' held-out advantage the student recovered: sum over domains and paired
+    episodes of (student - base) over the sum of (specialist - base), with a scenario-cluster bootstrap CI."""
+
+    estimate: Estimate
+    """mean = the ratio of sums (NaN when undefined); n paired episodes; clusters = scenarios resampled."""
+    advantage: float
+    """Summed specialist - base over every domain's paired episodes (the denominator)."""
+    reason: str | None
+    """Why the share is undefined (None when it is defined)."""
+    per_domain: dict[str, float | None]
+    """Domain -> its own ratio (`domain_share`), for reading only."""
+
+    @property
+    def mean(self) -> float | None:
+        return None if self.reason is not None else self.estimate.mean
+
+    def as_dict(self) -> dict[str, Any]:
+        """{mean, ci_low, ci_high, n, clusters, reason} (JSON-safe; None where undefined)."""
+        values = self.estimate.as_dict() if self.reason is None else dict.fromkeys(("mean", "ci_low", "ci_high"))
+        return {**values, "n": self.estimate.n, "clusters": self.estimate.clusters, "reason": self.reason}
+
+    def text(self) -> str:
+        if self.reason is not None:
+            return f"undefined ({self.reason})"
+        e = self.estimate
+        interval = "" if math.isnan(e.ci_low) else f" [{e.ci_low:.1%}, {e.ci_high:.1%}]"
+        return f"{e.mean:.1%}{interval}"
+
+
+def recovered_share(
+    students: Sequence[PolicyScores], matrix: TransferMatrix, min_advantage: float = 0.0, confidence: float = 0.95
+) -> RecoveredShare:
+    """The student's recovered share (`RecoveredShare`) on the domains of `students`, paired episode by
+    episode with the base and each domain's specialist of `matrix`. Defined whenever the specialists' summed
+    advantage over the base is > 0; `min_advantage` only decides which per-domain ratios are shown."""
+    numerators, denominators, clusters = [], [], []
+    per_domain = {}
+    for student in students:
+        base = matrix.scores_of(BASE, student.env_id)
+        specialist = matrix.scores_of(specialist_policy(student.env_id), student.env_id)
+        b = dict(zip(base.keys, base.rewards, strict=True))
+        p = dict(zip(specialist.keys, specialist.rewards, strict=True))
+        if not set(student.keys) == set(b) == set(p):
+            raise ValueError(f"{student.env_id}: student, base and specialist did not play the same episodes")
+        per_domain[student.env_id] = domain_share(student, base, specialist, min_advantage)
+        for key, cluster, reward in zip(student.keys, student.clusters, student.rewards, strict=True):
+            numerators.append(reward - b[key])
+            denominators.append(p[key] - b[key])
+            clusters.append(cluster)
+    advantage = math.fsum(denominators)
+    if not advantage > 0:
+        reason = f"the specialists' summed advantage over the base is {advantage:+.4f}: nothing to recover"
+        undefined = Estimate(math.nan, math.nan, math.nan, len(numerators), len(set(clusters)))
+        return RecoveredShare(undefined, advantage, reason, per_domain)
+    return RecoveredShare(ratio_estimate(numerators, denominators, clusters, confidence), advantage, None, per_domain)
 
 
 @dataclass(frozen=True)
@@ -55,26 +111,32 @@ class MOPDStudentResult:
     scores: tuple[PolicyScores, ...]
     """The student on every domain's held-out plan."""
     recovered: dict[str, float | None]
-    """Domain -> (student - base) / (specialist - base) on the held-out plan (None: undefined there)."""
-    recovered_mean: float | None
-    """Mean of the defined per-domain shares."""
+    """Per-domain ratios (student - base) / (specialist - base) on the held-out plan (None: undefined there);
+    for reading only, the reported share is `share`."""
     model_name: str | None
     model_version: int | None
     mlflow_run_id: str | None
     gap_png: bytes
     resumed_from: int | None
     wall_s: float
+    share: RecoveredShare | None = None
+    """The recovered share (ratio of summed advantages, cluster-bootstrap CI); None in results stored before
+    it existed (`share_of` recomputes it)."""
+
+    def share_of(self, matrix: TransferMatrix) -> RecoveredShare:
+        """`share`, or for an older stored result the same computed from its held-out scores and `matrix`."""
+        return self.share if self.share is not None else recovered_share(self.scores, matrix)
 
     def summary(self) -> str:
-        """Steps and recovered shares, in one line."""
-        shares = ", ".join(f"{d} {'undefined' if v is None else f'{v:.1%}'}" for d, v in self.recovered.items())
-        mean = "undefined" if self.recovered_mean is None else f"{self.recovered_mean:.1%}"
-        return f"MOPD: {self.steps} steps, recovered share {mean} ({shares})"
+        """Steps and recovered share, and the per-domain ratios, in one line."""
+        ratios = ", ".join(f"{d} {'undefined' if v is None else f'{v:.1%}'}" for d, v in self.recovered.items())
+        share = "not recorded" if self.share is None else self.share.text()
+        return f"MOPD: {self.steps} steps, recovered share {share} (per-domain ratios: {ratios})"
 
     def markdown(self, matrix: TransferMatrix) -> str:
-        """Per domain the recovered share and the held-out means of the student, the base and the specialist
-        (from `matrix`, the transfer matrix the student was distilled from)."""
-        lines = ["| domain | recovered share | student | base | specialist |", "|---|---|---|---|---|"]
+        """Per domain the ratio and the held-out means of the student, the base and the specialist (from
+        `matrix`, the transfer matrix the student was distilled from), then the recovered share."""
+        lines = ["| domain | per-domain ratio | student | base | specialist |", "|---|---|---|---|---|"]
         for s in self.scores:
             share = self.recovered[s.env_id]
             lines.append(
@@ -83,8 +145,10 @@ class MOPDStudentResult:
                 f"{matrix.scores_of(specialist_policy(s.env_id), s.env_id).mean:.3f} |"
             )
         return "\n".join(lines) + (
-            "\n\nShare of the specialists' held-out advantage over the base recovered by the student "
-            "(the paper: 92.6% in 60 steps); undefined where the specialist does not beat the base."
+            f"\n\nRecovered share {self.share_of(matrix).text()}: the student's summed held-out advantage over "
+            "the base over the specialists' (every domain's paired episodes; 95% CI resampling scenarios; the "
+            "paper: 92.6% in 60 steps). The per-domain ratio is undefined where the specialist does not beat "
+            "the base."
         )
 
 
@@ -158,16 +222,8 @@ def train_mopd_student(
         final_probe = probe(result.served_name)
         curve = _gap_curve(result.history, domains, targets, final_probe, config.curriculum_every, s2.min_advantage)
         scores = _heldout(profile, services, domains, result.served_name, run_id)
-        recovered = {
-            d: recovered_share(
-                next(s for s in scores if s.env_id == d),
-                matrix.scores_of(BASE, d),
-                matrix.scores_of(specialist_policy(d), d),
-                s2.min_advantage,
-            )
-            for d in domains
-        }
-        share = mean_share(recovered)
+        share = recovered_share(scores, matrix, s2.min_advantage)
+        recovered = {d: share.per_domain[d] for d in domains}
         png = gap_curve_png(curve, domains)
         _log_student(run, len(result.history), scores, recovered, share, png, result.adapter_dir)
         mlflow_run_id = run.run_id
@@ -181,13 +237,13 @@ def train_mopd_student(
         tuple(curve),
         scores,
         recovered,
-        share,
         MOPD_MODEL,
         version,
         mlflow_run_id,
         png,
         result.resumed_from,
         time.perf_counter() - start,
+        share,
     )
 
 
@@ -272,17 +328,17 @@ def _log_student(
     steps: int,
     scores: Sequence[PolicyScores],
     recovered: Mapping[str, float | None],
-    share: float | None,
+    share: RecoveredShare,
     png: bytes,
     adapter_dir: Path,
 ) -> None:
-    """The held-out means and recovered shares, the gap plot and the adapter on the MLflow run."""
+    """The held-out means, per-domain ratios and recovered share, the gap plot and the adapter on the MLflow run."""
     run.log_metrics(
         steps,
         {
             **{f"heldout_{short(s.env_id)}": s.mean for s in scores},
             **{f"recovered_{short(d)}": v for d, v in recovered.items() if v is not None},
-            **({"recovered_mean": share} if share is not None else {}),
+            **{f"recovered_share_{k}": v for k, v in share.as_dict().items() if isinstance(v, float)},
         },
     )
     run.log_file("mopd_gaps.png", png, "plots")

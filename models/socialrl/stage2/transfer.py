@@ -74,6 +74,12 @@ class TransferMatrix:
                 return s
         raise KeyError(f"no evaluation of {policy} on {env_id}")
 
+    def clusters_per_cell(self) -> int:
+        """Scenario clusters behind a cell (the bootstrap's resampling units): the recipient plan's scenarios,
+        the same for every cell when every domain's plan has one size (check `transfer_matrix_complete`);
+        otherwise the smallest."""
+        return min((c.difference.clusters for c in self.cells), default=0)
+
     def donor_effects(self) -> dict[str, float]:
         """Each specialist donor's mean transfer to the other domains (NaN cells skipped)."""
         effects = {}
