@@ -368,23 +368,33 @@ class PriceDomain(Domain):
             text = f"How about {label}?"
         return f"{text}\n{word} {label}", kind, {"price": price}
 
+    def _price(self, value: float) -> str:
+        """`value` rounded to the price step, as text (no spurious cents in the reasoning)."""
+        return money(round(round(value / self.step) * self.step, 2))
+
     def infer_text(self) -> str:
+        """The counterpart's walk-away estimate, with the evidence it rests on (its offers so far, or the
+        listing before it has offered), so that the text varies with the scenario and what was seen."""
         p = self.post.p
         f_mean = float(p @ self.F)
         f_sd = float(np.sqrt(max(p @ (self.F - f_mean) ** 2, 0.0)))
         e_mean = float(np.exp(p @ np.log(self.E)))
-        style = (
-            "concede slowly (Boulware-like)"
-            if e_mean < 0.8
-            else ("concede steadily" if e_mean < 1.5 else "concede fast")
-        )
+        pace = "slowly" if e_mean < 0.8 else ("steadily" if e_mean < 1.5 else "fast")
         who = "seller" if self.buyer else "buyer"
-        return (
-            f"The {who}'s walk-away price looks like {money(round(f_mean, 2))} (+/- {money(round(f_sd, 2))}); "
-            f"they seem to {style}; {len(self.their_offers)} offer(s) seen."
-        )
+        estimate = f"{who.capitalize()}'s walk-away ~{self._price(f_mean)} (+/- {self._price(f_sd)})"
+        offers = [float(d) for d in self.their_offers]
+        if not offers:
+            return f"{estimate}, judged from the {money(self.listing)} listing: no offer yet."
+        first, last = offers[0], offers[-1]
+        if len(offers) == 1:
+            return f"{estimate}: opened at {money(first)}, {round(100 * first / self.listing)}% of the listing."
+        moved = self._price(abs(last - first))
+        change = "not moved" if moved == "$0" else f"{'down' if self.buyer else 'up'} {moved}, {pace}"
+        return f"{estimate}: opened {money(first)}, now {money(last)} after {len(offers)} offers ({change})."
 
     def anticipate_text(self, plan: Plan, ctx: TurnContext) -> str:
+        """The counterpart's next move: acceptance, or the counter-offer its fitted concession curve expects
+        next, beside its last offer (the evidence the extrapolation starts from)."""
         if plan.kind == "accept":
             return "The deal closes now."
         if plan.kind == "walk":
@@ -392,8 +402,10 @@ class PriceDomain(Domain):
         pa = plan.p_accept or 0.0
         if pa >= 0.6:
             return f"They will probably accept {money(float(plan.deal))} (p~{pa:.2f})."
-        nxt = float(self.post.p @ self.curve((ctx.turn + 1) / ctx.max_turns))
-        return f"They will probably counter around {money(self.snap(nxt))} (accept p~{pa:.2f})."
+        nxt = self.snap(float(self.post.p @ self.curve((ctx.turn + 1) / ctx.max_turns)))
+        # What the prediction extrapolates from: its last offer, or the listing before it has offered.
+        basis = f"their last {money(float(self.their_offers[-1]))}" if self.their_offers else "no offer yet"
+        return f"They will probably counter around {money(nxt)} ({basis}; accept p~{pa:.2f})."
 
     def belief_summary(self) -> dict[str, Any]:
         p = self.post.p
