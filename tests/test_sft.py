@@ -211,3 +211,14 @@ def test_the_trained_positions_loss_equals_trls_loss_and_gradients(tiny_model_di
     assert our_loss == pytest.approx(trl_loss, rel=1e-4)
     assert all(torch.allclose(a, b, rtol=1e-3, atol=1e-6) for a, b in zip(trl_grads, our_grads, strict=True))
     assert our_accuracy == pytest.approx(trl_accuracy)
+
+
+@pytest.mark.slow
+def test_epochs_feed_that_many_passes_of_the_training_tokens(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """The ToM students train by passes (`ToMSettings.passes` -> `epochs`) and report passes made as
+    train_tokens / pass_tokens: two epochs must feed every token of one pass twice."""
+    rng = random.Random(2)
+    train = [_conversation(rng) for _ in range(10)]
+    settings = SFTSettings(learning_rate=1e-3, epochs=2.0, grad_accumulation=2, lora=LoraSettings(r=8, alpha=16))
+    result = run_sft(tiny_model_dir, train, tmp_path, settings)
+    assert result.pass_tokens > 0 and result.train_tokens == pytest.approx(2 * result.pass_tokens, rel=0.01)

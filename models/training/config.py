@@ -210,6 +210,8 @@ class SFTResult:
     """Assistant tokens of one pass over the training examples (the tokens that carry the loss)."""
     checkpoints: tuple[SFTCheckpoint, ...] = ()
     """The adapters saved every `checkpoint_every` steps, with their held-out loss."""
+    pass_tokens: int = 0
+    """Tokens of one pass over the training examples (`train_tokens / pass_tokens` = passes made)."""
 
     @property
     def tokens_per_second(self) -> float:

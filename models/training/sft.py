@@ -429,4 +429,5 @@ def run_sft(
         loss_curve=tuple(step_log.losses),
         loss_tokens=train.loss_tokens,
         checkpoints=_saved_checkpoints(output_dir, step_log),
+        pass_tokens=train.tokens,
     )
