@@ -23,6 +23,10 @@ from resources import EngineResource, MlflowResource, SettingsResource, StoreRes
 GROUP = "tom"
 
 
+def _rounded(values: dict[str, float]) -> dict[str, float | None]:
+    return {k: round(v, 3) if v == v else None for k, v in values.items()}  # NaN (no records) -> None
+
+
 @asset(partitions_def=DOMAINS, group_name=GROUP, kinds={"python", "duckdb"})
 def tom_traces(
     context: AssetExecutionContext, settings: SettingsResource, store: StoreResource
@@ -35,13 +39,17 @@ def tom_traces(
     traces = tom.study_traces(env_id, profile, run_tag=f"tom-traces-{run_id}")
     store.store().append("traces", [t.row(run_id) for t in traces])
     summary = stage1.trace_summary(traces)
-    result = tom.StudyTraces(env_id, run_id, len(traces), 0, float(summary.get("mean_reward", float("nan"))))
+    variety = tom.reasoning_variety(traces)
+    mean_reward = float(summary.get("mean_reward", float("nan")))
+    result = tom.StudyTraces(env_id, run_id, len(traces), 0, mean_reward, variety)
     sample = tom.sft_traces(traces[:1], "tom")[0].messages if traces else []
     turns = "\n\n".join(f"**{m['role']}**: {m['content']}" for m in sample[1:5]).replace("\n", "  \n")
     return Output(
         result,
         metadata={"episodes": len(traces), "mean_reward": result.mean_reward, "run_id": run_id,
-                  "scaffolded_sample": MetadataValue.md(turns)},
+                  "scaffolded_sample": MetadataValue.md(turns),
+                  "reasoning_distinct_share": MetadataValue.json(_rounded(variety.distinct_share)),
+                  "reasoning_instruction_copy_rate": MetadataValue.json(_rounded(variety.instruction_copy_rate))},
     )  # fmt: skip
 
 
@@ -69,6 +77,8 @@ def tom_student(
             **{f"{arm}_train_loss": s.train_loss for arm, s in students.items()},
             **{f"{arm}_examples": s.examples for arm, s in students.items()},
             **{f"{arm}_seconds": round(s.wall_seconds, 1) for arm, s in students.items()},
+            **{f"{arm}_passes": round(s.passes, 2) for arm, s in students.items() if s.pass_tokens},
+            **{f"{arm}_train_tokens": s.train_tokens for arm, s in students.items()},
             "mlflow_runs": MetadataValue.json({arm: s.mlflow_run_id for arm, s in students.items()}),
         },
     )
@@ -110,7 +120,7 @@ def tom_analysis(
     runs = tom.run_arms(env_id, profile, engine.proxy_base_url, models, api_key=engine.proxy_api_key)
     for arm, run in runs.items():
         store_evaluation(store.store(), run.result, f"{env_id}:tom:{arm}", f"tom-{run_id}-{arm}")
-    result = tom.analyse(env_id, runs)
+    result = tom.analyse(env_id, runs, students=tom_student.students)
     png = arms_plot(result)
     details = {env_id: {**result.result_file_entry(), **result.details()}}
     report = settings.paths().reports / f"tom-{env_id}-{run_id}.json"

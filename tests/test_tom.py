@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import random
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,7 +18,12 @@ import pytest
 from agents.llm_agent import TOM_INSTRUCTIONS, parse_tom
 from agents.socialrl.code_agents import make_code_agent
 from agents.socialrl.teacher import make_teacher
+from agents.socialrl.teacher.base import Plan, TurnContext
+from agents.socialrl.teacher.language import money
+from environments import make, sample_scenarios
 from environments.core.base import TranscriptEntry
+from environments.core.events import Observation
+from environments.core.registry import env_class
 from environments.socialrl.calendar_scheduling import CalendarEnv, format_time
 from environments.socialrl.casino import CasinoScenario
 from environments.socialrl.craigslist import CraigslistScenario
@@ -199,10 +205,15 @@ def test_both_students_train_on_the_same_episodes_in_their_own_format(tmp_path: 
 
     def fake_sft(base, train, out, settings, held_out):
         seen[out.name] = (train, held_out)
-        assert settings == (SMOKE.tom.sft or SMOKE.sft)
+        # Both students train by passes, not steps: the smoke profile's max_steps is dropped.
+        assert settings == SMOKE.tom.resolved(SMOKE).sft
+        assert settings.epochs == SMOKE.tom.passes and settings.max_steps == -1
+        one_pass = sum(len(m["content"]) for c in train for m in c)  # characters stand in for tokens
+        examples = sum(m["role"] == "assistant" for c in train for m in c)
         return SFTResult(
-            out / "adapter", 1.0, 2.0, 1.5, 2, sum(m["role"] == "assistant" for c in train for m in c), 0.1
-        )
+            out / "adapter", 1.0, 2.0, 1.5, 2, examples, 0.1,
+            train_tokens=int(settings.epochs * one_pass), pass_tokens=one_pass,
+        )  # fmt: skip
 
     students = tom.train_students(
         "marketplace-v0", list(traces.traces), SMOKE, tmp_path, tmp_path / "out", sft=fake_sft
@@ -220,6 +231,29 @@ def test_both_students_train_on_the_same_episodes_in_their_own_format(tmp_path: 
                 assert parse_tom(s["content"]).act == p["content"].strip()
                 assert not p["content"].startswith("INFER")
     assert students["sft_tom"].trace_format == "tom" and students["sft_act"].trace_format == "act"
+    # Equal passes; the scaffolded student then trains on more tokens (its traces carry INFER and ANTICIPATE).
+    assert students["sft_act"].passes == pytest.approx(students["sft_tom"].passes, rel=1e-3)
+    assert students["sft_tom"].train_tokens > students["sft_act"].train_tokens
+    assert students["sft_tom"].training()["pass_tokens"] == students["sft_tom"].pass_tokens
+    # What sft_tom imitates: reasoning that changes from turn to turn and never the instructions.
+    variety = tom.reasoning_variety(traces.traces)
+    assert variety.records == sum(len(t.reasoning) for t in traces.traces) > 0
+    assert variety.instruction_copy_rate == {"infer": 0.0, "anticipate": 0.0}
+    assert variety.distinct_share["infer"] > 0.8
+
+
+def test_the_tom_settings_resolve_both_students_to_equal_passes_not_steps() -> None:
+    cpu = get_profile("cpu")
+    settings = cpu.tom.resolved(cpu).sft
+    assert settings.max_steps == -1 and settings.epochs == cpu.tom.passes
+    # Without its own SFT settings the study takes the warm-start's, still trained by passes.
+    bare = dataclasses.replace(cpu, tom=dataclasses.replace(cpu.tom, sft=None, passes=1.5))
+    resolved = bare.tom.resolved(bare).sft
+    assert resolved.learning_rate == cpu.sft.learning_rate and (resolved.epochs, resolved.max_steps) == (1.5, -1)
+    with pytest.raises(ValueError, match="passes"):
+        dataclasses.replace(cpu.tom, passes=0.0)
+    # The cpu study can give a skill-outcome correlation 30 scored episodes from its scaffolded student alone.
+    assert cpu.tom.heldout_scenarios * len(cpu.eval_counterparts) >= tom.MIN_CORRELATION_EPISODES
 
 
 # ------------------------------------------------------------------------------------------- analysis
@@ -257,7 +291,12 @@ def test_the_analysis_pairs_the_arms_and_writes_exactly_the_result_file_keys() -
     assert set(tom.ARMS) | set(result.differences) | {"r(infer, reward)", "r(anticipate, reward)"} <= set(rows)
     infer = result.skills["sft_tom"].infer
     assert f"{infer.mean:.3f} [{infer.ci_low:.3f}, {infer.ci_high:.3f}] n={infer.n}" in rows["sft_tom"]
-    assert rows["base"].count(" - |") == 4  # no scaffold, no skills
+    assert rows["base"].count(" - |") == 5  # no scaffold, no skills, no copying
+    # 2 x 2 x 3 scored episodes at most: too few for a correlation, and the report says so.
+    pooled = result.correlation["infer"]
+    assert 0 < pooled.n < tom.MIN_CORRELATION_EPISODES and entry["skill_outcome_correlation"]["infer"]["r"] is None
+    assert f"n = {pooled.n} < 30: not reported as a finding" in rows["r(infer, reward)"]
+    assert details["skill_outcome_correlation_note"]["infer"] == tom.correlation_note(pooled)
 
 
 @pytest.mark.slow
@@ -274,3 +313,121 @@ def test_the_four_arms_play_every_domain_through_the_engine(vllm_engine: Any) ->
             assert all((s is not None) == tom.ARMS[arm][1] for s in run.skills)
         results.append(tom.analyse(env_id, runs))
     assert set(tom.result_file(results)) == set(profile.tom.domains)
+
+
+# -------------------------------------------------------------------------- teacher reasoning with content
+def _price_domain(env_id: str, seat: str, index: int) -> Any:
+    from agents.socialrl.teacher.agent import _domain_factory
+
+    env = make(env_id)
+    events = env.reset(sample_scenarios(env_id, index + 1, 0)[index], 0)
+    view = next(e.data for e in events if isinstance(e, Observation) and e.private and e.to == seat)
+    return _domain_factory(env_id)(seat, view, env_class(env_id).deal_space(seat, view), random.Random(0))
+
+
+@pytest.mark.parametrize("env_id", ["craigslist-v0", "marketplace-v0"])
+def test_the_price_teachers_reasoning_cites_the_scenario_and_the_counterparts_moves(env_id: str) -> None:
+    """What the scaffolded student imitates: INFER states the walk-away estimate with the evidence it rests
+    on (the listing, then the counterpart's opening and latest offers), ANTICIPATE the counter expected next
+    beside the counterpart's last offer; both vary with the scenario, copy nothing of the instructions, and
+    the study's scorers read them."""
+    infers = []
+    for index in (0, 1):
+        domain = _price_domain(env_id, "buyer", index)
+        listing = domain.listing
+        before = domain.infer_text()
+        assert money(listing) in before and "no offer yet" in before
+        offers = [round(listing * 0.98, 2), round(listing * 0.9, 2)]
+        for turn, price in zip((1, 3), offers, strict=True):
+            domain.on_offer(price, turn, 20)
+        infer = domain.infer_text()
+        assert f"opened {money(offers[0])}, now {money(offers[1])} after 2 offers (down" in infer
+        estimate = tom_skills.parse_price(infer)
+        assert estimate is not None and abs(estimate - domain.belief_summary()["final_price_mean"]) <= domain.step
+        ctx = TurnContext(turn=4, max_turns=20, pending=offers[1], allowed=())
+        anticipate = domain.anticipate_text(Plan("offer", round(listing * 0.5, 2), "concede", 0.5, 0.05), ctx)
+        assert f"their last {money(offers[1])}" in anticipate and tom_skills.parse_anticipation(anticipate) == "offer"
+        assert not any(tom_skills.copies_instructions(t) for t in (before, infer, anticipate))
+        infers += [before, infer]
+    assert len(set(infers)) == 4  # two scenarios, two moments each: four different texts
+
+
+# ------------------------------------------------------------------------------- copying the instructions
+def test_the_copy_score_flags_instruction_text_and_passes_content() -> None:
+    copied = [
+        "what the other side most likely wants and how far they may move.",
+        "What the other side most likely wants",  # a cut copy
+        "the other side's most likely next move.",  # the ANTICIPATE line
+        "your move, written exactly as the rules above require.",  # the ACT line, in the wrong part
+    ]
+    content = [
+        "Seller's walk-away ~$70 (+/- $21): opened $100, now $94 after 3 offers (down $6, slowly).",
+        "They will probably counter around $88 (their last $94; accept p~0.00).",
+        "They want the bike cheap and will move at most $10.",
+        "Your turn (3/20). Standing offer from the seller: $100.",  # an echo, but not of the instructions
+    ]
+    assert all(tom_skills.instruction_overlap(t) == 1.0 and tom_skills.copies_instructions(t) for t in copied)
+    assert all(tom_skills.instruction_overlap(t) < 0.2 and not tom_skills.copies_instructions(t) for t in content)
+    # Instruction words around content: copied only when they are most of the part.
+    mixed = "The other side most likely wants a lower price, maybe $80."
+    assert 0.4 < tom_skills.instruction_overlap(mixed) < tom_skills.COPY_THRESHOLD
+    assert not tom_skills.copies_instructions(None) and not tom_skills.copies_instructions("  ")
+
+
+class _CopyingTeacher:
+    """The code teacher whose INFER is replaced by the scaffold's own INFER instruction, as the cpu run's
+    students wrote it."""
+
+    def __init__(self, seed: int) -> None:
+        self.inner = make_teacher(seed)
+
+    @property
+    def trace(self) -> list[dict[str, Any]]:
+        return self.inner.trace
+
+    async def reset(self, *args: Any) -> None:
+        await self.inner.reset(*args)
+
+    async def observe(self, event: Any) -> None:
+        await self.inner.observe(event)
+
+    async def act(self, request: Any) -> Any:
+        action = await self.inner.act(request)
+        self.inner.trace[-1]["infer"] = "what the other side most likely wants and how far they may move."
+        return action
+
+
+def test_the_analysis_reports_how_often_each_scaffolded_arm_copies_the_instructions() -> None:
+    env_id = "craigslist-v0"
+    runs = {
+        "base": tom.play_arm(env_id, SMOKE, "base", "conceder", False, lambda s: make_code_agent("conceder", s)),
+        "base_tom_prompt": tom.play_arm(env_id, SMOKE, "base_tom_prompt", "teacher", True, make_teacher),
+        "sft_act": tom.play_arm(env_id, SMOKE, "sft_act", "boulware", False, lambda s: make_code_agent("boulware", s)),
+        "sft_tom": tom.play_arm(env_id, SMOKE, "sft_tom", "copier", True, _CopyingTeacher),
+    }
+    result = tom.analyse(env_id, runs)
+    copier, teacher = result.skills["sft_tom"], result.skills["base_tom_prompt"]
+    assert copier.instruction_copy_rate("infer") == 1.0 and copier.instruction_copy_rate("anticipate") == 0.0
+    assert copier.infer.n == 0  # a copied INFER names no price: nothing to score
+    assert teacher.instruction_copy_rate("infer") == teacher.instruction_copy_rate("anticipate") == 0.0
+    written = copier.instruction_copy["infer"][1]
+    assert written >= sum(s.replies for s in runs["sft_tom"].skills if s is not None) > 0  # refused ones too
+    details = result.details()
+    assert details["instruction_copy_rate"]["sft_tom"] == {"infer": 1.0, "anticipate": 0.0}
+    assert details["skills"]["sft_tom"]["parts_written"]["infer"] == written
+    row = next(line for line in result.markdown().splitlines() if line.startswith("| sft_tom |"))
+    assert f"1.00 ({written}/{written})" in row
+
+
+# ------------------------------------------------------------------------------ correlations from enough
+def test_a_skill_correlation_from_fewer_than_30_scored_episodes_is_not_reported() -> None:
+    rng = np.random.default_rng(1)
+    skill = rng.uniform(0, 1, 40)
+    reward = np.clip(0.2 + 0.6 * skill + rng.normal(0, 0.1, 40), 0, 1)
+    few = tom.skill_correlation([_synthetic_run("sft_tom", list(skill[:29]), list(reward[:29]), list(range(29)))],
+                                "infer")  # fmt: skip
+    assert few.n == 29 and math.isnan(few.mean) and math.isnan(few.ci_low)
+    assert tom.correlation_note(few) == "n = 29 < 30: not reported as a finding"
+    assert tom.correlation_dict(few) == {"r": None, "ci_low": None, "ci_high": None, "n": 29}
+    enough = tom.skill_correlation([_synthetic_run("sft_tom", list(skill), list(reward), list(range(40)))], "infer")
+    assert enough.n == 40 and enough.mean > 0.7 and tom.correlation_note(enough) is None

@@ -10,16 +10,25 @@ with the same seeds (one `EvaluationPlan`), so every comparison is paired:
 | `sft_act` | LoRA SFT on the code teacher's traces, ACT text only (today's warm-start) | plain |
 | `sft_tom` | LoRA SFT on the same traces with the teacher's INFER and ANTICIPATE kept (ToM distillation) | scaffold |
 
-Both students train on the same episodes with the same settings (`Profile.tom.sft`); only the trace
-format differs (models/socialrl/teachers.py `sft_traces`). Every arm gets the same reply budget
-(`Profile.tom.max_new_tokens`).
+Both students train on the same episodes with the same settings (`Profile.tom.sft`, resolved so that each
+makes `Profile.tom.passes` passes over its own data); only the trace format differs (models/socialrl/
+teachers.py `sft_traces`). Equal passes, not equal steps: the scaffolded traces are longer, so at equal
+steps `sft_act` would see its data more often (24 steps were ~2.5 passes against ~1.5); at equal passes
+`sft_tom` takes more steps and trains on more tokens, both recorded per student (`Student`). Every arm gets
+the same reply budget (`Profile.tom.max_new_tokens`).
 
 Skills are scored automatically from the environment's ground truth (models/socialrl/tom_skills.py:
 INFER, ANTICIPATE, the per-turn probe).
 
 Skill-outcome correlation: per episode of the scaffolded arms (`base_tom_prompt`, `sft_tom`, pooled), the
 mean skill score over its scored turns against the episode's reward, Pearson r with a bootstrap interval
-resampling scenarios (`models.evaluation.stats.correlation_estimate`).
+resampling scenarios (`models.evaluation.stats.correlation_estimate`), computed only from at least
+`MIN_CORRELATION_EPISODES` (30) scored episodes: below that r is not computed (null, with its n) and the
+report says "n = X < 30: not reported as a finding".
+
+Copying: per scaffolded arm and skill, the share of written INFER / ANTICIPATE parts that copy the
+scaffold's instruction text (`tom_skills.copies_instructions`), so that parts that carry no content are
+counted, not scored as unreadable.
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ import json
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +52,7 @@ from models.evaluation.stats import Estimate, correlation_estimate, mean_estimat
 from models.profiles import Profile
 from models.socialrl import stage1
 from models.socialrl.teachers import TeacherConfig, sft_traces, teacher_traces
-from models.socialrl.tom_skills import EpisodeSkills, TurnProbe, episode_skills
+from models.socialrl.tom_skills import EpisodeSkills, TurnProbe, copies_instructions, episode_skills
 from models.tracking import Tracker
 from models.training.config import SFTResult
 
@@ -60,6 +69,8 @@ SCAFFOLDED_ARMS = tuple(arm for arm, (_, tom) in ARMS.items() if tom)
 STUDENT_FORMATS = {"sft_act": "act", "sft_tom": "tom"}
 """Student arm -> the SFT trace format it is trained on."""
 SKILLS = ("infer", "anticipate")
+MIN_CORRELATION_EPISODES = 30
+"""Fewest scored episodes a skill-outcome correlation is computed from (fewer: not reported as a finding)."""
 
 
 # ========================================================================================= the study
@@ -156,6 +167,13 @@ class SkillSummary:
     """Share of accepted replies whose INFER could be scored."""
     anticipate_coverage: float
     """Share of accepted replies whose ANTICIPATE could be scored."""
+    instruction_copy: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Skill -> (parts that copy the scaffold's instructions, parts written), over every probed reply."""
+
+    def instruction_copy_rate(self, skill: str) -> float:
+        """Share of the written `skill` parts that copy the scaffold's instructions (NaN: none written)."""
+        copied, written = self.instruction_copy.get(skill, (0, 0))
+        return copied / written if written else math.nan
 
 
 @dataclass(frozen=True)
@@ -178,6 +196,8 @@ class ToMDomainResult:
     """Skill -> Pearson r of the per-episode skill with the reward (scaffolded arms pooled)."""
     correlation_by_arm: dict[str, dict[str, Estimate]]
     """Scaffolded arm -> skill -> r within that arm alone."""
+    students: dict[str, Student] = field(default_factory=dict)
+    """`sft_act` and `sft_tom` as trained (passes, steps, tokens); empty when the arms were not trained here."""
 
     def result_file_entry(self) -> dict[str, Any]:
         """This domain's entry of benchmarks/results/tom_<profile>.json (the keys the checks read)."""
@@ -196,19 +216,20 @@ class ToMDomainResult:
             f"{self.env_id} (seat {self.seat}, {self.episodes} episodes per arm)",
             "",
             "| arm | n | mean reward [95% CI] | agreement | invalid/turn | INFER [95% CI] | ANTICIPATE [95% CI] "
-            "| well-formed | scored INFER / ANTICIPATE |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| well-formed | scored INFER / ANTICIPATE | copied INFER / ANTICIPATE |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for arm, estimate in self.arms.items():
             invalid = self.invalid_action_rate[arm]
             skills = self.skills.get(arm)
-            scaffold = ["-"] * 4
+            scaffold = ["-"] * 5
             if skills is not None:
                 scaffold = [
                     f"{interval(skills.infer)} n={skills.infer.n}" if skills.infer.n else "-",
                     f"{interval(skills.anticipate)} n={skills.anticipate.n}" if skills.anticipate.n else "-",
                     f"{skills.well_formed_rate:.2f}",
                     f"{skills.infer_coverage:.2f} / {skills.anticipate_coverage:.2f}",
+                    " / ".join(_copy_cell(skills, skill) for skill in SKILLS),
                 ]
             lines.append(
                 f"| {arm} | {estimate.n} | {interval(estimate)} | {self.agreement[arm]:.2f} | "
@@ -217,7 +238,18 @@ class ToMDomainResult:
         lines += ["", "| paired difference | mean [95% CI] | n |", "|---|---|---|"]
         lines += [f"| {name} | {interval(d, sign='+')} | {d.n} |" for name, d in self.differences.items()]
         lines += ["", "| skill vs reward | r [95% CI] | n |", "|---|---|---|"]
-        lines += [f"| r({skill}, reward) | {interval(c, sign='+')} | {c.n} |" for skill, c in self.correlation.items()]
+        lines += [
+            f"| r({skill}, reward) | {correlation_note(c) or interval(c, sign='+')} | {c.n} |"
+            for skill, c in self.correlation.items()
+        ]
+        if self.students:
+            lines += ["", "| student | passes | steps | tokens (all passes) | tokens / pass | examples | loss |"]
+            lines += ["|---|---|---|---|---|---|---|"]
+            lines += [
+                f"| {arm} | {s.passes:.2f} | {s.steps} | {s.train_tokens:,} | {s.pass_tokens:,} | {s.examples} "
+                f"| {s.train_loss:.3f} |"
+                for arm, s in self.students.items()
+            ]
         return "\n".join(lines)
 
     def details(self) -> dict[str, Any]:
@@ -235,18 +267,37 @@ class ToMDomainResult:
                     "well_formed_rate": _finite(s.well_formed_rate),
                     "infer_coverage": _finite(s.infer_coverage),
                     "anticipate_coverage": _finite(s.anticipate_coverage),
+                    "parts_written": {skill: s.instruction_copy.get(skill, (0, 0))[1] for skill in SKILLS},
                 }
                 for arm, s in self.skills.items()
             },
+            "instruction_copy_rate": {
+                arm: {skill: _finite(s.instruction_copy_rate(skill)) for skill in SKILLS}
+                for arm, s in self.skills.items()
+            },
+            "skill_outcome_correlation_note": {skill: correlation_note(c) for skill, c in self.correlation.items()},
             "correlation_by_arm": {
-                arm: {skill: correlation_dict(e) for skill, e in by.items()}
+                arm: {skill: {**correlation_dict(e), "note": correlation_note(e)} for skill, e in by.items()}
                 for arm, by in self.correlation_by_arm.items()
             },
+            "students": {arm: s.training() for arm, s in self.students.items()},
         }
 
 
 def _finite(value: float) -> float | None:
     return float(value) if value is not None and math.isfinite(value) else None
+
+
+def _copy_cell(skills: SkillSummary, skill: str) -> str:
+    copied, written = skills.instruction_copy.get(skill, (0, 0))
+    return f"{copied / written:.2f} ({copied}/{written})" if written else "-"
+
+
+def correlation_note(estimate: Estimate, min_episodes: int = MIN_CORRELATION_EPISODES) -> str | None:
+    """Why a correlation is not a finding ("n = X < 30: ..."), or None when it rests on enough episodes."""
+    if estimate.n < min_episodes:
+        return f"n = {estimate.n} < {min_episodes}: not reported as a finding"
+    return None
 
 
 def correlation_dict(estimate: Estimate) -> dict[str, Any]:
@@ -264,9 +315,11 @@ DIFFERENCES = (
 """The paired comparisons reported: the scaffold prompt alone, each student, ToM distillation vs standard SFT."""
 
 
-def skill_correlation(runs: Sequence[ArmRun], skill: str, seed: int = 0) -> Estimate:
+def skill_correlation(
+    runs: Sequence[ArmRun], skill: str, seed: int = 0, min_episodes: int = MIN_CORRELATION_EPISODES
+) -> Estimate:
     """Pearson r of a per-episode skill with the episode reward over `runs` (episodes with that skill scored),
-    with a bootstrap interval resampling scenarios."""
+    with a bootstrap interval resampling scenarios; NaN (with its n) from fewer than `min_episodes`."""
     xs, ys, clusters = [], [], []
     for run in runs:
         for view, skills in zip(run.result.policy_episodes, run.skills, strict=True):
@@ -275,11 +328,16 @@ def skill_correlation(runs: Sequence[ArmRun], skill: str, seed: int = 0) -> Esti
                 xs.append(value)
                 ys.append(view.reward)
                 clusters.append(view.scenario_index)
+    if len(xs) < min_episodes:  # no headline from a handful of episodes
+        return Estimate(math.nan, math.nan, math.nan, len(xs), len(set(clusters)))
     return correlation_estimate(xs, ys, clusters, seed=seed)
 
 
-def analyse(env_id: str, runs: Mapping[str, ArmRun], seed: int = 0) -> ToMDomainResult:
-    """Arm means, paired differences, skill scores and skill-outcome correlations of one domain."""
+def analyse(
+    env_id: str, runs: Mapping[str, ArmRun], seed: int = 0, students: Mapping[str, Student] | None = None
+) -> ToMDomainResult:
+    """Arm means, paired differences, skill scores, instruction copying and skill-outcome correlations of one
+    domain (`students`: how the two students were trained, carried into the report)."""
     missing = set(ARMS) - set(runs)
     if missing:
         raise ValueError(f"{env_id}: arms missing from the study: {sorted(missing)}")
@@ -299,6 +357,13 @@ def analyse(env_id: str, runs: Mapping[str, ArmRun], seed: int = 0) -> ToMDomain
             well_formed_rate=sum(s.well_formed for _, s in scored) / replies if replies else math.nan,
             infer_coverage=sum(s.infer_scored for _, s in scored) / replies if replies else math.nan,
             anticipate_coverage=sum(s.anticipate_scored for _, s in scored) / replies if replies else math.nan,
+            instruction_copy={
+                "infer": (sum(s.infer_copied for _, s in scored), sum(s.infer_written for _, s in scored)),
+                "anticipate": (
+                    sum(s.anticipate_copied for _, s in scored),
+                    sum(s.anticipate_written for _, s in scored),
+                ),
+            },
         )
     scaffolded = [runs[arm] for arm in SCAFFOLDED_ARMS]
     any_run = runs["base"]
@@ -317,6 +382,7 @@ def analyse(env_id: str, runs: Mapping[str, ArmRun], seed: int = 0) -> ToMDomain
         correlation_by_arm={
             arm: {skill: skill_correlation([runs[arm]], skill, seed) for skill in SKILLS} for arm in SCAFFOLDED_ARMS
         },
+        students=dict(students or {}),
     )
 
 
@@ -337,6 +403,28 @@ class Student:
     steps: int
     wall_seconds: float
     mlflow_run_id: str | None = None
+    train_tokens: int = 0
+    """Tokens fed over all passes."""
+    pass_tokens: int = 0
+    """Tokens of one pass over its training examples."""
+
+    @property
+    def passes(self) -> float:
+        """Passes made over its own training data, measured (tokens fed / tokens of one pass)."""
+        return self.train_tokens / self.pass_tokens if self.pass_tokens else math.nan
+
+    def training(self) -> dict[str, Any]:
+        """How it was trained (JSON-safe): what the students share (passes) and what then differs."""
+        return {
+            "trace_format": self.trace_format,
+            "passes": _finite(self.passes),
+            "steps": self.steps,
+            "train_tokens": self.train_tokens,
+            "pass_tokens": self.pass_tokens,
+            "examples": self.examples,
+            "train_loss": _finite(self.train_loss),
+            "wall_seconds": round(self.wall_seconds, 1),
+        }
 
 
 def train_students(
@@ -349,7 +437,8 @@ def train_students(
     sft: Callable[..., SFTResult] | None = None,
 ) -> dict[str, Student]:
     """The two students: LoRA SFT on the same filtered traces, ACT-only and full scaffold (`Profile.tom.sft`,
-    default the warm-start's settings).
+    default the warm-start's settings, resolved to `Profile.tom.passes` passes each: equal passes, so the
+    longer scaffolded traces take more steps and tokens).
     The first `sft_eval_conversations` kept traces are held out to measure the SFT loss."""
     if sft is None:
         from models.training.sft import run_sft as sft  # loads torch: only when training runs
@@ -375,15 +464,18 @@ def train_students(
                     train_loss=result.train_loss,
                     examples=result.examples,
                     wall_seconds=result.wall_seconds,
+                    train_tokens=result.train_tokens,
+                    pass_tokens=result.pass_tokens,
                 )
                 run.log_artifact_dir(result.adapter_dir, "adapter")
                 run_id = run.run_id
-        log.info("%s %s: %d examples, %d steps, loss %.3f, %.0f s", env_id, arm, result.examples, result.steps,
-                 result.train_loss, result.wall_seconds)  # fmt: skip
         students[arm] = Student(
             arm, fmt, str(result.adapter_dir), result.train_loss, result.eval_loss_before, result.eval_loss_after,
-            result.examples, result.steps, result.wall_seconds, run_id,
+            result.examples, result.steps, result.wall_seconds, run_id, result.train_tokens, result.pass_tokens,
         )  # fmt: skip
+        log.info("%s %s: %d examples, %d steps, %.2f passes, %d tokens, loss %.3f, %.0f s", env_id, arm,
+                 result.examples, result.steps, students[arm].passes, result.train_tokens, result.train_loss,
+                 result.wall_seconds)  # fmt: skip
     return students
 
 
@@ -430,6 +522,31 @@ def write_json(path: Path, data: Any) -> Path:
 
 # ====================================================================================== asset outputs
 @dataclass(frozen=True)
+class ReasoningVariety:
+    """How much the teacher's INFER / ANTICIPATE vary, and whether any copies the scaffold's instructions: a
+    student that imitates text repeated across scenarios, or the instructions, learns no content."""
+
+    records: int
+    """Teacher decisions with reasoning."""
+    distinct_share: dict[str, float]
+    """Part -> distinct texts / records."""
+    instruction_copy_rate: dict[str, float]
+    """Part -> share that copies the scaffold's instructions (`tom_skills.copies_instructions`)."""
+
+
+def reasoning_variety(traces: Sequence[Trace]) -> ReasoningVariety:
+    """`ReasoningVariety` of the teachers' reasoning records in `traces`."""
+    records = [r for t in traces for r in t.reasoning if isinstance(r, dict) and r.get("act")]
+    texts = {skill: [str(r.get(skill) or "") for r in records] for skill in SKILLS}
+    n = len(records)
+    return ReasoningVariety(
+        n,
+        {skill: len(set(v)) / n if n else math.nan for skill, v in texts.items()},
+        {skill: sum(map(copies_instructions, v)) / n if n else math.nan for skill, v in texts.items()},
+    )
+
+
+@dataclass(frozen=True)
 class StudyTraces:
     """The teacher traces of one domain's study (rows of `traces` under `run_id`)."""
 
@@ -438,6 +555,7 @@ class StudyTraces:
     episodes: int
     failed: int
     mean_reward: float
+    reasoning: ReasoningVariety | None = None
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,14 @@ reply (accept / accept_offer -> accept; offer / make_offer / propose -> offer; r
 no_deal / walk_away / decline -> walk; message / send_message -> message; DnD's select and no further
 counterpart action -> end). Score 1 when the classes match, else 0.
 
+Copying the scaffold: a part copies the instructions when at least `COPY_THRESHOLD` (0.6) of its words lie
+in runs of `COPY_RUN` (3) or more consecutive words that also occur in the scaffold's instruction text
+(`agents.llm_agent.TOM_INSTRUCTIONS`, all three lines: copying the ACT line into INFER counts too), words
+lower-cased with punctuation dropped. "INFER: what the other side most likely wants and how far they may
+move." scores 1.0; "Seller's walk-away ~$70: opened $100, now $94" scores 0. The instruction copy rate of a
+part is copied / written over every probed reply that has the part (refused replies included: the rate
+describes what the policy writes, not what the environment took).
+
 Skill-outcome correlation: per episode of the scaffolded arms (`base_tom_prompt`, `sft_tom`, pooled), the
 mean skill score over its scored turns against the episode's reward, Pearson r with a bootstrap interval
 resampling scenarios (`models.evaluation.stats.correlation_estimate`).
@@ -49,6 +57,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agents.llm_agent import TOM_INSTRUCTIONS
 from agents.socialrl.code_agents import CODE_AGENTS
 from environments.core.base import ActionSpec, Scenario, TranscriptEntry
 from environments.core.events import Action, Event, Notification, NotificationKind
@@ -226,6 +235,35 @@ def score_infer(env_id: str, text: str | None, truth: CounterpartTruth) -> float
     raise KeyError(f"no ToM skill scorer for {env_id}")
 
 
+# ============================================================================ copying the scaffold's text
+COPY_RUN = 3
+"""Shortest run of consecutive words shared with the instructions that counts as copied text."""
+COPY_THRESHOLD = 0.6
+"""A part whose share of copied words reaches this copies the instructions (module docstring)."""
+_WORD = re.compile(r"[a-z0-9$][a-z0-9$'.,]*[a-z0-9]|[a-z0-9$]", re.IGNORECASE)
+
+
+def _words(text: str) -> list[str]:
+    return [w.lower().rstrip(".,") for w in _WORD.findall(text)]
+
+
+def instruction_overlap(text: str | None, instructions: str = TOM_INSTRUCTIONS) -> float:
+    """Share of `text`'s words inside a run of >= `COPY_RUN` consecutive words that also occurs in
+    `instructions` (0 for an empty text)."""
+    words, source = _words(text or ""), _words(instructions)
+    grams = {tuple(source[k : k + COPY_RUN]) for k in range(len(source) - COPY_RUN + 1)}
+    covered = [False] * len(words)
+    for k in range(len(words) - COPY_RUN + 1):
+        if tuple(words[k : k + COPY_RUN]) in grams:
+            covered[k : k + COPY_RUN] = [True] * COPY_RUN
+    return sum(covered) / len(words) if words else 0.0
+
+
+def copies_instructions(text: str | None, instructions: str = TOM_INSTRUCTIONS) -> bool:
+    """Whether a written part is the scaffold's instruction text rather than content (module docstring)."""
+    return bool(text and text.strip()) and instruction_overlap(text, instructions) >= COPY_THRESHOLD
+
+
 # =============================================================================== ANTICIPATE: parse + score
 ACTION_CLASSES = ("accept", "reject", "offer", "walk", "message", "end")
 _ANTICIPATE_PATTERNS: dict[str, str] = {
@@ -346,6 +384,12 @@ class EpisodeSkills:
     anticipate_scored: int
     well_formed: int
     """Accepted replies with all three parts."""
+    infer_written: int = 0
+    """Probed replies (refused ones included) with an INFER part."""
+    infer_copied: int = 0
+    """Of those, the INFERs that copy the scaffold's instructions (`copies_instructions`)."""
+    anticipate_written: int = 0
+    anticipate_copied: int = 0
 
 
 def next_counterpart_kinds(transcript: Sequence[TranscriptEntry], seat: str) -> list[str | None]:
@@ -380,4 +424,8 @@ def episode_skills(env_id: str, result: EpisodeResult, seat: str, counterpart: s
         infer_scored=len(infer),
         anticipate_scored=len(anticipate),
         well_formed=sum(bool(r.infer and r.anticipate and r.has_act) for r in accepted),
+        infer_written=sum(bool(r.infer) for r in probe.replies),
+        infer_copied=sum(copies_instructions(r.infer) for r in probe.replies),
+        anticipate_written=sum(bool(r.anticipate) for r in probe.replies),
+        anticipate_copied=sum(copies_instructions(r.anticipate) for r in probe.replies),
     )
