@@ -421,7 +421,7 @@ CPU = Profile(
         bf16=True,
         # LoRA rates: the paper's 2e-6 is a full fine-tuning rate and moves a rank-16 adapter too little in
         # a handful of updates (at 5e-5 the KL to the reference stayed under 0.0065 in six iterations,
-        # benchmarks/results/make_run_cpu.json before issue 26). The value head on the actor's backbone
+        # benchmarks/results/make_run_cpu_before_issue26.json). The value head on the actor's backbone
         # (critic="shared") still learns, on detached states, for the GAE ablation arm.
         hyper=PPOHyper(
             advantage="group",
