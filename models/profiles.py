@@ -67,7 +67,7 @@ class Stage2Settings:
     """A specialist must beat the base by more than this on a domain for its gap and recovered share to
     be defined there."""
     mopd: MOPDConfig = field(default_factory=MOPDConfig)
-    """Multi-teacher on-policy distillation."""
+    """Multi-teacher on-policy distillation (its temperature 0: the profile's PPO rollout temperature)."""
     specialist_ppo_iterations: int = 0
     """PPO iterations of the specialists `run_stage2` trains for its domains (0: the profile's PPO setting).
     Stage 1 at `make run` size takes about an hour per domain here; the cpu stage 2 needs two of them."""
@@ -113,6 +113,7 @@ class Stage2Settings:
             specialist_episodes_per_iteration=self.specialist_episodes_per_iteration
             or profile.ppo.episodes_per_iteration,
             specialist_heldout_scenarios=self.specialist_heldout_scenarios or profile.heldout_scenarios,
+            mopd=replace(self.mopd, temperature=self.mopd.temperature or profile.ppo.temperature),
         )
 
 
@@ -128,7 +129,11 @@ class ToMSettings:
     """Held-out scenarios per domain; every arm plays each against every counterpart in the same seat."""
     sft: SFTSettings | None = None
     """Settings of both students' LoRA SFT, the same for both so that only the trace format differs
-    (None: the profile's warm-start settings, `Profile.sft`)."""
+    (None: the profile's warm-start settings, `Profile.sft`); `resolved` sets their length from `passes`."""
+    passes: float = 2.0
+    """Passes each student makes over its own training data (SFT `epochs`; `max_steps` is dropped). Equal
+    passes rather than equal steps: the scaffolded traces are longer, so at equal steps `sft_act` would see
+    its data more often than `sft_tom`; at equal passes `sft_tom` takes more steps and tokens (recorded)."""
     sft_eval_conversations: int = 2
     """Held-out teacher conversations the SFT loss is measured on before and after training (kept small:
     the trainer evaluates them in full twice)."""
@@ -144,10 +149,13 @@ class ToMSettings:
             raise ValueError("the ToM study needs >= 2 teacher episodes and >= 2 held-out scenarios")
         if self.sft_eval_conversations < 0 or self.max_new_tokens < 1:
             raise ValueError("sft_eval_conversations must be >= 0 and max_new_tokens >= 1")
+        if self.passes <= 0:
+            raise ValueError(f"passes must be > 0, got {self.passes}")
 
     def resolved(self, profile: Profile) -> ToMSettings:
-        """These settings with `sft` set (None: `profile.sft`)."""
-        return replace(self, sft=self.sft or profile.sft)
+        """These settings with `sft` set (None: `profile.sft`) and trained for `passes` passes, not steps, so
+        that both students see their own data equally often."""
+        return replace(self, sft=replace(self.sft or profile.sft, epochs=self.passes, max_steps=-1))
 
 
 @dataclass(frozen=True)
@@ -462,18 +470,18 @@ CPU = Profile(
             bf16=True,
         ),
     ),
-    # One domain, measured 45.7 min on 2 cores (docs/tom.md, benchmarks/results/tom_cpu.json): two students
-    # with the warm-start's SFT settings and four arms x 8 held-out scenarios x 3 counterparts = 96 evaluation
-    # episodes.
+    # One domain: two students and four arms x 12 held-out scenarios x 3 counterparts = 144 evaluation
+    # episodes. Measured 45.7 min on 2 cores with 8 scenarios and 24 SFT steps per student (docs/tom.md);
+    # 12 scenarios give each scaffolded arm 36 episodes, so a skill-outcome correlation can rest on >= 30
+    # scored episodes (estimated 50-57 min; docs/tom.md).
     tom=ToMSettings(
         domains=("craigslist-v0",),
         teacher_episodes=32,
-        heldout_scenarios=8,
-        # Packed SFT (models/training/sft.py): 24 steps of 4 x 2048 tokens, about 1.5 passes over the
-        # scaffolded traces (~2,000 tokens per episode) and 2.5 over the ACT-only ones.
-        sft=SFTSettings(
-            learning_rate=3e-4, max_steps=24, batch_size=1, grad_accumulation=4, max_length=2048, bf16=True
-        ),
+        heldout_scenarios=12,
+        # Packed SFT (models/training/sft.py), rows of 4 x 2048 tokens; `passes` (2) sets the length, equal for
+        # both students: ~16-19 steps for `sft_act`, ~26-32 for the longer scaffolded `sft_tom`.
+        sft=SFTSettings(learning_rate=3e-4, batch_size=1, grad_accumulation=4, max_length=2048, bf16=True),
+        passes=2.0,
         max_new_tokens=128,
     ),
     red_team=RedTeamSettings(scenarios=6, max_new_tokens=64),
