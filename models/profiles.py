@@ -3,7 +3,7 @@
 | profile | model | where | what it is for |
 | --- | --- | --- | --- |
 | `smoke` | tiny random Llama (SmolLM2 tokenizer) | CPU, minutes | tests and CI: the whole lineage end to end, numbers meaningless |
-| `cpu` | SmolLM2-135M-Instruct (shipped GGUF) | CPU, about 85 min here with the sizes before issue 26 (benchmarks/results/make_run_cpu.json); not yet measured with these | a real but small run on a laptop: the Craigslist buyer (a 20-step SFT warm-start on the teacher's buyer traces, 3 group-relative PPO iterations of 16 episodes, 96 held-out episodes per trained policy, 48 for the base); other domains on request; stage 2 on Craigslist and Marketplace with smaller specialists (`python -m pipelines.run_stage2`) |
+| `cpu` | SmolLM2-135M-Instruct (shipped GGUF) | CPU, about 85 min here with the sizes before issue 26 (benchmarks/results/make_run_cpu.json); not yet measured with these | a real but small run on a laptop: the Craigslist buyer (a 20-step SFT warm-start on the teacher's buyer traces, 3 group-relative PPO iterations of 16 episodes, 96 held-out episodes per trained policy, 48 for the base); other domains on request; stage 2 on Craigslist and CaSiNo with smaller specialists (`python -m pipelines.run_stage2`) |
 | `paper` | Qwen3-4B-Instruct-2507, critic Qwen3-1.7B | GPUs with vLLM | the SocialRL paper's hyper-parameters (actor lr 2e-6, critic lr 1e-5, batch 144 / minibatch 36, grad-norm 5, <= 200 steps, critic warmed 30 steps) |
 
 The YOAO group's sizes are the `yoao` sub-settings (models/yoao/config.py, one table per profile there).
@@ -129,11 +129,7 @@ class ToMSettings:
     """Held-out scenarios per domain; every arm plays each against every counterpart in the same seat."""
     sft: SFTSettings | None = None
     """Settings of both students' LoRA SFT, the same for both so that only the trace format differs
-    (None: the profile's warm-start settings, `Profile.sft`); `resolved` sets their length from `passes`."""
-    passes: float = 2.0
-    """Passes each student makes over its own training data (SFT `epochs`; `max_steps` is dropped). Equal
-    passes rather than equal steps: the scaffolded traces are longer, so at equal steps `sft_act` would see
-    its data more often than `sft_tom`; at equal passes `sft_tom` takes more steps and tokens (recorded)."""
+    (None: the profile's warm-start settings, `Profile.sft`)."""
     sft_eval_conversations: int = 2
     """Held-out teacher conversations the SFT loss is measured on before and after training (kept small:
     the trainer evaluates them in full twice)."""
@@ -149,13 +145,10 @@ class ToMSettings:
             raise ValueError("the ToM study needs >= 2 teacher episodes and >= 2 held-out scenarios")
         if self.sft_eval_conversations < 0 or self.max_new_tokens < 1:
             raise ValueError("sft_eval_conversations must be >= 0 and max_new_tokens >= 1")
-        if self.passes <= 0:
-            raise ValueError(f"passes must be > 0, got {self.passes}")
 
     def resolved(self, profile: Profile) -> ToMSettings:
-        """These settings with `sft` set (None: `profile.sft`) and trained for `passes` passes, not steps, so
-        that both students see their own data equally often."""
-        return replace(self, sft=replace(self.sft or profile.sft, epochs=self.passes, max_steps=-1))
+        """These settings with `sft` set (None: `profile.sft`)."""
+        return replace(self, sft=self.sft or profile.sft)
 
 
 @dataclass(frozen=True)
@@ -438,50 +431,52 @@ CPU = Profile(
     max_new_tokens=64,
     # Prompts longer than the context are shortened by the LLM agent (oldest exchange first).
     engine=EngineSettings(max_model_len=2048, kv_cache_gib=2.0),
-    # Two domains, the price-bargaining pair the paper's order trains back to back (python -m
-    # pipelines.run_stage2, docs/stage2.md): measured 62.5 min from a fresh clone and an empty instance, setup
-    # included, inside the 90 min issue 11 sets (three domains, with DnD, took 153 min). The
-    # specialists it trains get 2 PPO iterations of 8 episodes (the first warms the value head) and a
-    # 12-episode stage-1 evaluation; stage 2 evaluates 8 held-out episodes per policy and domain (4 scenarios
-    # x 2 counterparts), a 2-episode validation probe, cascade stages of an 8-step SFT mix-in and 2 PPO
-    # iterations of 8 episodes, 4 MOPD steps of 6 episodes.
+    # Two domains (python -m pipelines.run_stage2; sizes and time estimate in docs/stage2.md). Issue 29: >= 16
+    # scenario clusters per cell, 16 held-out scenarios x 2 counterparts (repeats within a cluster). Marketplace's
+    # real data holds 11 held-out scenarios (it was the second domain until then), so CaSiNo (168) is; stage 2
+    # needs two domains, so a tight budget takes MOPD steps or the second counterpart first, never clusters.
+    # The probe plays 4 training scenarios against the counterparts weak policies get deals from (the cpu
+    # run's probe against boulware saw teacher = base = 0). Stage-2 sized specialists: 2 PPO iterations of 8
+    # episodes, a 12-episode stage-1 evaluation.
     stage2=Stage2Settings(
-        domains=("craigslist-v0", "marketplace-v0"),
-        heldout_scenarios=4,
+        domains=("craigslist-v0", "casino-v0"),
+        heldout_scenarios=16,
         eval_counterparts=("boulware", "conceder"),
-        probe_scenarios=2,
-        probe_counterparts=("boulware",),
+        probe_scenarios=4,
+        probe_counterparts=("conceder", "reciprocal"),
         cascade_ppo_iterations=2,
         cascade_episodes_per_iteration=8,
         cascade_sft_steps=8,
         specialist_ppo_iterations=2,
         specialist_episodes_per_iteration=8,
         specialist_heldout_scenarios=4,
+        # From the first domain's SFT warm-start at the rollouts' temperature (0.7); 12 steps of ~100 s (the cpu
+        # run's 4: 42 s rollout, 13-23 s teacher, 28-54 s update each), the gap probed every 4.
         mopd=MOPDConfig(
-            steps=4,
+            steps=12,
             episodes_per_step=6,
             top_k=20,
             learning_rate=2e-4,
             max_new_tokens=64,
             concurrency=6,
             counterparts=("boulware", "conceder", "reciprocal"),
-            curriculum_every=2,
+            curriculum_every=4,
             micro_batch_tokens=4096,
             bf16=True,
         ),
     ),
-    # One domain: two students and four arms x 12 held-out scenarios x 3 counterparts = 144 evaluation
-    # episodes. Measured 45.7 min on 2 cores with 8 scenarios and 24 SFT steps per student (docs/tom.md);
-    # 12 scenarios give each scaffolded arm 36 episodes, so a skill-outcome correlation can rest on >= 30
-    # scored episodes (estimated 50-57 min; docs/tom.md).
+    # One domain, measured 45.7 min on 2 cores (docs/tom.md, benchmarks/results/tom_cpu.json): two students
+    # with the warm-start's SFT settings and four arms x 8 held-out scenarios x 3 counterparts = 96 evaluation
+    # episodes.
     tom=ToMSettings(
         domains=("craigslist-v0",),
         teacher_episodes=32,
-        heldout_scenarios=12,
-        # Packed SFT (models/training/sft.py), rows of 4 x 2048 tokens; `passes` (2) sets the length, equal for
-        # both students: ~16-19 steps for `sft_act`, ~26-32 for the longer scaffolded `sft_tom`.
-        sft=SFTSettings(learning_rate=3e-4, batch_size=1, grad_accumulation=4, max_length=2048, bf16=True),
-        passes=2.0,
+        heldout_scenarios=8,
+        # Packed SFT (models/training/sft.py): 24 steps of 4 x 2048 tokens, about 1.5 passes over the
+        # scaffolded traces (~2,000 tokens per episode) and 2.5 over the ACT-only ones.
+        sft=SFTSettings(
+            learning_rate=3e-4, max_steps=24, batch_size=1, grad_accumulation=4, max_length=2048, bf16=True
+        ),
         max_new_tokens=128,
     ),
     red_team=RedTeamSettings(scenarios=6, max_new_tokens=64),

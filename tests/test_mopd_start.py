@@ -1,6 +1,7 @@
 """MOPD from a competent start (issue 29): the student's LoRA starts from a warm-start, samples at the
-rollouts' temperature, and every curriculum decision is recorded with whether it fell back to uniform. No
-engine: the stage-2 wiring runs with the engine-facing parts replaced."""
+rollouts' temperature, and every curriculum decision is recorded with whether it fell back to uniform; the
+cpu profile's stage-2 cells rest on at least 16 scenario clusters. No engine: the stage-2 wiring runs with
+the engine-facing parts replaced."""
 
 from __future__ import annotations
 
@@ -252,3 +253,41 @@ def test_the_stage2_student_starts_from_the_warm_start_at_the_rollouts_temperatu
     )
     fresh = stage2.train_mopd_student(matrix, cpu, tmp_path, None, tmp_path / "out", _Tracker(), "base")  # type: ignore[arg-type]
     assert seen["init"] is None and fresh.student_init == "fresh LoRA (no warm-start)"
+
+
+# --------------------------------------------------------------------------------- the cpu profile
+def test_the_cpu_stage2_cells_rest_on_at_least_16_scenario_clusters_and_probe_where_policies_differ() -> None:
+    """Issue 29: >= 16 scenario clusters per stage-2 cell on the cpu profile (fewer domains before fewer
+    clusters, and stage 2 needs two), counted on the plans the cells are built from; the probe that steers
+    the curriculum plays counterparts a trained policy can beat, not only boulware."""
+    from models.socialrl.stage1.evaluation import evaluation_plan
+
+    cpu = get_profile("cpu")
+    s2 = cpu.stage2
+    assert len(s2.domains) >= 2
+    plan_profile = stage2.evaluation_profile(cpu)
+    for domain in s2.domains:
+        plan = evaluation_plan(domain, plan_profile, seed=s2.eval_seed)
+        clusters = {s.scenario_id for s in plan.scenario_list()}
+        assert len(clusters) >= 16, (domain, len(clusters))
+    assert set(s2.probe_counterparts) - {"boulware"} and s2.probe_scenarios * len(s2.probe_counterparts) >= 8
+
+
+def test_a_scenario_the_plan_draws_twice_is_one_bootstrap_cluster() -> None:
+    """A dataset partition smaller than the plan cycles (Marketplace's 11 held-out scenarios in a 16-scenario
+    plan): the repeated scenario is paired episode by episode as before but clusters once."""
+    from types import SimpleNamespace
+
+    from models.evaluation.policy import PolicyEpisode
+
+    def episode(index: int, scenario: str, reward: float) -> PolicyEpisode:
+        return PolicyEpisode(
+            f"e{index}", "conceder", "buyer", scenario, index, reward, reward, True, None, 0, 3, (), 0, 3, index
+        )
+
+    result = SimpleNamespace(
+        env_id=MARKET, policy_episodes=[episode(0, "m:1", 0.2), episode(1, "m:2", 0.4), episode(2, "m:1", 0.6)]
+    )
+    scores = PolicyScores.from_result(BASE, "base", result)  # type: ignore[arg-type]
+    assert len(set(scores.keys)) == 3 and len(set(scores.clusters)) == 2
+    assert scores.estimate().clusters == 2 and scores.estimate().n == 3
