@@ -219,8 +219,10 @@ def mopd_student(
     """Multi-teacher on-policy distillation: the student samples episodes of every domain through the engine
     and proxy, the domain's specialist (a LoRA adapter on the same engine) scores the student's own tokens
     (top-k prompt log-probs), and the loss is the per-token reverse KL from student to teacher; domains are
-    drawn by the gap-closed curriculum. Reports the share of the specialists' summed held-out advantage
-    recovered, with its scenario-bootstrap CI.
+    drawn by the gap-closed curriculum. The student starts from the first domain's SFT warm-start (a fresh
+    LoRA where none exists) and samples at the rollouts' temperature. Reports the share of the specialists'
+    summed held-out advantage recovered, with its scenario-bootstrap CI, and every curriculum decision (gaps,
+    and whether it fell back to uniform sampling).
     Registered as `socialrl-mopd` (alias candidate). A teacher the engine cannot load fails before training."""
     profile = settings.get_profile()
     result = stage2.train_mopd_student(
@@ -240,6 +242,9 @@ def mopd_student(
             "gap_curve": MetadataValue.md(markdown_image(result.gap_png, "MOPD gap per domain")),
             "recovered": MetadataValue.md(result.markdown(transfer_matrix.matrix)),
             "recovered_share": MetadataValue.json(result.share_of(transfer_matrix.matrix).as_dict()),
+            "student_init": result.student_init,
+            "curriculum": MetadataValue.md(result.curriculum_markdown()),
+            "curriculum_uniform_fallbacks": result.uniform_fallbacks,
             "steps": result.steps,
             "final_reverse_kl": float(last.get("reverse_kl", float("nan"))),
             "model": f"{result.model_name} v{result.model_version}",

@@ -3,7 +3,7 @@
 | profile | model | where | what it is for |
 | --- | --- | --- | --- |
 | `smoke` | tiny random Llama (SmolLM2 tokenizer) | CPU, minutes | tests and CI: the whole lineage end to end, numbers meaningless |
-| `cpu` | SmolLM2-135M-Instruct (shipped GGUF) | CPU, about 85 min here with the sizes before issue 26 (benchmarks/results/make_run_cpu.json); not yet measured with these | a real but small run on a laptop: the Craigslist buyer (a 20-step SFT warm-start on the teacher's buyer traces, 3 group-relative PPO iterations of 16 episodes, 96 held-out episodes per trained policy, 48 for the base); other domains on request; stage 2 on Craigslist and Marketplace with smaller specialists (`python -m pipelines.run_stage2`) |
+| `cpu` | SmolLM2-135M-Instruct (shipped GGUF) | CPU, about 85 min here with the sizes before issue 26 (benchmarks/results/make_run_cpu.json); not yet measured with these | a real but small run on a laptop: the Craigslist buyer (a 20-step SFT warm-start on the teacher's buyer traces, 3 group-relative PPO iterations of 16 episodes, 96 held-out episodes per trained policy, 48 for the base); other domains on request; stage 2 on Craigslist and CaSiNo with smaller specialists (`python -m pipelines.run_stage2`) |
 | `paper` | Qwen3-4B-Instruct-2507, critic Qwen3-1.7B | GPUs with vLLM | the SocialRL paper's hyper-parameters (actor lr 2e-6, critic lr 1e-5, batch 144 / minibatch 36, grad-norm 5, <= 200 steps, critic warmed 30 steps) |
 
 The YOAO group's sizes are the `yoao` sub-settings (models/yoao/config.py, one table per profile there).
@@ -67,7 +67,7 @@ class Stage2Settings:
     """A specialist must beat the base by more than this on a domain for its gap and recovered share to
     be defined there."""
     mopd: MOPDConfig = field(default_factory=MOPDConfig)
-    """Multi-teacher on-policy distillation."""
+    """Multi-teacher on-policy distillation (its temperature 0: the profile's PPO rollout temperature)."""
     specialist_ppo_iterations: int = 0
     """PPO iterations of the specialists `run_stage2` trains for its domains (0: the profile's PPO setting).
     Stage 1 at `make run` size takes about an hour per domain here; the cpu stage 2 needs two of them."""
@@ -113,6 +113,7 @@ class Stage2Settings:
             specialist_episodes_per_iteration=self.specialist_episodes_per_iteration
             or profile.ppo.episodes_per_iteration,
             specialist_heldout_scenarios=self.specialist_heldout_scenarios or profile.heldout_scenarios,
+            mopd=replace(self.mopd, temperature=self.mopd.temperature or profile.ppo.temperature),
         )
 
 
@@ -437,34 +438,36 @@ CPU = Profile(
     max_new_tokens=64,
     # Prompts longer than the context are shortened by the LLM agent (oldest exchange first).
     engine=EngineSettings(max_model_len=2048, kv_cache_gib=2.0),
-    # Two domains, the price-bargaining pair the paper's order trains back to back (python -m
-    # pipelines.run_stage2, docs/stage2.md): measured 62.5 min from a fresh clone and an empty instance, setup
-    # included, inside the 90 min issue 11 sets (three domains, with DnD, took 153 min). The
-    # specialists it trains get 2 PPO iterations of 8 episodes (the first warms the value head) and a
-    # 12-episode stage-1 evaluation; stage 2 evaluates 8 held-out episodes per policy and domain (4 scenarios
-    # x 2 counterparts), a 2-episode validation probe, cascade stages of an 8-step SFT mix-in and 2 PPO
-    # iterations of 8 episodes, 4 MOPD steps of 6 episodes.
+    # Two domains (python -m pipelines.run_stage2; sizes and time estimate in docs/stage2.md). Issue 29: >= 16
+    # scenario clusters per cell, 16 held-out scenarios x 2 counterparts (repeats within a cluster). Marketplace's
+    # real data holds 11 held-out scenarios (it was the second domain until then), so CaSiNo (168) is; stage 2
+    # needs two domains, so a tight budget takes MOPD steps or the second counterpart first, never clusters.
+    # The probe plays 4 training scenarios against the counterparts weak policies get deals from (the cpu
+    # run's probe against boulware saw teacher = base = 0). Stage-2 sized specialists: 2 PPO iterations of 8
+    # episodes, a 12-episode stage-1 evaluation.
     stage2=Stage2Settings(
-        domains=("craigslist-v0", "marketplace-v0"),
-        heldout_scenarios=4,
+        domains=("craigslist-v0", "casino-v0"),
+        heldout_scenarios=16,
         eval_counterparts=("boulware", "conceder"),
-        probe_scenarios=2,
-        probe_counterparts=("boulware",),
+        probe_scenarios=4,
+        probe_counterparts=("conceder", "reciprocal"),
         cascade_ppo_iterations=2,
         cascade_episodes_per_iteration=8,
         cascade_sft_steps=8,
         specialist_ppo_iterations=2,
         specialist_episodes_per_iteration=8,
         specialist_heldout_scenarios=4,
+        # From the first domain's SFT warm-start at the rollouts' temperature (0.7); 12 steps of ~100 s (the cpu
+        # run's 4: 42 s rollout, 13-23 s teacher, 28-54 s update each), the gap probed every 4.
         mopd=MOPDConfig(
-            steps=4,
+            steps=12,
             episodes_per_step=6,
             top_k=20,
             learning_rate=2e-4,
             max_new_tokens=64,
             concurrency=6,
             counterparts=("boulware", "conceder", "reciprocal"),
-            curriculum_every=2,
+            curriculum_every=4,
             micro_batch_tokens=4096,
             bf16=True,
         ),

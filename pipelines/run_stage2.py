@@ -83,6 +83,8 @@ def result_json(outputs: dict[str, Any], domains: tuple[str, ...], wall_s: float
         "unified": outputs["unified_evaluation"].as_json(),
         "mopd_recovered_share": mopd.share_of(matrix).as_dict(),
         "mopd_steps": mopd.steps,
+        "mopd_student_init": mopd.student_init,
+        "mopd_curriculum": mopd.curriculum_json(),
         "wall_s": round(wall_s, 1),
     }
 

@@ -447,8 +447,10 @@ def test_run_stage2_writes_the_recovered_share_with_its_interval_and_the_cluster
     result = result_json(outputs, matrix.domains, 1.0)
     assert list(result) == [
         "domains", "transfer_matrix", "clusters_per_cell", "cascade_order", "unified", "mopd_recovered_share",
-        "mopd_steps", "wall_s",
+        "mopd_steps", "mopd_student_init", "mopd_curriculum", "wall_s",
     ]  # fmt: skip
+    # No start recorded (results stored before it was all started fresh) and no curriculum decision.
+    assert (result["mopd_student_init"], result["mopd_curriculum"]) == ("fresh LoRA (no warm-start)", [])
     assert result["clusters_per_cell"] == 4  # four scenarios per hand-made plan
     written = result["mopd_recovered_share"]
     assert written["mean"] == pytest.approx(0.35 / 0.75) and (written["n"], written["clusters"]) == (12, 12)

@@ -90,7 +90,7 @@ def test_a_teacher_the_engine_cannot_load_fails_before_any_training_step(
     output = tmp_path / "mopd"
     with pytest.raises(EngineError, match="keyword-v0: teacher adapter 'never-loaded' is not loaded"):
         train_mopd(
-            MOPDConfig(steps=1),
+            MOPDConfig(steps=1, temperature=1.0),
             tiny_model_dir,
             services,
             output,
@@ -102,7 +102,7 @@ def test_a_teacher_the_engine_cannot_load_fails_before_any_training_step(
     vllm_engine.client.load_adapter("s2-small", random_adapter(tiny_model_dir, tmp_path / "small", seed=5))
     with pytest.raises(EngineError, match="keyword-v0: teacher adapter 's2-small' cannot score tokens"):
         train_mopd(
-            MOPDConfig(steps=1, top_k=50),
+            MOPDConfig(steps=1, top_k=50, temperature=1.0),
             tiny_model_dir,
             services,
             output,
@@ -197,6 +197,7 @@ def test_distillation_moves_the_student_towards_the_teacher_on_a_toy_task(
     config = MOPDConfig(
         steps=6,
         episodes_per_step=16,
+        temperature=1.0,
         top_k=20,
         learning_rate=2e-2,
         max_new_tokens=8,
@@ -288,9 +289,14 @@ def test_the_smoke_lineage_of_stage2_materialises_end_to_end(tmp_path: Path, tin
     result = result_json(outputs, SOCIALRL_ENV_IDS, 1.0)
     assert list(result) == [
         "domains", "transfer_matrix", "clusters_per_cell", "cascade_order", "unified", "mopd_recovered_share",
-        "mopd_steps", "wall_s",
+        "mopd_steps", "mopd_student_init", "mopd_curriculum", "wall_s",
     ]  # fmt: skip
     assert result["clusters_per_cell"] == 2  # smoke: 2 held-out scenarios per domain
+    # The student starts from the first stage-2 domain's stand-in warm-start, and is probed at step 0 (2 steps,
+    # the curriculum re-estimated every 2: one decision).
+    first_warm = next(d for d in SOCIALRL_ENV_IDS if d in ("craigslist-v0", "marketplace-v0"))
+    assert result["mopd_student_init"] == f"SFT warm-start of {first_warm}"
+    assert [d["step"] for d in result["mopd_curriculum"]] == [0]
     assert set(result["mopd_recovered_share"]) == {"mean", "ci_low", "ci_high", "n", "clusters", "reason"}
     assert set(result["transfer_matrix"]["dnd-v0"]["casino-v0"]) == {"mean", "ci_low", "ci_high", "n"}
     json.dumps(result)  # JSON-safe

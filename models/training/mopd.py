@@ -4,10 +4,12 @@ One step:
 1. curriculum: every `curriculum_every` steps the caller's probe measures the student's reward per domain;
    domain d is then sampled with probability proportional to max(eps, gap_d), where
    gap_d = (teacher_d - student_d) / (teacher_d - base_d) is the share of the teacher's advantage over the
-   base not yet absorbed (a domain whose teacher is no better than the base gets eps);
+   base not yet absorbed (a domain whose teacher is no better than the base gets eps; when that holds for
+   every domain the draw is uniform, a decision recorded as `fell_back`: every decision is in the result);
 2. rollout: the student (served by vLLM as `<run>-v<step>`) plays `episodes_per_step` episodes, their domains
    drawn from the curriculum, in each domain's learning seat through the rollout proxy, exactly as a PPO
-   rollout (models.training.rollouts.rollout_specs); the proxy records the engine's token ids;
+   rollout (models.training.rollouts.rollout_specs) and at the rollouts' temperature (`temperature`); the
+   proxy records the engine's token ids;
 3. teacher scoring: each episode's recorded turns are packed into prefix-stable segments
    (models.training.ppo_learner.episode_samples) and each segment is scored by the specialist of the
    episode's domain in ONE completions request to the same engine (`EngineClient.prompt_logprobs`: the
@@ -60,7 +62,7 @@ from models.records import rows_for
 from models.serving.adapters import advance_adapter
 from models.serving.engine import EngineClient, EngineError
 from models.training.config import PPOConfig, Services
-from models.training.mopd_config import MOPDConfig, MOPDResult
+from models.training.mopd_config import CurriculumDecision, MOPDConfig, MOPDResult
 from models.training.mopd_learner import MOPDLearner, ScoredSegment
 from models.training.mopd_learner import student_log_distributions as student_log_distributions
 from models.training.mopd_learner import topk_reverse_kl as topk_reverse_kl
@@ -92,6 +94,22 @@ def curriculum_probabilities(gaps: Mapping[str, float | None], eps: float) -> di
     weights = {d: eps if g is None or not math.isfinite(g) else max(eps, g) for d, g in gaps.items()}
     total = sum(weights.values())
     return {d: w / total for d, w in weights.items()}
+
+
+def curriculum_decision(
+    step: int,
+    targets: Mapping[str, tuple[float, float]],
+    student: Mapping[str, float],
+    eps: float,
+    min_advantage: float = 0.0,
+) -> CurriculumDecision:
+    """The curriculum's decision at `step` from the (teacher, base) probe targets and the student's probe
+    rewards: the gaps and the sampling probabilities they give (uniform when no gap is defined, which the
+    decision records as `fell_back`)."""
+    teacher = {d: t for d, (t, _) in targets.items()}
+    base = {d: b for d, (_, b) in targets.items()}
+    gaps = curriculum_gaps(teacher, base, student, min_advantage)
+    return CurriculumDecision(step, dict(student), gaps, curriculum_probabilities(gaps, eps))
 
 
 def sample_domains(probabilities: Mapping[str, float], n: int, rng: random.Random) -> list[str]:
@@ -138,6 +156,9 @@ class MOPDState:
     """The gaps they came from."""
     student_rewards: dict[str, float] = field(default_factory=dict)
     """The student's latest probe rewards per domain."""
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    """Every curriculum decision so far (`CurriculumDecision` fields; a checkpoint written before they were
+    recorded resumes with none)."""
 
 
 def _checkpoint(output: Path, state: MOPDState, learner: MOPDLearner) -> Path:
@@ -203,6 +224,8 @@ def train_mopd(
     student name -> domain -> probe reward; both are needed for the gap-closed curriculum (without them the
     domains are sampled uniformly). Resumes from the newest checkpoint under `output`."""
     domains = list(teachers)
+    if not config.temperature > 0:
+        raise ValueError("MOPDConfig.temperature is 0 (the rollouts'): resolve it first (Stage2Settings.resolved)")
     if set(seats) != set(domains):
         raise ValueError(f"seats given for {sorted(seats)}, teachers for {sorted(domains)}")
     if (targets is None) != (probe is None) or (targets is not None and set(targets) != set(domains)):
@@ -254,7 +277,8 @@ def train_mopd(
     final = output / "adapter"
     learner.student.save_pretrained(final)
     tokenizer.save_pretrained(final)
-    return MOPDResult(final, served, state.history, resumed_from)
+    curriculum = tuple(CurriculumDecision(**d) for d in state.decisions)
+    return MOPDResult(final, served, state.history, resumed_from, curriculum)
 
 
 def _start_learner(
@@ -296,10 +320,16 @@ def _update_curriculum(
             state.student_rewards = {d: targets[d][1] for d in domains}
         else:
             state.student_rewards = {d: float(r) for d, r in probe(served).items()}
-        teacher = {d: targets[d][0] for d in domains}
-        base = {d: targets[d][1] for d in domains}
-        state.gaps = curriculum_gaps(teacher, base, state.student_rewards, min_advantage)
-        state.probabilities = curriculum_probabilities(state.gaps, config.curriculum_eps)
+        decision = curriculum_decision(state.step, targets, state.student_rewards, config.curriculum_eps, min_advantage)
+        state.gaps, state.probabilities = decision.gaps, decision.probabilities
+        state.decisions.append(asdict(decision))
+        if decision.fell_back:
+            log.warning(
+                "MOPD step %d: no teacher beats the base on the probe (targets %s): the curriculum falls back to "
+                "uniform sampling",
+                state.step,
+                {d: tuple(round(v, 3) for v in targets[d]) for d in domains},
+            )
     elif not state.probabilities:
         state.probabilities = {d: 1.0 / len(domains) for d in domains}
 

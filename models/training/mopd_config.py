@@ -4,6 +4,8 @@ models/training/mopd_learner.py)."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,8 +28,10 @@ class MOPDConfig:
     """AdamW learning rate of the student's LoRA adapter."""
     max_grad_norm: float = 1.0
     """Gradient-norm clip."""
-    temperature: float = 1.0
-    """Sampling temperature of the student's rollouts (the loss compares untempered distributions)."""
+    temperature: float = 0.0
+    """Sampling temperature of the student's rollouts (the loss compares untempered distributions); 0: the
+    rollouts' (the profile's PPO temperature, set by `Stage2Settings.resolved`), so the student is distilled
+    on replies sampled as PPO samples them (cpu: 0.7, the evaluation's too). `train_mopd` refuses 0."""
     max_new_tokens: int = 64
     """Most tokens per student reply."""
     concurrency: int = 16
@@ -68,8 +72,8 @@ class MOPDConfig:
             raise ValueError(f"top_k must be >= 1, got {self.top_k}")
         if self.learning_rate <= 0 or self.max_grad_norm <= 0:
             raise ValueError("learning_rate and max_grad_norm must be > 0")
-        if not 0 < self.temperature <= 2:
-            raise ValueError(f"temperature must lie in (0, 2], got {self.temperature}")
+        if not 0 <= self.temperature <= 2:
+            raise ValueError(f"temperature must lie in (0, 2], or be 0 (the rollouts'), got {self.temperature}")
         if self.curriculum_every < 1:
             raise ValueError(f"curriculum_every must be >= 1, got {self.curriculum_every}")
         if not 0 < self.curriculum_eps <= 1:
@@ -86,6 +90,41 @@ class MOPDConfig:
 
 
 @dataclass(frozen=True)
+class CurriculumDecision:
+    """One re-weighing of the domains by the gap-closed curriculum (models/training/mopd.py)."""
+
+    step: int
+    """The step the probabilities apply from."""
+    student: dict[str, float]
+    """Domain -> the student's probe reward (the base's for a fresh LoRA at step 0, which is the base)."""
+    gaps: dict[str, float | None]
+    """Domain -> (teacher - student) / (teacher - base); None where the teacher does not beat the base."""
+    probabilities: dict[str, float]
+    """Domain -> sampling probability from here on."""
+
+    @property
+    def fell_back(self) -> bool:
+        """No domain's gap is defined (no teacher beat the base on the probe), so every domain got the floor
+        weight and the draw is uniform: the curriculum steered nothing."""
+        return all(g is None or not math.isfinite(g) for g in self.gaps.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        """{step, gaps, probabilities, student, fell_back} (JSON-safe)."""
+        return {
+            "step": self.step,
+            "gaps": dict(self.gaps),
+            "probabilities": dict(self.probabilities),
+            "student": dict(self.student),
+            "fell_back": self.fell_back,
+        }
+
+
+def uniform_fallbacks(decisions: Sequence[CurriculumDecision]) -> int:
+    """How many curriculum decisions fell back to uniform sampling (`CurriculumDecision.fell_back`)."""
+    return sum(d.fell_back for d in decisions)
+
+
+@dataclass(frozen=True)
 class MOPDResult:
     """A finished MOPD run."""
 
@@ -97,3 +136,5 @@ class MOPDResult:
     """Per-step metrics: reverse KL, tokens, curriculum probabilities, per-domain gaps and rewards, times."""
     resumed_from: int | None
     """The step a resumed run started from (None for a fresh run)."""
+    curriculum: tuple[CurriculumDecision, ...] = ()
+    """Every curriculum decision of the run, resumed ones included (empty without targets and probe)."""

@@ -25,7 +25,8 @@ per-episode differences, bootstrap CI resampling scenarios).
 | donor effect | mean of a specialist donor's cells on the *other* domains; > 0 a positive donor, < 0 a negative (destructive) one |
 | cascade-order score | see `order_score`: backward transfer of every later stage onto every earlier domain, plus `adjacency_weight` x the mutual benefit of consecutive domains |
 | cascade checkpoint rule | after each stage, the checkpoint (of that stage's PPO) with the best mean validation-probe reward over the domains seen so far (the paper's rule) |
-| MOPD gap of domain d | (teacher_d - student_d) / (teacher_d - base_d) on the validation probe (models/training/mopd.py) |
+| MOPD gap of domain d | (teacher_d - student_d) / (teacher_d - base_d) on the validation probe (models/training/mopd.py); a curriculum decision with no gap defined falls back to uniform sampling and is counted |
+| MOPD student start | the SFT warm-start of the first stage-2 domain that has one, else a fresh LoRA (`student_start`) |
 | recovered share | sum over domains d and paired held-out episodes e of (student - base) / sum of (specialist - base), a ratio of sums with a scenario-cluster bootstrap CI (`recovered_share`); undefined where the specialists' summed advantage is not > 0 |
 | per-domain ratio of domain d | (student_d - base_d) / (specialist_d - base_d), each a paired mean difference; shown only (it swings when the advantage is small); undefined where the specialist does not beat the base by more than `min_advantage` |
 
@@ -60,12 +61,15 @@ from models.socialrl.stage2.checks import (
     check_kept_checkpoints,
 )
 from models.socialrl.stage2.mopd import (
+    FRESH_START,
     MOPDStudentResult,
     RecoveredShare,
+    StudentStart,
     domain_share,
     gap_curve_png,
     gap_series,
     recovered_share,
+    student_start,
     train_mopd_student,
 )
 from models.socialrl.stage2.plans import (
@@ -114,6 +118,7 @@ __all__ = [
     "CASCADE",
     "CASCADE_MODEL",
     "DOMAINS_TAG",
+    "FRESH_START",
     "MEAN",
     "MOPD",
     "MOPD_MODEL",
@@ -132,6 +137,7 @@ __all__ = [
     "OrderScore",
     "PolicyScores",
     "RecoveredShare",
+    "StudentStart",
     "TransferCell",
     "TransferMatrix",
     "TransferMatrixResult",
@@ -163,6 +169,7 @@ __all__ = [
     "sft_policy",
     "short",
     "specialist_policy",
+    "student_start",
     "train_cascade",
     "train_mopd_student",
     "transfer_heatmap",

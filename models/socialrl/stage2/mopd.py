@@ -21,6 +21,7 @@ from models.socialrl.stage2.scores import BASE, DOMAINS_TAG, MOPD, MOPD_MODEL, P
 from models.socialrl.stage2.transfer import TransferMatrix
 from models.tracking import TrackedRun, Tracker
 from models.training.config import Services
+from models.training.mopd_config import CurriculumDecision, uniform_fallbacks
 
 log = logging.getLogger("socialrl.stage2")
 
@@ -96,6 +97,41 @@ def recovered_share(
     return RecoveredShare(ratio_estimate(numerators, denominators, clusters, confidence), advantage, None, per_domain)
 
 
+FRESH_START = "fresh LoRA (no warm-start)"
+"""`MOPDStudentResult.student_init` of a student that started as a new LoRA on the base model (also every
+result stored before the start was recorded: they all did)."""
+
+
+@dataclass(frozen=True)
+class StudentStart:
+    """Where the MOPD student's LoRA starts (`student_start`)."""
+
+    adapter: Path | None
+    """The warm-start adapter to continue; None: a fresh LoRA on the base model."""
+    domain: str | None
+    """The domain whose warm-start it is."""
+
+    @property
+    def description(self) -> str:
+        return FRESH_START if self.domain is None else f"SFT warm-start of {self.domain}"
+
+
+def student_start(domains: Sequence[str], warm_starts: Mapping[str, Path | None]) -> StudentStart:
+    """The student starts from the SFT warm-start of the first of `domains` (the stage-2 order) that has one,
+    else as a fresh LoRA. Why: the bare base follows no action format, so a fresh student's episodes fail
+    before any teacher advantage can show, its probe equals the base's and the teachers score tokens far from
+    their own support; a warm-start plays the format, and each teacher is its domain's warm-start continued by
+    PPO. Stage 1 trains no warm-start on the union of the domains (it would be the natural start for a
+    multi-domain student, at the cost of one more SFT run); among the per-domain ones, a profile lists first
+    the domain whose warm-start it knows best (cpu: Craigslist's, measured by `make run`). The paper, as this
+    project summarises it, names no student checkpoint (docs/stage2.md)."""
+    for domain in domains:
+        adapter = warm_starts.get(domain)
+        if adapter is not None:
+            return StudentStart(adapter, domain)
+    return StudentStart(None, None)
+
+
 @dataclass(frozen=True)
 class MOPDStudentResult:
     """What the `mopd_student` asset produced."""
@@ -122,6 +158,33 @@ class MOPDStudentResult:
     share: RecoveredShare | None = None
     """The recovered share (ratio of summed advantages, cluster-bootstrap CI); None in results stored before
     it existed (`share_of` recomputes it)."""
+    student_init: str = FRESH_START
+    """What the student's LoRA started from (`StudentStart.description`)."""
+    curriculum: tuple[CurriculumDecision, ...] = ()
+    """Every decision of the gap-closed curriculum: gaps, probabilities, whether it fell back to uniform."""
+
+    @property
+    def uniform_fallbacks(self) -> int:
+        """Curriculum decisions that fell back to uniform sampling (no teacher above the base on the probe)."""
+        return uniform_fallbacks(self.curriculum)
+
+    def curriculum_json(self) -> list[dict[str, Any]]:
+        """Every curriculum decision as {step, gaps, probabilities, student, fell_back}."""
+        return [d.as_dict() for d in self.curriculum]
+
+    def curriculum_markdown(self) -> str:
+        """One row per curriculum decision: the step, each domain's gap and probability, whether it fell back."""
+        if not self.curriculum:
+            return "No curriculum decision recorded."
+        lines = ["| step | " + " | ".join(f"gap {short(d)} | p {short(d)}" for d in self.domains) + " | fell back |"]
+        lines.append("|---" * (2 * len(self.domains) + 2) + "|")
+        for c in self.curriculum:
+            cells = []
+            for d in self.domains:
+                gap = c.gaps.get(d)
+                cells += ["undefined" if gap is None else f"{gap:.2f}", f"{c.probabilities.get(d, math.nan):.2f}"]
+            lines.append(f"| {c.step} | " + " | ".join(cells) + f" | {'yes' if c.fell_back else 'no'} |")
+        return "\n".join(lines)
 
     def share_of(self, matrix: TransferMatrix) -> RecoveredShare:
         """`share`, or for an older stored result the same computed from its held-out scores and `matrix`."""
@@ -131,7 +194,11 @@ class MOPDStudentResult:
         """Steps and recovered share, and the per-domain ratios, in one line."""
         ratios = ", ".join(f"{d} {'undefined' if v is None else f'{v:.1%}'}" for d, v in self.recovered.items())
         share = "not recorded" if self.share is None else self.share.text()
-        return f"MOPD: {self.steps} steps, recovered share {share} (per-domain ratios: {ratios})"
+        fallbacks = f"{self.uniform_fallbacks} of {len(self.curriculum)} curriculum decisions fell back to uniform"
+        return (
+            f"MOPD: {self.steps} steps from {self.student_init}, recovered share {share} (per-domain ratios: "
+            f"{ratios}); {fallbacks}"
+        )
 
     def markdown(self, matrix: TransferMatrix) -> str:
         """Per domain the ratio and the held-out means of the student, the base and the specialist (from
@@ -189,23 +256,20 @@ def train_mopd_student(
     from models.training.mopd import train_mopd
 
     start = time.perf_counter()
-    s2 = profile.stage2
+    s2 = profile.stage2.resolved(profile)  # the MOPD temperature: the rollouts' unless the profile sets one
     domains = matrix.domains
     if tracker is None:
         raise ValueError("MOPD needs the registry: its teachers are the registered specialists")
-    teachers, seats, targets = _teachers(tracker, domains, profile, services, base_model)
+    teachers, seats, targets, warm_starts = _teachers(tracker, domains, profile, services, base_model)
+    init = student_start(domains, warm_starts)
+    log.info("MOPD student starts from %s (%s)", init.description, init.adapter or "a new adapter on the base")
     config = replace(
         s2.mopd,
         run_name=f"mopd-{uuid.uuid4().hex[:6]}",
         max_sequence_tokens=min(s2.mopd.max_sequence_tokens, profile.engine.max_model_len - 1),
     )
-
-    def probe(served: str) -> dict[str, float]:
-        return probe_rewards(
-            profile, services.proxy_base_url, {"student": served}, domains, api_key=services.proxy_api_key
-        )["student"]
-
-    params = {"profile": profile.name, "domains": ",".join(domains), "mopd": config}
+    probe = _student_probe(profile, services, domains)
+    params = {"profile": profile.name, "domains": ",".join(domains), "mopd": config, "init": init.description}
     with tracker.start_run("mopd", params=params) as run:
         result = train_mopd(
             config,
@@ -216,6 +280,7 @@ def train_mopd_student(
             seats,
             targets,
             probe,
+            init_adapter=init.adapter,
             min_advantage=s2.min_advantage,
             on_step=_step_logger(run),
         )
@@ -226,6 +291,7 @@ def train_mopd_student(
         recovered = {d: share.per_domain[d] for d in domains}
         png = gap_curve_png(curve, domains)
         _log_student(run, len(result.history), scores, recovered, share, png, result.adapter_dir)
+        run.log_metrics(len(result.history), {"curriculum_uniform_fallbacks": uniform_fallbacks(result.curriculum)})
         mlflow_run_id = run.run_id
     version = tracker.register_adapter(mlflow_run_id, "adapter", MOPD_MODEL, tags={DOMAINS_TAG: ",".join(domains)})
     return MOPDStudentResult(
@@ -244,14 +310,28 @@ def train_mopd_student(
         result.resumed_from,
         time.perf_counter() - start,
         share,
+        init.description,
+        result.curriculum,
     )
+
+
+def _student_probe(profile: Profile, services: Services, domains: Sequence[str]) -> Callable[[str], dict[str, float]]:
+    """Served student name -> domain -> its mean validation-probe reward."""
+
+    def probe(served: str) -> dict[str, float]:
+        return probe_rewards(
+            profile, services.proxy_base_url, {"student": served}, domains, api_key=services.proxy_api_key
+        )["student"]
+
+    return probe
 
 
 def _teachers(
     tracker: Tracker, domains: Sequence[str], profile: Profile, services: Services, base_model: str
-) -> tuple[dict[str, str], dict[str, str], dict[str, tuple[float, float]]]:
-    """Every domain's registered specialist served as its teacher, the student's seat per domain, and the
-    curriculum's targets: domain -> (teacher, base) validation-probe reward."""
+) -> tuple[dict[str, str], dict[str, str], dict[str, tuple[float, float]], dict[str, Path | None]]:
+    """Every domain's registered specialist served as its teacher, the student's seat per domain, the
+    curriculum's targets (domain -> (teacher, base) validation-probe reward), and each domain's SFT warm-start
+    (None where it has none)."""
     adapters = registered_adapters(tracker, domains, profile.name)
     teachers = {
         d: serve(services.engine, f"teacher-{short(d)}", a.specialist_path, f"{d} teacher") for d, a in adapters.items()
@@ -264,7 +344,7 @@ def _teachers(
     log.info(
         "MOPD probe targets (teacher, base): %s", {short(d): tuple(round(v, 3) for v in t) for d, t in targets.items()}
     )
-    return teachers, seats, targets
+    return teachers, seats, targets, {d: a.sft_path for d, a in adapters.items()}
 
 
 def _step_logger(run: TrackedRun) -> Callable[[dict[str, Any]], None]:

@@ -49,7 +49,8 @@ class PolicyScores:
     keys: tuple[str, ...]
     """Pair key of each episode (scenario index, scenario id, counterpart, seat, seed)."""
     clusters: tuple[str, ...]
-    """Bootstrap cluster of each episode (the scenario)."""
+    """Bootstrap cluster of each episode: its scenario's content id, so a plan that draws one scenario twice
+    (a dataset partition smaller than the plan cycles) counts it once."""
     rewards: tuple[float, ...]
     """Normalised reward of the policy's seat in each episode."""
 
@@ -67,7 +68,7 @@ class PolicyScores:
             result.env_id,
             model,
             tuple("|".join(str(part) for part in e.pair_key) for e in episodes),
-            tuple(f"{result.env_id}|{e.scenario_index}" for e in episodes),
+            tuple(f"{result.env_id}|{e.scenario_id}" for e in episodes),
             tuple(float(e.reward) for e in episodes),
         )
 
