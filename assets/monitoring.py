@@ -171,9 +171,13 @@ def evaluate_model_version(
     """Evaluates one registered version on the held-out scenarios and stores the result on the version: the
     promotion value `eval.mean_reward`, and the whole summary with its history (suite "heldout")."""
     run_id = f"version-{config.model_name}-v{config.version}-{context.run_id[:8]}"
-    summary = _summary(_evaluate_version(settings, store, engine, mlflow, config.model_name, config.version, run_id, 0))
+    results = _evaluate_version(settings, store, engine, mlflow, config.model_name, config.version, run_id, 0)
+    summary = _summary(results)
     tracker = mlflow.tracker()
-    tracker.record_evaluation(config.model_name, config.version, {"mean_reward": summary.mean_reward})
+    # A specialist's value is measured on its domain's held-out plan: recorded with it, as specialist_eval does.
+    env_id = _env_of(config.model_name)
+    measured = stage1.result_measurement(env_id, settings.get_profile(), results[0]) if env_id else None
+    tracker.record_evaluation(config.model_name, config.version, {"mean_reward": summary.mean_reward}, measured)
     tracker.record_evaluation_history(config.model_name, config.version, summary, "heldout", source=run_id)
     log.info(
         "%s v%s: held-out mean reward %.3f [%.3f, %.3f] (n=%d)",

@@ -256,6 +256,8 @@ def specialist(
         init,
         mlflow.tracker(),
         _tags(context, settings, mlflow, "ppo", parent=sft_warmstart.mlflow_run_id),
+        # run_stage2's own, smaller specialists are tagged apart: they never become champion.
+        trained_by=stage1.STAGE2 if settings.stage2_specialists else stage1.STAGE1,
     )
     reward_png, diagnostics_png = stage1.learning_curve_plots(trained.curve, env_id)
     last = trained.curve[-1]
@@ -408,10 +410,9 @@ def specialist_eval(
             specialist.mlflow_run_id, "transcripts.html", evaluation.transcripts_html, "transcripts"
         )
     stage1.document_specialist(tracker, evaluation, profile, sft_warmstart, git_commit() or "")
-    # The candidate's held-out mean reward, on the version (the champion comparison reads it).
-    tracker.record_evaluation(
-        specialist.model_name, specialist.model_version, {"mean_reward": evaluation.policies["ppo"].summary.mean_reward}
-    )
+    # The candidate's held-out mean reward with its plan and episodes, on the version (the champion rule and
+    # stage 2's choice of specialists read them).
+    stage1.record_heldout(tracker, evaluation)
     return Output(
         evaluation,
         metadata={
@@ -433,28 +434,34 @@ def specialist_eval(
 
 
 def champion_check(tracker: Tracker, evaluation: stage1.SpecialistEvaluation) -> AssetCheckResult:
-    """The registry's one promotion rule (`Tracker.compare_with_champion`) as a blocking check result."""
-    s = evaluation.specialist
-    comparison = tracker.compare_with_champion(
-        s.model_name, s.model_version, "mean_reward", evaluation.policies["ppo"].summary.mean_reward
-    )
+    """The one champion rule (`stage1.champion_comparison`: the same plan, paired, or refused) as a blocking
+    check result; the reason says which case decided."""
+    comparison = stage1.champion_comparison(tracker, evaluation)
+    paired = comparison.paired
     return AssetCheckResult(
         passed=comparison.wins,
         severity=AssetCheckSeverity.ERROR,
-        metadata=display_metadata(
-            {
-                "candidate": comparison.candidate_value,
-                "champion": comparison.champion_value if comparison.champion_version else "none",
-                "champion_version": str(comparison.champion_version),
-            }
-        ),
+        metadata={
+            **display_metadata(
+                {
+                    "candidate": comparison.candidate_value,
+                    "champion": comparison.champion_value if comparison.champion_version else "none",
+                    "champion_version": str(comparison.champion_version),
+                    "paired_difference": paired.mean if paired is not None else "not paired",
+                }
+            ),
+            "basis": comparison.basis,
+            "reason": comparison.reason,
+            "plan": evaluation.plan_identity.text if evaluation.plan_identity else "not recorded",
+        },
     )
 
 
 @asset_check(asset=specialist_eval, partitions_def=DOMAINS, blocking=True)
 def beats_champion(context, specialist_eval: stage1.SpecialistEvaluation, mlflow: MlflowResource) -> AssetCheckResult:
-    """Blocking: the candidate's held-out mean reward must beat the current champion's (or there is none);
-    the same rule `specialist_champion` applies when it promotes."""
+    """Blocking: the candidate must beat the current champion on the same held-out plan (by the paired
+    difference where both kept their episodes), or there is none; a champion on another plan refuses it, and
+    a specialist trained by run_stage2 never passes. The same rule `specialist_champion` applies when it promotes."""
     return champion_check(mlflow.tracker(), specialist_eval)
 
 
@@ -471,11 +478,10 @@ class ChampionUpdate:
 def specialist_champion(
     context: AssetExecutionContext, specialist_eval: stage1.SpecialistEvaluation, mlflow: MlflowResource
 ) -> Output[ChampionUpdate]:
-    """Moves the registry alias `champion` to the evaluated specialist (runs only when `beats_champion` passed)."""
+    """Moves the registry alias `champion` to the evaluated specialist (runs only when `beats_champion` passed;
+    `stage1.promote_specialist` applies the same rule again)."""
     s = specialist_eval.specialist
-    promoted = mlflow.tracker().promote_if_better(
-        s.model_name, s.model_version, "mean_reward", specialist_eval.policies["ppo"].summary.mean_reward
-    )
+    promoted = stage1.promote_specialist(mlflow.tracker(), specialist_eval)
     return Output(
         ChampionUpdate(s.model_name, s.model_version, promoted),
         metadata={

@@ -2,9 +2,10 @@
 mopd_student; all three -> unified_evaluation. Thin: each asset reads its settings, calls one function of
 models/socialrl/stage2/, stores tables and returns that function's frozen dataclass with metadata.
 
-The stage-1 specialists enter through the MLflow registry (`socialrl-<domain>-specialist`, alias champion,
-else candidate); `transfer_matrix` depends on `specialist_champion` for the lineage only, so stage 2 runs on
-whatever stage 1 registered, and fails naming any domain that has no specialist.
+The stage-1 specialists enter through the MLflow registry (`socialrl-<domain>-specialist`): per domain the
+version `make run` evaluated on the profile's held-out plan (the champion, else the newest), else one
+run_stage2 trained (`stage1.select_specialist`); `transfer_matrix` depends on `specialist_champion` for the
+lineage only, so stage 2 runs on whatever stage 1 registered, and fails naming any domain that has none.
 """
 
 from typing import Any
@@ -79,6 +80,7 @@ def transfer_matrix(
             "donors": MetadataValue.md(matrix.describe_donors()),
             "cells": MetadataValue.md(matrix.markdown()),
             "specialists": MetadataValue.json(result.specialists),
+            "specialists_source": MetadataValue.json(result.sources_json()),
             "domains": MetadataValue.json(list(matrix.domains)),
             "wall_s": round(result.wall_s, 1),
             "mlflow_run_id": result.mlflow_run_id or "",

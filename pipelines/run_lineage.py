@@ -133,18 +133,19 @@ def run_lineage(
     force: bool = False,
     log_file: Path | None = None,
     stage2_specialists: bool = False,
+    redo: tuple[str, ...] = (),
 ) -> list[StepResult]:
     """Launch the lineage's jobs; one StepResult per Dagster run. Without `force`, what this instance already
     materialised with the same profile is skipped (the tournament, each domain's `specialist_eval`, and
-    `champion_evaluations` if it ran today, UTC), so a second `make run` only completes what is missing.
-    `stage2_specialists` sizes stage 1 as `run_stage2` trains its specialists; such runs are tagged apart
-    (`profile_tag`), so `make run` does not take them for its own."""
+    `champion_evaluations` if it ran today, UTC), so a second `make run` only completes what is missing;
+    the domains in `redo` run again all the same. `stage2_specialists` sizes stage 1 as `run_stage2` trains its
+    specialists; such runs are tagged apart (`profile_tag`), so `make run` does not take them for its own."""
     paths = DataPaths(data) if data is not None else DataPaths.from_env()
     log_file = log_file or paths.log_file("make-run")
     launcher = Launcher(profile, paths, "make run", stage2_specialists, log_file)
     steps: list[StepResult] = []
     for job, partition in plan(domains, with_monitoring):
-        done = None if force else _done(launcher, job, partition)
+        done = None if force or (partition is not None and partition in redo) else _done(launcher, job, partition)
         if done is not None:
             report, markdown = _evaluation(done)
             name = f"{job}[{partition}]" if partition else job

@@ -1,9 +1,12 @@
-"""Stage 2 of SocialRL from an empty instance in one command: stage 1 for the chosen domains (what the instance
-already materialised with the profile is skipped, as in `make run`), then one Dagster run of the stage-2
-assets (transfer_matrix -> cascade_order -> cascade_policy, mopd_student -> unified_evaluation, with their
-checks) on the instance `make ui` opens, sharing one vLLM engine and proxy. Prints the transfer matrix, the
-cascade order, the unified table and the MOPD recovered share, and writes them to
-<data>/reports/stage2-<time>.json (and to --result, e.g. benchmarks/results/stage2_cpu.json).
+"""Stage 2 of SocialRL from an empty instance in one command: the registered stage-1 specialists of the chosen
+domains (`make run`'s, found in the MLflow registry by domain and held-out plan: `stage1.select_specialist`),
+stage 1 at the profile's `stage2.specialist_*` sizes only for the domains that have none (what the instance
+already materialised so is skipped, as in `make run`), then one Dagster run of the stage-2 assets
+(transfer_matrix -> cascade_order -> cascade_policy, mopd_student -> unified_evaluation, with their checks) on
+the instance `make ui` opens, sharing one vLLM engine and proxy. Prints the transfer matrix, the cascade order,
+the unified table and the MOPD recovered share, and writes them with the specialists used
+(`specialists_source`) to <data>/reports/stage2-<time>.json (and to --result, e.g.
+benchmarks/results/stage2_cpu.json).
 
     python -m pipelines.run_stage2 [--profile smoke|cpu|paper] [--domains craigslist-v0,marketplace-v0,dnd-v0]
                                    [--data-dir DIR] [--force] [--result PATH]
@@ -25,6 +28,36 @@ DOMAINS_TAG = "socialrl/stage2_domains"
 STAGE2_ASSETS = ("transfer_matrix", "cascade_order", "cascade_policy", "mopd_student", "unified_evaluation")
 
 
+def registry_specialists(profile: str, domains: tuple[str, ...], paths: DataPaths) -> dict[str, Any]:
+    """domain -> the registered specialist stage 2 would use (`stage1.select_specialist`), None where there is none."""
+    from models.socialrl import stage1
+    from models.tracking import Tracker, TrackingConfig
+
+    tracker = Tracker(TrackingConfig.from_env(paths))
+    sized = get_profile(profile)
+    return {d: stage1.select_specialist(tracker, d, sized) for d in domains}
+
+
+def _stage1(
+    profile: str, domains: tuple[str, ...], paths: DataPaths, force: bool, log_file: Path | None
+) -> list[StepResult]:
+    """Stage 1, at the stage-2 sizes, for the domains without a registered specialist (with `force`, also those
+    whose specialist run_stage2 trained before; `make run`'s are never retrained here)."""
+    from models.socialrl.stage1 import FROM_STAGE2
+
+    found = registry_specialists(profile, domains, paths)
+    for env_id, source in found.items():
+        have = source.reference() if source is not None else "none on the held-out plan: stage 1 trains one"
+        print(f"[stage 2] {env_id} specialist: {have}", flush=True)
+    train = tuple(d for d in domains if found[d] is None or (force and found[d].source == FROM_STAGE2))
+    if not train:
+        return []
+    # A domain with nothing usable registered runs again even if this instance materialised it (a run
+    # from before plans were recorded on the versions).
+    redo = tuple(d for d in train if found[d] is None)
+    return run_lineage(profile, train, False, paths.root, force, log_file, stage2_specialists=True, redo=redo)
+
+
 def run_stage2(
     profile: str,
     domains: tuple[str, ...],
@@ -33,16 +66,12 @@ def run_stage2(
     with_stage1: bool = True,
     log_file: Path | None = None,
 ) -> tuple[list[StepResult], StepResult, dict[str, Any] | None]:
-    """Stage 1 for `domains`, sized by the profile's `stage2.specialist_*` (unless `with_stage1` is False: stage 2
-    then uses what the registry holds, e.g. `make run`'s champions), then `stage2_job`; returns the stage-1
-    steps, the stage-2 step and the stage-2 outputs read back through the instance (None when it failed).
+    """Stage 1 for the `domains` without a registered specialist, sized by the profile's `stage2.specialist_*`
+    (unless `with_stage1` is False: stage 2 then uses only what the registry holds), then `stage2_job`; returns the
+    stage-1 steps, the stage-2 step and the stage-2 outputs read back through the instance (None when it failed).
     Without `force`, a `unified_evaluation` this instance made with the profile and these domains is reused."""
     paths = DataPaths(data)
-    stage1 = (
-        run_lineage(profile, domains, False, paths.root, force, log_file, stage2_specialists=True)
-        if with_stage1
-        else []
-    )
+    stage1 = _stage1(profile, domains, paths, force, log_file) if with_stage1 else []
     launcher = Launcher(profile, paths, "run_stage2", log_file=log_file)
     tags = {DOMAINS_TAG: ",".join(domains)}
     done = None if force else launcher.latest("unified_evaluation", tags=tags)
@@ -77,6 +106,7 @@ def result_json(outputs: dict[str, Any], domains: tuple[str, ...], wall_s: float
     matrix = outputs["transfer_matrix"].matrix
     return {
         "domains": list(domains),
+        "specialists_source": outputs["transfer_matrix"].sources_json(),
         "transfer_matrix": matrix.as_json(),
         "clusters_per_cell": matrix.clusters_per_cell(),
         "cascade_order": list(outputs["cascade_order"].order),
@@ -120,9 +150,15 @@ def main(argv: list[str] | None = None) -> int:
         "--domains", default="", help="comma-separated environment ids (default: the profile's stage 2)"
     )
     parser.add_argument("--data-dir", type=Path, default=None, help="overrides $SOCIALRL_DATA_DIR")
-    parser.add_argument("--force", action="store_true", help="materialise again what is already materialised")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="materialise again what is already materialised (make run's registered specialists are still reused)",
+    )
     parser.add_argument("--result", type=Path, default=None, help="also write the result JSON here")
-    parser.add_argument("--skip-stage1", action="store_true", help="use the specialists already registered")
+    parser.add_argument(
+        "--skip-stage1", action="store_true", help="train no specialist: use only those already registered"
+    )
     args = parser.parse_args(argv)
     profile = get_profile(args.profile)
     domains = tuple(d for d in args.domains.split(",") if d) or profile.stage2.domains

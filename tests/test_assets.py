@@ -11,30 +11,37 @@ import pytest
 from dagster import build_asset_context
 
 from assets import socialrl
-from models.evaluation.policy import EvaluationSummary
+from models.evaluation.policy import EvaluationSummary, PlanIdentity
 from models.socialrl import stage1
-from models.tracking import ChampionComparison
+from models.socialrl.episode_metrics import EpisodeRecord
+from models.tracking import ChampionComparison, EvaluatedVersion, Measurement, compare_versions
 from resources import MlflowResource, SettingsResource, StoreResource
 
 
 @dataclass
 class StandInRegistry:
-    """The registry's promotion rule over an in-memory dict (what Tracker does over MLflow)."""
+    """The registry's promotion rule (models/tracking/champion.py `compare_versions`) over an in-memory dict (what
+    Tracker does over MLflow): each version's value and where it was measured."""
 
     champion: tuple[int, float] | None = None
     recorded: dict[int, float] = field(default_factory=dict)
+    measured: dict[int, Measurement | None] = field(default_factory=dict)
 
-    def compare_with_champion(self, name, version, metric, value, higher_is_better=True) -> ChampionComparison:
-        if self.champion is None or self.champion[0] == version:
-            return ChampionComparison(True, value, self.champion and self.champion[0], None)
-        return ChampionComparison(value > self.champion[1], value, self.champion[0], self.champion[1])
+    def compare_with_champion(
+        self, name, version, metric, value, higher_is_better=True, measured=None
+    ) -> ChampionComparison:
+        candidate = EvaluatedVersion.of(version, value, measured)
+        if self.champion is None:
+            return compare_versions(candidate, None, higher_is_better)
+        held = EvaluatedVersion.of(self.champion[0], self.champion[1], self.measured.get(self.champion[0]))
+        return compare_versions(candidate, held, higher_is_better)
 
-    def promote_if_better(self, name, version, metric, value, higher_is_better=True) -> bool:
-        self.recorded[version] = value
-        if self.compare_with_champion(name, version, metric, value).wins:
+    def promote_if_better(self, name, version, metric, value, higher_is_better=True, measured=None) -> bool:
+        wins = self.compare_with_champion(name, version, metric, value, higher_is_better, measured).wins
+        self.recorded[version], self.measured[version] = value, measured
+        if wins:
             self.champion = (version, value)
-            return True
-        return False
+        return wins
 
 
 REGISTRY: dict[str, StandInRegistry] = {}
@@ -87,14 +94,26 @@ def test_a_domain_without_a_warm_start_skips_sft(settings: SettingsResource) -> 
     assert output.value.adapter_dir is None and "not warm-started" in output.value.skipped
 
 
-def _evaluation(version: int, reward: float) -> stage1.SpecialistEvaluation:
+PLAN = PlanIdentity("plan-96", "craigslist-v0 seat buyer: 32 dataset scenarios x 3 = 96 episodes, seed 0")
+
+
+def _evaluation(
+    version: int,
+    reward: float,
+    plan: PlanIdentity | None = PLAN,
+    trained_by: str = stage1.STAGE1,
+) -> stage1.SpecialistEvaluation:
+    """A specialist's held-out evaluation on `plan`: four episodes of `reward`."""
     summary = EvaluationSummary(12, reward, reward - 0.1, reward + 0.1, "bootstrap", 0.95, 0.5, 1.0, 0.0, 0.0, 6.0)
     specialist = stage1.Specialist(
-        "craigslist-v0", "buyer", "/a", "run", "run-v2", None, (), "mlflow", "socialrl-craigslist-specialist", version
-    )
-    policies = {"ppo": stage1.PolicyResult("ppo", "run-v2", "model", summary, {})}
+        "craigslist-v0", "buyer", "/a", "run", "run-v2", None, (), "mlflow", "socialrl-craigslist-specialist", version,
+        trained_by=trained_by,
+    )  # fmt: skip
+    records = tuple(EpisodeRecord((i, f"s{i}", "boulware", "buyer", i), i, "boulware", {"reward": r})
+                    for i, r in enumerate([reward] * 4))  # fmt: skip
+    policies = {"ppo": stage1.PolicyResult("ppo", "run-v2", "model", summary, {}, records)}
     return stage1.SpecialistEvaluation(
-        "craigslist-v0", "buyer", "r", "generated", policies, {}, {}, None, {}, specialist
+        "craigslist-v0", "buyer", "r", "generated", policies, {}, {}, None, {}, specialist, plan_identity=plan
     )
 
 
@@ -112,6 +131,36 @@ def test_the_champion_check_and_promotion_apply_one_rule(settings: SettingsResou
     assert not check.passed and check.metadata["champion"].value == 0.4
     better = _evaluation(3, 0.55)
     assert socialrl.champion_check(registry, better).passed
+    # Same plan, both episode sets kept: the paired difference decides, and the check says so.
+    assert check.metadata["basis"].value == "paired" and check.metadata["paired_difference"].value == pytest.approx(
+        -0.1
+    )
+
+
+def test_the_champion_rule_refuses_another_plan_and_never_crowns_a_stage2_specialist(settings) -> None:
+    """The cpu profile's stage-2 specialists are evaluated on 12 episodes, `make run`'s on 96: a higher mean on the
+    smaller plan must not take the alias (issue 29's Craigslist champion), and a stage-2 specialist never does,
+    even with no champion to beat (it would then refuse every later `make run` candidate)."""
+    mlflow = StandInMlflow(settings=settings)
+    registry = mlflow.tracker()
+    context = build_asset_context(partition_key="craigslist-v0")
+    small = PlanIdentity("plan-12", "craigslist-v0 seat buyer: 4 dataset scenarios x 3 = 12 episodes, seed 0")
+    stage2_first = _evaluation(1, 0.90, small, stage1.STAGE2)
+    check = socialrl.champion_check(registry, stage2_first)
+    assert not check.passed and check.metadata["basis"].value == "trained by stage 2"
+    assert not socialrl.specialist_champion(context, specialist_eval=stage2_first, mlflow=mlflow).value.champion
+    assert registry.champion is None
+    assert socialrl.specialist_champion(context, specialist_eval=_evaluation(2, 0.40), mlflow=mlflow).value.champion
+    higher_elsewhere = _evaluation(3, 0.80, small)
+    check = socialrl.champion_check(registry, higher_elsewhere)
+    assert not check.passed and check.metadata["basis"].value == "different plans"
+    assert check.metadata["reason"].value.startswith(
+        f"different evaluation plans: {small.text} [plan-12] vs {PLAN.text}"
+    )
+    assert not socialrl.specialist_champion(context, specialist_eval=higher_elsewhere, mlflow=mlflow).value.champion
+    assert registry.champion == (2, 0.40)
+    # A candidate that recorded no plan is refused too: nothing shows it played the champion's episodes.
+    assert socialrl.champion_check(registry, _evaluation(4, 0.80, None)).metadata["basis"].value == "plan unknown"
 
 
 def test_the_tournament_asset_reports_every_environment(settings: SettingsResource) -> None:

@@ -143,7 +143,11 @@ def test_a_missing_specialist_evaluation_or_base_is_an_error_naming_it() -> None
 
 
 def test_a_domain_without_a_registered_specialist_fails_naming_it(tmp_path: Path) -> None:
-    from models.tracking import Tracker, TrackingConfig
+    """Stage 2 finds a specialist by domain and held-out plan: a version registered but never evaluated on the
+    profile's plan is not one."""
+    from models.profiles import get_profile
+    from models.socialrl import stage1
+    from models.tracking import Measurement, Tracker, TrackingConfig
 
     tracker = Tracker(TrackingConfig(tracking_uri=f"sqlite:///{tmp_path}/m.db", artifact_root=str(tmp_path / "a")))
     adapter = tmp_path / "adapter"
@@ -151,11 +155,17 @@ def test_a_domain_without_a_registered_specialist_fails_naming_it(tmp_path: Path
     (adapter / "adapter_config.json").write_text("{}")
     with tracker.start_run("ppo-dnd-v0") as run:
         run.log_artifact_dir(adapter, "adapter")
-    tracker.register_adapter(run.run_id, "adapter", "socialrl-dnd-specialist")
+    name = "socialrl-dnd-specialist"
+    tracker.register_adapter(run.run_id, "adapter", name, tags={stage1.TRAINED_BY_TAG: stage1.STAGE1})
+    with pytest.raises(stage2.MissingSpecialistError, match="dnd-v0 \\(socialrl-dnd-specialist\\)"):
+        stage2.registered_adapters(tracker, (DNND,), "smoke")  # registered, not yet evaluated
+    plan = stage1.heldout_plan_identity(DNND, get_profile("smoke"))
+    tracker.record_evaluation(name, 1, {"mean_reward": 0.3}, Measurement(plan.key, plan.text))
     with pytest.raises(stage2.MissingSpecialistError, match="craigslist-v0 \\(socialrl-craigslist-specialist\\)"):
         stage2.registered_adapters(tracker, (DNND, CRAIG), "smoke")
     found = stage2.registered_adapters(tracker, (DNND,), "smoke")
     assert found[DNND].specialist.startswith("socialrl-dnd-specialist v1") and found[DNND].sft_path is None
+    assert found[DNND].source.source == stage1.FROM_STAGE1 and found[DNND].specialist.endswith("stage1 registry)")
     # An SFT warm-start run of the same profile is found; one of another profile is not.
     for profile in ("cpu", "smoke"):
         with tracker.start_run(f"sft-{DNND}", params={"profile": profile, "env_id": DNND}) as run:
@@ -438,17 +448,21 @@ def test_run_stage2_writes_the_recovered_share_with_its_interval_and_the_cluster
     student = stage2.MOPDStudentResult(
         matrix.domains, Path("a"), 4, (), {}, (), mopd, share.per_domain, None, None, None, b"", None, 1.0, share
     )
+    used = {
+        d: {"model": f"socialrl-{d}", "version": 1, "source": "stage1 registry", "plan": "p"} for d in matrix.domains
+    }
     outputs = {
-        "transfer_matrix": SimpleNamespace(matrix=matrix),
+        "transfer_matrix": SimpleNamespace(matrix=matrix, sources_json=lambda: used),
         "cascade_order": choose_cascade_order(matrix.means(), matrix.domains),
         "unified_evaluation": SimpleNamespace(as_json=lambda: {}),
         "mopd_student": student,
     }
     result = result_json(outputs, matrix.domains, 1.0)
     assert list(result) == [
-        "domains", "transfer_matrix", "clusters_per_cell", "cascade_order", "unified", "mopd_recovered_share",
-        "mopd_steps", "mopd_student_init", "mopd_curriculum", "wall_s",
+        "domains", "specialists_source", "transfer_matrix", "clusters_per_cell", "cascade_order", "unified",
+        "mopd_recovered_share", "mopd_steps", "mopd_student_init", "mopd_curriculum", "wall_s",
     ]  # fmt: skip
+    assert result["specialists_source"] == used
     # No start recorded (results stored before it was all started fresh) and no curriculum decision.
     assert (result["mopd_student_init"], result["mopd_curriculum"]) == ("fresh LoRA (no warm-start)", [])
     assert result["clusters_per_cell"] == 4  # four scenarios per hand-made plan

@@ -230,11 +230,12 @@ def test_distillation_moves_the_student_towards_the_teacher_on_a_toy_task(
 
 def _stand_in_stage1(data: Path, base: Path, profile_name: str) -> None:
     """What stage 1 leaves behind, made quickly: each domain's specialist registered in MLflow (a random LoRA
-    adapter, logged by a `ppo-<domain>` run), and `sft-<domain>` runs for the profile's warm-started domains."""
+    adapter, logged by a `ppo-<domain>` run, tagged as `make run`'s and evaluated on the profile's held-out plan),
+    and `sft-<domain>` runs for the profile's warm-started domains."""
     from environments import SOCIALRL_ENV_IDS
     from models.profiles import get_profile
-    from models.socialrl.stage1 import registered_name
-    from models.tracking import Tracker, TrackingConfig
+    from models.socialrl.stage1 import STAGE1, TRAINED_BY_TAG, heldout_plan_identity, registered_name
+    from models.tracking import Measurement, Tracker, TrackingConfig
 
     tracker = Tracker(
         TrackingConfig(
@@ -246,8 +247,13 @@ def _stand_in_stage1(data: Path, base: Path, profile_name: str) -> None:
         adapter = random_adapter(base, data / "stand-in" / env_id, seed=seed)
         with tracker.start_run(f"ppo-{env_id}") as run:
             run.log_artifact_dir(adapter, "adapter")
-        version = tracker.register_adapter(run.run_id, "adapter", registered_name(env_id))
-        tracker.promote_if_better(registered_name(env_id), version, "mean_reward", 0.0)
+        version = tracker.register_adapter(
+            run.run_id, "adapter", registered_name(env_id), tags={TRAINED_BY_TAG: STAGE1}
+        )
+        plan = heldout_plan_identity(env_id, profile)
+        tracker.promote_if_better(
+            registered_name(env_id), version, "mean_reward", 0.0, measured=Measurement(plan.key, plan.text)
+        )
         if env_id in profile.sft_domains:
             sft = random_adapter(base, data / "stand-in" / f"{env_id}-sft", seed=100 + seed)
             with tracker.start_run(f"sft-{env_id}", params={"profile": profile_name, "env_id": env_id}) as run:
@@ -288,9 +294,13 @@ def test_the_smoke_lineage_of_stage2_materialises_end_to_end(tmp_path: Path, tin
 
     result = result_json(outputs, SOCIALRL_ENV_IDS, 1.0)
     assert list(result) == [
-        "domains", "transfer_matrix", "clusters_per_cell", "cascade_order", "unified", "mopd_recovered_share",
-        "mopd_steps", "mopd_student_init", "mopd_curriculum", "wall_s",
+        "domains", "specialists_source", "transfer_matrix", "clusters_per_cell", "cascade_order", "unified",
+        "mopd_recovered_share", "mopd_steps", "mopd_student_init", "mopd_curriculum", "wall_s",
     ]  # fmt: skip
+    # Every domain's specialist is the stand-in `make run` registered (version 1, evaluated on the plan).
+    assert {d: (s["version"], s["source"]) for d, s in result["specialists_source"].items()} == {
+        d: (1, "stage1 registry") for d in SOCIALRL_ENV_IDS
+    }
     assert result["clusters_per_cell"] == 2  # smoke: 2 held-out scenarios per domain
     # The student starts from the first stage-2 domain's stand-in warm-start, and is probed at step 0 (2 steps,
     # the curriculum re-estimated every 2: one decision).

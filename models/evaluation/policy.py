@@ -40,6 +40,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
+import json
 import logging
 import math
 import uuid
@@ -127,6 +129,43 @@ class EvaluationPlan:
         if isinstance(self.scenarios, int):
             return f"heldout(n={self.scenarios}, seed={self.seed})"
         return f"given(n={len(self.scenarios)})"
+
+    def identity(self, source: str = "") -> PlanIdentity:
+        """What makes two evaluations paired, as a stable key: environment, seat, counterparts, seed, environment
+        settings and every scenario's content in order (the episodes; concurrency and timeouts are left out).
+        `source` (e.g. "dataset") only words the description: a dataset that fell back to the generator
+        changes the contents, hence the key."""
+        scenarios = self.scenario_list()
+        content = json.dumps(
+            {
+                "env_id": self.env_id,
+                "seat": self.seat,
+                "counterparts": list(self.counterparts),
+                "seed": self.seed,
+                "env_config": dict(self.env_config),
+                "scenarios": [s.to_dict() for s in scenarios],
+            },
+            sort_keys=True,
+            default=str,
+        )
+        episodes = len(scenarios) * len(self.counterparts)
+        text = (
+            f"{self.env_id} seat {self.seat or 'alternating'}: {len(scenarios)} "
+            f"{source + ' ' if source else ''}scenarios x {', '.join(self.counterparts)} = {episodes} episodes, "
+            f"seed {self.seed}"
+        )
+        return PlanIdentity("plan-" + hashlib.sha256(content.encode()).hexdigest()[:16], text)
+
+
+@dataclass(frozen=True)
+class PlanIdentity:
+    """An evaluation plan's identity (`EvaluationPlan.identity`): equal keys, the same episodes."""
+
+    key: str
+    """"plan-<16 hex>": a hash of everything that decides the episodes."""
+    text: str
+    """The plan in words, e.g. "craigslist-v0 seat buyer: 32 dataset scenarios x boulware, conceder, reciprocal
+    = 96 episodes, seed 0"."""
 
 
 # ------------------------------------------------------------------------------------------- results

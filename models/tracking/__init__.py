@@ -1,9 +1,9 @@
 """MLflow tracking and model registry: a thin client over `mlflow.tracking.MlflowClient`.
 
-Five modules behind one `Tracker`: config.py (`TrackingConfig`, URIs, the `mlflow server` command, the quiet
+Six modules behind one `Tracker`: config.py (`TrackingConfig`, URIs, the `mlflow server` command, the quiet
 environment), runs.py (`TrackedRun`, run tags, parameter flattening), cards.py (`ModelCard`), registry.py
-(`Tracker`, registered versions, the promotion rule) and links.py (`UiLinks`: URLs between the Dagster and
-MLflow UIs). Callers import from `models.tracking`.
+(`Tracker`, registered versions), champion.py (the promotion rule: the same evaluation plan, paired, or
+refused) and links.py (`UiLinks`: URLs between the Dagster and MLflow UIs). Callers import from `models.tracking`.
 
 One `Tracker` is built from plain settings (`TrackingConfig`: tracking URI, artifact root, experiment
 name), so that a Dagster ConfigurableResource can wrap it later; it never touches MLflow's global state
@@ -18,7 +18,7 @@ sqlite database by default (`<data>/mlflow/mlflow.db`) with a local artifact roo
 | evaluation on the run | `run.log_evaluation(summary)` inside the run, `tracker.log_run_metrics(run_id, summary, prefix="eval/")` after it |
 | register a trained adapter | `tracker.register_adapter(run_id, "adapter", "socialrl-craigslist-specialist") -> version`; alias `candidate` moves to it |
 | describe a version | `tracker.document_version(name, version, ModelCard(...))`: description, tags, README.md model card and a base-model *name* in adapter_config.json beside the adapter |
-| promote on evaluation | `tracker.promote_if_better(name, version, "mean_reward", 0.61)`: stores tag `eval.mean_reward` on the version, moves alias `champion` when it beats the champion's stored value |
+| promote on evaluation | `tracker.promote_if_better(name, version, "mean_reward", 0.61, measured=Measurement(plan.key, plan.text, episodes))`: stores tag `eval.mean_reward` (and the plan, `socialrl.eval_plan`, with the per-episode rewards) on the version, moves alias `champion` when `champion.compare_versions` says it wins: on the champion's plan by the paired difference (point means when an episode set is missing), refused on another plan |
 | re-evaluations with history | `tracker.record_evaluation_history(name, version, summary, suite="nightly")`: latest values as tags `eval.nightly.<metric>`, every evaluation as metric `nightly/<metric>` of the version's run |
 | serve a registered adapter | `local = tracker.lookup(name, "champion")`, then `EngineClient.load_adapter(local.adapter_name, local.path)` |
 | nightly re-evaluation | `tracker.champion_versions()` lists every registered model's champion |
@@ -36,6 +36,17 @@ artifact URI (e.g. `file:///.../artifacts/adapter`), not `runs:/`, for the same 
 """
 
 from models.tracking.cards import ModelCard, write_model_card
+from models.tracking.champion import (
+    EPISODES_TAG,
+    EVAL_TAG_PREFIX,
+    PLAN_TAG,
+    PLAN_TEXT_TAG,
+    ChampionComparison,
+    EpisodeRewards,
+    EvaluatedVersion,
+    Measurement,
+    compare_versions,
+)
 from models.tracking.config import (
     QUIET_ENVIRONMENT,
     SERVER_ENVIRONMENT,
@@ -51,9 +62,7 @@ from models.tracking.registry import (
     ARTIFACT_PATH_TAG,
     CANDIDATE,
     CHAMPION,
-    EVAL_TAG_PREFIX,
     EVALUATED_TAG_PREFIX,
-    ChampionComparison,
     LocalModel,
     RegisteredVersion,
     RegistryError,
@@ -84,10 +93,13 @@ __all__ = [
     "DAGSTER_RUN_URL_TAG",
     "DOMAINS_TAG",
     "DOMAIN_TAG",
+    "EPISODES_TAG",
     "EVALUATED_TAG_PREFIX",
     "EVAL_TAG_PREFIX",
     "GIT_COMMIT_TAG",
     "PARENT_RUN_TAG",
+    "PLAN_TAG",
+    "PLAN_TEXT_TAG",
     "PROFILE_TAG",
     "QUIET_ENVIRONMENT",
     "SEAT_TAG",
@@ -95,7 +107,10 @@ __all__ = [
     "STAGE_TAG",
     "SUMMARY_PREFIX",
     "ChampionComparison",
+    "EpisodeRewards",
+    "EvaluatedVersion",
     "LocalModel",
+    "Measurement",
     "ModelCard",
     "RegisteredVersion",
     "RegistryError",
@@ -103,6 +118,7 @@ __all__ = [
     "Tracker",
     "TrackingConfig",
     "UiLinks",
+    "compare_versions",
     "default_artifact_root",
     "default_tracking_uri",
     "flatten_params",

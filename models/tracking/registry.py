@@ -20,6 +20,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from models.tracking.cards import ModelCard, write_model_card
+from models.tracking.champion import (
+    EVAL_TAG_PREFIX,
+    ChampionComparison,
+    EvaluatedVersion,
+    Measurement,
+    compare_versions,
+    evaluation_tags,
+    read_evaluated,
+)
 from models.tracking.config import (
     _DB_SCHEMES,
     TrackingConfig,
@@ -51,8 +60,6 @@ CANDIDATE = "candidate"
 """Alias moved to every newly registered version."""
 CHAMPION = "champion"
 """Alias of the best evaluated version (see `Tracker.promote_if_better`)."""
-EVAL_TAG_PREFIX = "eval."
-"""Model-version tags holding evaluation values: `eval.<metric>` -> the value as text."""
 ARTIFACT_PATH_TAG = "socialrl.artifact_path"
 """Model-version tag: the run-relative artifact path the version was registered from."""
 EVALUATED_TAG_PREFIX = "evaluated."
@@ -117,18 +124,6 @@ class LocalModel(RegisteredVersion):
     def adapter_name(self) -> str:
         """A stable served-model name for the engine: `<name>-v<version>`."""
         return f"{self.name}-v{self.version}"
-
-
-@dataclass(frozen=True)
-class ChampionComparison:
-    """A candidate version against the current champion under the registry's one promotion rule."""
-
-    wins: bool
-    """The candidate is (or becomes) the champion: there is none, it is the champion already, the champion
-    has no stored value, or the candidate's value is strictly better."""
-    candidate_value: float
-    champion_version: int | None
-    champion_value: float | None
 
 
 class Tracker:
@@ -319,13 +314,20 @@ class Tracker:
         self.client.set_registered_model_alias(name, CANDIDATE, str(mv.version))
         return int(mv.version)
 
-    def record_evaluation(self, name: str, version: int | str, metrics: Mapping[str, float]) -> None:
-        """Store evaluation values on a version as tags `eval.<metric>` (full float precision)."""
+    def record_evaluation(
+        self, name: str, version: int | str, metrics: Mapping[str, float], measured: Measurement | None = None
+    ) -> None:
+        """Store evaluation values on a version as tags `eval.<metric>` (full float precision); with `measured`,
+        the plan they were measured on and the per-episode rewards (models/tracking/champion.py)."""
         for metric, value in metrics.items():
             value = float(value)
             if not math.isfinite(value):
                 raise ValueError(f"evaluation value {metric}={value} is not finite")
             self.client.set_model_version_tag(name, str(version), f"{EVAL_TAG_PREFIX}{metric}", repr(value))
+        if measured is not None:
+            run_id = self._version(name, version).run_id
+            for key, value in evaluation_tags(self.client, run_id, measured).items():
+                self.client.set_model_version_tag(name, str(version), key, value)
 
     def document_version(self, name: str, version: int | str, card: ModelCard) -> RegisteredVersion:
         """Make a version explain itself: its description (`card.description()`), tags (base model, domain,
@@ -451,44 +453,44 @@ class Tracker:
         _log_file(self.client, run_id, name, content, artifact_path)
 
     def compare_with_champion(
-        self, name: str, version: int | str, metric_name: str, value: float, higher_is_better: bool = True
+        self,
+        name: str,
+        version: int | str,
+        metric_name: str,
+        value: float,
+        higher_is_better: bool = True,
+        measured: Measurement | None = None,
     ) -> ChampionComparison:
-        """The promotion rule, without changing anything (what the blocking asset check reports)."""
+        """The promotion rule (`champion.compare_versions`: the same plan, paired where both kept their episodes,
+        or refused), without changing anything (what the blocking asset check reports)."""
+        candidate = EvaluatedVersion.of(int(version), float(value), measured)
         champion = self._alias_version(name, CHAMPION)
-        if champion is None:
-            return ChampionComparison(True, float(value), None, None)
-        stored = (champion.tags or {}).get(f"{EVAL_TAG_PREFIX}{metric_name}")
-        best = float(stored) if stored is not None else None
-        if int(champion.version) == int(version) or best is None:
-            return ChampionComparison(True, float(value), int(champion.version), best)
-        better = float(value) > best if higher_is_better else float(value) < best
-        return ChampionComparison(better, float(value), int(champion.version), best)
+        held = read_evaluated(self.client, champion, metric_name, candidate) if champion is not None else None
+        return compare_versions(candidate, held, higher_is_better)
 
     def promote_if_better(
-        self, name: str, version: int | str, metric_name: str, value: float, higher_is_better: bool = True
+        self,
+        name: str,
+        version: int | str,
+        metric_name: str,
+        value: float,
+        higher_is_better: bool = True,
+        measured: Measurement | None = None,
     ) -> bool:
-        """Store `value` as the version's `eval.<metric_name>` tag and move alias `champion` to the version
-        when it strictly beats the champion's stored value (or there is no champion, or the champion has no
-        stored value for this metric). Returns True when the version is the champion afterwards (promoted
-        now, or already the champion: its stored value is then refreshed), False when it lost.
-
-        Compare only values measured on the same evaluation suite. Two concurrent promotions of one model
-        can race (read, then set); run them from one job."""
+        """Store `value` (and where it was `measured`) on the version and move alias `champion` to it when
+        `compare_with_champion` says it wins. Returns True when the version is the champion afterwards (promoted
+        now, or already the champion: its stored value is then refreshed), False when it lost or was refused.
+        Two concurrent promotions of one model can race (read, then set); run them from one job."""
         self._version(name, version)  # raises RegistryError when it does not exist
-        comparison = self.compare_with_champion(name, version, metric_name, value, higher_is_better)
-        self.record_evaluation(name, version, {metric_name: value})
+        comparison = self.compare_with_champion(name, version, metric_name, value, higher_is_better, measured)
+        self.record_evaluation(name, version, {metric_name: value}, measured)
         if not comparison.wins:
+            log.info("%s v%s not promoted: %s", name, version, comparison.reason)
             return False
         if comparison.champion_version == int(version):
             return True
         if comparison.champion_version is not None and comparison.champion_value is None:
-            log.warning(
-                "%s: champion v%s has no stored %s; v%s replaces it",
-                name,
-                comparison.champion_version,
-                metric_name,
-                version,
-            )
+            log.warning("%s: %s; v%s replaces it", name, comparison.reason, version)
         self.client.set_registered_model_alias(name, CHAMPION, str(version))
         if comparison.champion_version is not None:
             self.client.set_model_version_tag(
@@ -557,6 +559,13 @@ class Tracker:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         return final
+
+    def versions(self, name: str) -> list[RegisteredVersion]:
+        """Every version of a registered model with its tags and aliases, oldest first ([] without the model)."""
+        found = sorted(self.client.search_model_versions(f"name = '{name}'"), key=lambda mv: int(mv.version))
+        held = self.aliases(name) if found else {}  # a version search leaves the aliases out
+        alias = lambda v: tuple(sorted(a for a, n in held.items() if n == v))  # noqa: E731
+        return [dataclasses.replace(self._info(mv), aliases=alias(int(mv.version))) for mv in found]
 
     def version_numbers(self, prefix: str = "") -> dict[str, list[int]]:
         """Every registered model whose name starts with `prefix`, with its version numbers (ascending)."""

@@ -13,10 +13,12 @@ frozen dataclass, so it runs the same from a test, a script or an asset.
 | warmstart | `measure_imitation` | `WarmStartImitation`: the warm-start, the teacher and the trivial baselines on the held-out plan; has the warm-start learned its teacher? |
 | specialist | `train_specialist` | `Specialist`: PPO from the warm-start, an MLflow run with per-iteration metrics and learning-curve plots, registered as `candidate` |
 | report | `evaluate_specialist` | `SpecialistEvaluation`: every policy on the same held-out episodes, paired differences of reward and behaviour, transcripts; renders itself (`report()`, `markdown()`) |
-| evaluation | `evaluation_plan`, `evaluate_model`, `evaluate_code_policies` | the domain's held-out plan and the policies played on it (`PolicyResult`) |
+| evaluation | `evaluation_plan`, `heldout_plan_identity`, `evaluate_model`, `evaluate_code_policies` | the domain's held-out plan, its identity, and the policies played on it (`PolicyResult`) |
+| registry | `record_heldout`, `result_measurement`, `champion_comparison`, `promote_specialist` | the evaluation on the registry version (plan, per-episode rewards) and the one champion rule |
+| registry | `select_specialist` | `SpecialistSource`: the registered specialist stage 2 builds on (`make run`'s on the profile's plan, else its own) |
 """
 
-from models.socialrl.stage1.common import registered_name, specialist_seat
+from models.socialrl.stage1.common import STAGE1, STAGE2, TRAINED_BY_TAG, registered_name, specialist_seat
 from models.socialrl.stage1.data import ScenarioSplit, domain_scenarios, split_scenarios, teacher_traces, trace_summary
 from models.socialrl.stage1.evaluation import (
     CODE_POLICIES,
@@ -26,7 +28,20 @@ from models.socialrl.stage1.evaluation import (
     evaluate_model,
     evaluate_served,
     evaluation_plan,
+    heldout_plan_identity,
     llm_policy,
+)
+from models.socialrl.stage1.registry import (
+    FROM_STAGE1,
+    FROM_STAGE2,
+    SpecialistSource,
+    champion_comparison,
+    choose_version,
+    heldout_measurement,
+    promote_specialist,
+    record_heldout,
+    result_measurement,
+    select_specialist,
 )
 from models.socialrl.stage1.report import (
     POLICY_ORDER,
@@ -41,15 +56,23 @@ from models.socialrl.stage1.warmstart import WarmStart, WarmStartImitation, meas
 
 __all__ = [
     "CODE_POLICIES",
+    "FROM_STAGE1",
+    "FROM_STAGE2",
     "POLICY_ORDER",
+    "STAGE1",
+    "STAGE2",
+    "TRAINED_BY_TAG",
     "CurvePoint",
     "PolicyResult",
     "ScenarioSplit",
     "Specialist",
     "SpecialistEvaluation",
+    "SpecialistSource",
     "WarmStart",
     "WarmStartImitation",
     "base_plan",
+    "champion_comparison",
+    "choose_version",
     "compare",
     "document_specialist",
     "domain_scenarios",
@@ -59,10 +82,16 @@ __all__ = [
     "evaluate_specialist",
     "evaluation_plan",
     "evaluation_plot",
+    "heldout_measurement",
+    "heldout_plan_identity",
     "learning_curve_plots",
     "llm_policy",
     "measure_imitation",
+    "promote_specialist",
+    "record_heldout",
     "registered_name",
+    "result_measurement",
+    "select_specialist",
     "specialist_seat",
     "split_scenarios",
     "teacher_traces",

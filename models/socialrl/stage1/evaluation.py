@@ -22,7 +22,13 @@ from agents.socialrl.baselines import BASELINES, make_baseline
 from agents.socialrl.teacher import make_teacher
 from environments import Scenario
 from environments.core.runtime import Agent
-from models.evaluation.policy import EvaluationPlan, EvaluationResult, EvaluationSummary, evaluate_policy
+from models.evaluation.policy import (
+    EvaluationPlan,
+    EvaluationResult,
+    EvaluationSummary,
+    PlanIdentity,
+    evaluate_policy,
+)
 from models.evaluation.scenarios import held_out_scenarios
 from models.evaluation.stats import Estimate
 from models.profiles import Profile
@@ -79,6 +85,12 @@ def evaluation_plan(
         # invalid actions (measured: 47% of the SFT policy's turns at 32 episodes in flight and 60 s).
         turn_timeout=llm_policy("http://plan.invalid/v1", "plan", profile).config.turn_budget_s,
     )
+
+
+def heldout_plan_identity(env_id: str, profile: Profile) -> PlanIdentity:
+    """The identity of the domain's held-out plan under `profile` (what `evaluate_specialist` records on the
+    specialist's registry version, and what stage 2 looks specialists up by)."""
+    return evaluation_plan(env_id, profile).identity(profile.scenario_source)
 
 
 def base_plan(plan: EvaluationPlan, profile: Profile) -> EvaluationPlan:

@@ -16,6 +16,7 @@ from typing import Any
 
 from agents.socialrl.baselines import BASELINES
 from models import plots
+from models.evaluation.policy import PlanIdentity
 from models.evaluation.stats import Estimate
 from models.evaluation.transcripts import representative_transcripts, transcripts_html, transcripts_markdown
 from models.profiles import Profile
@@ -69,6 +70,9 @@ class SpecialistEvaluation:
     """Best, median and worst episode of the base and the specialist, for the asset's metadata."""
     transcripts_html: str = field(default="", repr=False)
     """The same as a standalone page (an MLflow artifact)."""
+    plan_identity: PlanIdentity | None = None
+    """The plan's identity (`EvaluationPlan.identity`): recorded on the registry version, it is what the champion
+    rule compares (models/socialrl/stage1/registry.py); None in evaluations stored before it existed."""
 
     def report(self) -> dict[str, Any]:
         """The numbers every consumer reads, JSON-safe (None where a value is undefined)."""
@@ -250,6 +254,7 @@ def evaluate_specialist(
         f" (base: the first {len(base_plan(plan, profile).scenario_list())}), seat {plan.seat}, seed {plan.seed}",
         transcripts_markdown(shown) if shown else "",
         transcripts_html(shown) if shown else "",
+        plan.identity(profile.scenario_source),
     )
 
 

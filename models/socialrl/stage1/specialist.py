@@ -10,7 +10,7 @@ from typing import Any
 
 from models import plots
 from models.profiles import Profile
-from models.socialrl.stage1.common import registered_name, specialist_seat
+from models.socialrl.stage1.common import STAGE1, TRAINED_BY_TAG, registered_name, specialist_seat
 from models.tracking import Tracker
 from models.training.config import PPOResult, Services
 
@@ -69,6 +69,8 @@ class Specialist:
     model_name: str = ""
     model_version: int | None = None
     resumed_from: int | None = None
+    trained_by: str = STAGE1
+    """`STAGE1` (`make run`) or `STAGE2` (`run_stage2`'s own, smaller specialists); tag `socialrl.trained_by`."""
 
 
 def learning_curve_plots(curve: Sequence[CurvePoint], title: str) -> tuple[bytes, bytes]:
@@ -112,9 +114,10 @@ def train_specialist(
     init_adapter: Path | None,
     tracker: Tracker | None = None,
     run_tags: Mapping[str, str] | None = None,
+    trained_by: str = STAGE1,
 ) -> Specialist:
     """PPO from the warm-start (or from scratch); with a tracker: an MLflow run with per-iteration metrics
-    and learning-curve plots, the adapter registered as a `candidate` version."""
+    and learning-curve plots, the adapter registered as a `candidate` version tagged with `trained_by`."""
     from models.training.ppo import train_ppo  # loads torch: only when training runs
 
     config = profile.ppo_for(env_id)
@@ -131,6 +134,7 @@ def train_specialist(
             str(init_adapter) if init_adapter else None,
             curve,
             resumed_from=result.resumed_from,
+            trained_by=trained_by,
             **registry,
         )
 
@@ -162,5 +166,5 @@ def train_specialist(
         run.log_artifact_dir(result.adapter_dir, "adapter")
         run_id = run.run_id
     name = registered_name(env_id)
-    version = tracker.register_adapter(run_id, "adapter", name)
+    version = tracker.register_adapter(run_id, "adapter", name, tags={TRAINED_BY_TAG: trained_by})
     return done(result, mlflow_run_id=run_id, model_name=name, model_version=version)

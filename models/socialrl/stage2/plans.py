@@ -1,5 +1,6 @@
 """Stage 2's evaluation plans (held-out, paired by construction; and the validation probe on training
-scenarios) and the registered specialists and warm-starts every stage-2 asset starts from."""
+scenarios) and the registered specialists and warm-starts every stage-2 asset starts from (chosen by
+`stage1.select_specialist`: `make run`'s on the profile's held-out plan, else run_stage2's own)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ from typing import Any
 from environments import Scenario
 from models.evaluation.policy import store_evaluation
 from models.evaluation.scenarios import training_scenarios
-from models.profiles import Profile
+from models.profiles import Profile, get_profile
 from models.serving.adapters import serve_adapter
 from models.serving.engine import EngineClient, EngineError
 from models.socialrl import stage1
 from models.socialrl.stage2.scores import PolicyScores
 from models.storage import TableStore
-from models.tracking import RegistryError, Tracker
+from models.tracking import Tracker
 
 log = logging.getLogger("socialrl.stage2")
 
@@ -130,40 +131,36 @@ class DomainAdapters:
 
     env_id: str
     specialist: str
-    """Registry reference, e.g. "socialrl-dnd-specialist v3 (champion)"."""
+    """Registry reference, e.g. "socialrl-dnd-specialist v3 (candidate, champion; stage1 registry)"."""
     specialist_path: Path
     sft_path: Path | None
     """The newest finished `sft-<domain>` MLflow run's adapter with this profile, if any."""
+    source: stage1.SpecialistSource | None = None
+    """Which version it is and where it came from (`stage1.select_specialist`)."""
 
 
-def registered_adapters(tracker: Tracker, domains: Sequence[str], profile_name: str) -> dict[str, DomainAdapters]:
-    """Each domain's specialist (alias champion, else candidate) and SFT warm-start; a domain without a
-    registered specialist raises MissingSpecialistError naming it (before anything else runs)."""
+def registered_adapters(tracker: Tracker, domains: Sequence[str], profile: Profile | str) -> dict[str, DomainAdapters]:
+    """Each domain's specialist as `stage1.select_specialist` chooses it (the one `make run` evaluated on the
+    profile's held-out plan, else run_stage2's own) and SFT warm-start; a domain without one raises
+    MissingSpecialistError naming it (before anything else runs). `profile` may be given by name."""
+    profile = get_profile(profile) if isinstance(profile, str) else profile
     out: dict[str, DomainAdapters] = {}
     missing = []
     for env_id in domains:
-        name = stage1.registered_name(env_id)
-        local = None
-        for alias in ("champion", "candidate"):
-            try:
-                local = tracker.lookup(name, alias=alias)
-                break
-            except RegistryError:
-                continue
-        if local is None:
+        source = stage1.select_specialist(tracker, env_id, profile)
+        if source is None:
             missing.append(env_id)
             continue
-        sft = tracker.latest_run_artifact(f"sft-{env_id}", "adapter", {"profile": profile_name, "env_id": env_id})
-        out[env_id] = DomainAdapters(
-            env_id, f"{name} v{local.version} ({', '.join(local.aliases) or 'no alias'})", local.path, sft
-        )
+        local = tracker.lookup(source.model_name, alias=None, version=source.version)
+        sft = tracker.latest_run_artifact(f"sft-{env_id}", "adapter", {"profile": profile.name, "env_id": env_id})
+        out[env_id] = DomainAdapters(env_id, source.reference(), local.path, sft, source)
     if missing:
         raise MissingSpecialistError(
-            "no registered specialist for "
+            "no registered specialist evaluated on the held-out plan for "
             + ", ".join(f"{d} ({stage1.registered_name(d)})" for d in missing)
             + ": run stage 1 for "
             + ",".join(missing)
-            + " first (make run DOMAINS=...)"
+            + " first (make run DOMAINS=..., or python -m pipelines.run_stage2, which trains what is missing)"
         )
     return out
 

@@ -16,6 +16,7 @@ from typing import Any
 from models.evaluation.stats import Estimate
 from models.plots import heatmap
 from models.profiles import Profile
+from models.socialrl import stage1
 from models.socialrl.stage2.plans import evaluate_policies, registered_adapters, serve
 from models.socialrl.stage2.scores import BASE, PolicyScores, sft_policy, short, specialist_policy
 from models.tracking import Tracker
@@ -210,6 +211,13 @@ class TransferMatrixResult:
     heatmap_png: bytes
     mlflow_run_id: str | None
     wall_s: float
+    specialists_source: tuple[stage1.SpecialistSource, ...] = ()
+    """Per domain, the registry version used and where it came from ("stage1 registry": `make run`'s, on the
+    profile's held-out plan; "trained by stage 2": run_stage2's own); empty in results stored before it."""
+
+    def sources_json(self) -> dict[str, dict[str, Any]]:
+        """domain -> {model, version, source, plan} (the result file's `specialists_source`)."""
+        return {s.env_id: s.as_json() for s in self.specialists_source}
 
 
 def compute_transfer_matrix(
@@ -223,7 +231,7 @@ def compute_transfer_matrix(
     """Every registered specialist and SFT warm-start, and the base model, on every domain's held-out plan;
     cells, heatmap (MLflow artifact) and the `transfer_matrix` table rows."""
     start = time.perf_counter()
-    adapters = registered_adapters(tracker, domains, profile.name)  # fails first, naming a missing domain
+    adapters = registered_adapters(tracker, domains, profile)  # fails first, naming a missing domain
     policies = {BASE: base_model}
     for env_id, a in adapters.items():
         policies[specialist_policy(env_id)] = serve(
@@ -240,7 +248,12 @@ def compute_transfer_matrix(
     matrix = build_transfer_matrix(scores, domains)
     png = transfer_heatmap(matrix)
     services.store.append("transfer_matrix", matrix.rows(run_id))
-    params = {"profile": profile.name, "domains": ",".join(domains), "stage2": dataclasses.asdict(profile.stage2)}
+    params = {
+        "profile": profile.name,
+        "domains": ",".join(domains),
+        "stage2": dataclasses.asdict(profile.stage2),
+        "specialists": {d: a.specialist for d, a in adapters.items()},
+    }
     with tracker.start_run("transfer-matrix", params=params) as run:
         run.log_metrics(
             0,
@@ -260,4 +273,5 @@ def compute_transfer_matrix(
         png,
         mlflow_run_id,
         time.perf_counter() - start,
+        tuple(a.source for a in adapters.values() if a.source is not None),
     )
