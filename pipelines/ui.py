@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         else "off (make ui EVALUATE_NEW_VERSIONS=1, or switch it on in the UI)"
     )
     print(
-        "Runs on its own: schedule nightly_champion_evaluation, daily 02:00 UTC (re-evaluates the champions);\n"
+        "Runs on its own: schedule nightly_champion_evaluation, daily 02:00 UTC (re-evaluates the champions, then\n"
+        "regenerates the papers' report);\n"
         f"sensor new_model_version_sensor: {sensor}. Nothing else starts until you launch it.",
     )
     print("Ctrl-C stops both.", flush=True)

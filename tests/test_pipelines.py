@@ -52,6 +52,7 @@ EXPECTED_ASSETS = {
     "propagation_prompting_baseline",
     "sugarscape_zero_shot",
     "yoao_results",
+    "paper_report",
 }
 EXPECTED_JOBS = {
     "tournament_job",
@@ -66,6 +67,8 @@ EXPECTED_JOBS = {
     "behaviour_job",
     "leaderboard_job",
     "yoao_job",
+    "report_job",
+    "nightly_job",
 }
 
 

@@ -1,0 +1,141 @@
+"""What a Dagster instance holds: the latest materialisation of an asset (by tags), its materialised partitions,
+a run's step times, and a snapshot of many assets' stored outputs. The command lines read results through
+here (pipelines/launcher.py's `Launcher.latest` and `step_seconds`), and so does the `paper_report` asset
+(assets/report.py), which reads every stage without depending on it in the graph.
+
+    latest_materialisation(instance, "specialist_eval", "craigslist-v0", {PROFILE_TAG: "cpu"})
+    read_snapshot(instance, load, ("specialist_eval", "transfer_matrix"))   # a models.report Snapshot
+
+`load(asset, partition)` reads a stored output through the asset's IO manager: the Launcher passes its
+Definitions' `load_asset_value`; an asset, whose run has no repository to ask (an in-process run's step context
+carries none), passes `io_manager_loader(context.resources.io_manager, context.instance)`: every asset of this
+code location stores through the one `io_manager` resource (Dagster's default, the filesystem under the
+instance's storage directory), keyed by asset and partition.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from models.report import Snapshot, StageRead
+
+PROFILE_TAG = "socialrl/profile"
+"""The run tag that names the profile a run was launched with (marked when stage 1 is sized for stage 2)."""
+LAUNCHED_BY_TAG = "socialrl/launched_by"
+"""The run tag that names the command that launched a run."""
+
+Loader = Callable[[str, str | None], Any]
+"""(asset, partition) -> the asset's stored output."""
+
+
+@dataclass(frozen=True)
+class Materialisation:
+    """One materialisation of an asset on the instance, with its metadata as plain values."""
+
+    asset: str
+    partition: str | None
+    run_id: str
+    timestamp: float
+    """Seconds since the epoch."""
+    metadata: dict[str, Any]
+    """The materialisation's metadata (each entry's value: a dict for JSON, the text for markdown, ...)."""
+    tags: dict[str, str] = field(default_factory=dict)
+    """The tags of the run that materialised it (`PROFILE_TAG`, `LAUNCHED_BY_TAG`, Dagster's own)."""
+
+    @property
+    def day(self) -> str:
+        """The UTC date of the materialisation (YYYY-MM-DD)."""
+        return time.strftime("%Y-%m-%d", time.gmtime(self.timestamp))
+
+
+def latest_materialisation(
+    instance: Any, asset: str, partition: str | None = None, tags: Mapping[str, str] | None = None, limit: int = 20
+) -> Materialisation | None:
+    """The newest materialisation of `asset` (`partition`) by a run carrying every one of `tags` (none: any
+    run), among the asset's `limit` newest; None when there is none."""
+    from dagster import AssetKey, AssetRecordsFilter
+
+    wanted = dict(tags or {})
+    records = instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[partition] if partition else None),
+        limit=limit,
+    ).records
+    for record in records:  # newest first
+        run = instance.get_run_by_id(record.run_id)
+        run_tags = dict(run.tags) if run is not None else {}
+        if all(run_tags.get(k) == v for k, v in wanted.items()) and (run is not None or not wanted):
+            materialization = record.asset_materialization
+            metadata = {k: v.value for k, v in (materialization.metadata if materialization else {}).items()}
+            return Materialisation(asset, partition, record.run_id, record.timestamp, metadata, run_tags)
+    return None
+
+
+def materialised_partitions(instance: Any, asset: str) -> list[str]:
+    """The partitions of `asset` the instance holds a materialisation of, sorted (empty: unpartitioned or none)."""
+    from dagster import AssetKey
+
+    return sorted(instance.get_materialized_partitions(AssetKey(asset)))
+
+
+def step_seconds(instance: Any, run_id: str) -> dict[str, float]:
+    """Wall seconds of each finished step of a run, from Dagster's own step stats (the run's timeline)."""
+    stats = instance.get_run_step_stats(run_id) if run_id else []
+    return {
+        s.step_key: round(s.end_time - s.start_time, 1)
+        for s in stats
+        if s.start_time is not None and s.end_time is not None
+    }
+
+
+def io_manager_loader(io_manager: Any, instance: Any) -> Loader:
+    """(asset, partition) -> the stored output, read by `io_manager` as it would load the asset as an input
+    (a partition key is all the filesystem IO manager needs of the asset's partitions)."""
+    from dagster import AssetKey, StaticPartitionsDefinition, build_input_context, build_output_context
+
+    def load(asset: str, partition: str | None) -> Any:
+        context = build_input_context(
+            asset_key=AssetKey(asset),
+            instance=instance,
+            partition_key=partition,
+            asset_partitions_def=StaticPartitionsDefinition([partition]) if partition else None,
+            upstream_output=build_output_context(asset_key=AssetKey(asset)),
+        )
+        return io_manager.load_input(context)
+
+    return load
+
+
+def _read(instance: Any, load: Loader, asset: str, partition: str | None) -> StageRead | None:
+    found = latest_materialisation(instance, asset, partition)
+    if found is None:
+        return None
+    try:
+        value, error = load(asset, partition), ""
+    except Exception as exc:  # a class renamed since, a file removed: the report says so instead of failing
+        value, error = None, f"the stored output could not be read: {type(exc).__name__}: {exc}"[:500]
+    return StageRead(
+        asset=asset,
+        partition=partition,
+        run_id=found.run_id,
+        timestamp=found.timestamp,
+        profile=found.tags.get(PROFILE_TAG, ""),
+        metadata=found.metadata,
+        value=value,
+        error=error,
+    )
+
+
+def read_snapshot(instance: Any, load: Loader, assets: Iterable[str]) -> Snapshot:
+    """The latest materialisation of each of `assets` (of each materialised partition), whichever run made it
+    (the IO manager keeps one stored output per asset and partition: the newest), with its stored output read
+    through `load`. An asset the instance never materialised is simply absent."""
+    reads = []
+    for asset in dict.fromkeys(assets):
+        for partition in materialised_partitions(instance, asset) or [None]:
+            read = _read(instance, load, asset, partition)
+            if read is not None:
+                reads.append(read)
+    return Snapshot(tuple(reads))

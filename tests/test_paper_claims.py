@@ -1,0 +1,160 @@
+"""Each paper's measurers (models/socialrl/paper_claims.py, models/yoao/paper_claims.py) on stand-ins of the
+result classes their stages store: every claim a materialised stage can measure comes out measured (with the
+key it read), none reads "could not be read", and claims with no interval say why. No engine, no training."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any
+
+from models.evaluation.stats import Estimate
+from models.report import NOT_MEASURED, NOT_SHOWN, OPPOSITE, REPRODUCED, Snapshot, StageRead, build_report
+from models.socialrl import behaviour, red_team, stage2, tom
+from models.socialrl import paper_claims as socialrl_claims
+from models.yoao import paper_claims as yoao_claims
+from models.yoao.experiments import ExperimentResult
+from models.yoao.games import ArmSummary
+from models.yoao.report import ArmOutcomes, YoaoResults
+from models.yoao.sugarscape import FractionResult, SugarscapeResult
+
+NAN = Estimate(math.nan, math.nan, math.nan, 0)
+
+
+def fill(cls: type, **given: Any) -> Any:
+    """An instance of the dataclass `cls` with `given` fields, every other required field empty of its type."""
+    defaults = {"Estimate": NAN, "float": math.nan, "int": 0, "str": "", "bool": False, "Path": Path("/x")}
+    values = {}
+    for f in dataclasses.fields(cls):
+        if f.name in given or f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+            continue
+        kind = str(f.type).split("[")[0].split(" |")[0]
+        values[f.name] = defaults.get(kind, () if kind == "tuple" else {} if kind in ("dict", "Mapping") else None)
+    return cls(**values, **given)
+
+
+def e(mean: float, low: float, high: float, clusters: int = 12, n: int = 36) -> Estimate:
+    return Estimate(mean, low, high, n, clusters)
+
+
+def read(asset: str, value: Any, partition: str | None = None) -> StageRead:
+    return StageRead(asset, partition, f"run-{asset}", 1.7e9, "cpu", {}, value)
+
+
+def scores(policy: str, env_id: str, rewards: list[float]) -> stage2.PolicyScores:
+    keys = tuple(f"{i}|s{i // 2}|c|buyer|0" for i in range(len(rewards)))
+    clusters = tuple(f"{env_id}|{i // 2}" for i in range(len(rewards)))
+    return stage2.PolicyScores(policy, env_id, policy, keys, clusters, tuple(rewards))
+
+
+def socialrl_snapshot() -> Snapshot:
+    env = "craigslist-v0"
+    n = 20  # 10 scenario clusters of two episodes
+    base = scores(stage2.BASE, env, [0.1 + 0.01 * (i % 3) for i in range(n)])
+    specialist = scores(stage2.specialist_policy(env), env, [0.3 + 0.01 * (i % 5) for i in range(n)])
+    cascade = scores(stage2.CASCADE, env, [0.35 + 0.01 * (i % 4) for i in range(n)])
+    mopd = scores(stage2.MOPD, env, [0.2 + 0.01 * (i % 2) for i in range(n)])
+    cell = stage2.TransferCell(env, "specialist", env, specialist.minus(base), specialist.mean, base.mean)
+    matrix = stage2.TransferMatrix((env,), (cell,), (base, specialist))
+    transfer = fill(stage2.TransferMatrixResult, matrix=matrix, specialists={}, sft_domains=())
+    share = stage2.recovered_share([mopd], matrix)
+    summary = {
+        p: fill(behaviour.BehaviourSummary, policy=f"{env}:{p}", env_id=env, episodes=10, rejection_rate=r,
+                counter_offer_share=0.5, commitment_rate=0.1, over_conceding_rate=0.2)
+        for p, r in (("ppo", 0.3), ("base", 0.1))
+    }  # fmt: skip
+    domain = red_team.RedTeamDomain(
+        "marketplace-v0", 12, "extractor", {}, {}, {"specialist - base": e(-0.2, -0.3, -0.1)}
+    )
+    analysis = fill(
+        tom.ToMDomainResult, env_id=env, differences={"base_tom_prompt - base": e(-0.1, -0.2, -0.02)},
+        correlation={"infer": e(0.3, 0.1, 0.5), "anticipate": e(0.05, -0.1, 0.2)},
+    )  # fmt: skip
+    return Snapshot(
+        (
+            read("transfer_matrix", transfer),
+            read("cascade_policy", fill(stage2.CascadeResult, scores=(cascade,))),
+            read("mopd_student", fill(stage2.MOPDStudentResult, scores=(mopd,), domains=(env,), steps=4, share=share)),
+            read("behaviour_report", behaviour.BehaviourReport(tuple(summary.values()), 20)),
+            read("privacy_red_team", red_team.RedTeamReport((domain,))),
+            read("tom_analysis", analysis, env),
+        )
+    )
+
+
+def test_the_socialrl_measurers_read_every_stage_they_name() -> None:
+    report = build_report([socialrl_claims.SPEC], socialrl_snapshot())
+    rows = {(r.claim.claim_id, r.scope): r for r in report.rows}
+    assert not [r for r in report.rows if "could not be read" in r.verdict.reason]
+    # stage 1 is absent here: its claims say so
+    assert rows[("warm_start", "")].verdict.kind == NOT_MEASURED
+    assert "not materialised" in rows[("warm_start", "")].verdict.reason
+    # stage 2: the cascade beats the MOPD student and the specialists on the same episodes, over 10 clusters
+    assert rows[("cascade_best_unifier", "mean over craigslist-v0")].verdict.kind == REPRODUCED
+    assert rows[("unified_vs_specialists", "cascade, mean over craigslist-v0")].verdict.kind == REPRODUCED
+    assert rows[("unified_vs_specialists", "MOPD student, mean over craigslist-v0")].verdict.kind == OPPOSITE
+    recovered = rows[("mopd_recovered_share", "4 steps, craigslist-v0")]
+    assert recovered.verdict.kind == REPRODUCED and recovered.clusters == "10 clusters"
+    asymmetry = rows[("transfer_asymmetry", "all domains")]
+    assert asymmetry.verdict.kind == NOT_SHOWN and "donor effects" in asymmetry.value
+    # the behaviour report's rates have no interval: not shown, and the row says what was measured
+    rejection = rows[("rejection_counter_offer", "craigslist-v0")]
+    assert rejection.verdict.kind == NOT_SHOWN and "rejection_rate: specialist 0.30 vs base 0.10" in rejection.value
+    assert rows[("leakage", "red team, marketplace-v0, specialist - base")].verdict.kind == REPRODUCED
+    assert rows[("tom_prompt", "craigslist-v0")].verdict.kind == REPRODUCED
+    assert rows[("skill_outcome_correlation", "craigslist-v0, anticipate")].verdict.kind == NOT_SHOWN
+    assert rows[("tom_distillation", "craigslist-v0")].verdict.kind == NOT_MEASURED  # its key is absent
+
+
+def _arm(name: str, untrained: Estimate) -> ArmSummary:
+    return fill(ArmSummary, arm=name, roles=(), games=8, untrained_cooperation=untrained, cooperation=untrained)
+
+
+def yoao_snapshot(skipped_sugarscape: str = "") -> Snapshot:
+    outcomes = tuple(
+        ArmOutcomes(name, _arm(name, e(0.5, 0.3, 0.7)), paired, None, None)
+        for name, paired in (("k=0", None), ("k=1", e(0.3, 0.15, 0.45)), ("k=3", e(0.5, 0.3, 0.6, clusters=5)))
+    )
+    results = fill(YoaoResults, profile="cpu", frames=("trade_war",), outcomes=outcomes)
+    mute = fill(ExperimentResult, experiment="propagation_mute", frame="trade_war",
+                untrained_comparisons={"k=1 muted vs k=1": e(-0.2, -0.35, -0.05), "k=1 muted vs k=0": e(0.1, 0, 0.2)})  # fmt: skip
+    baseline = fill(ExperimentResult, frame="trade_war", skipped="not requested")
+    fractions = tuple(
+        fill(FractionResult, fraction=f, trade_success=e(t, t - 0.1, t + 0.1), survival=e(t, t - 0.1, t + 0.1),
+             mean_lifespan=e(5, 4, 6), leaning_shift_untrained=e(0.2, 0.05, 0.35))
+        for f, t in ((0.0, 0.2), (0.5, 0.6), (1.0, 0.9))
+    )  # fmt: skip
+    sugarscape = fill(SugarscapeResult, fractions=fractions, skipped=skipped_sugarscape)
+    return Snapshot(
+        (
+            read("yoao_results", results),
+            read("propagation_mute", mute, "trade_war"),
+            read("propagation_prompting_baseline", baseline, "trade_war"),
+            read("sugarscape_zero_shot", sugarscape),
+        )
+    )
+
+
+def test_the_yoao_measurers_read_every_stage_they_name() -> None:
+    report = build_report([yoao_claims.SPEC], yoao_snapshot())
+    rows = {(r.claim.claim_id, r.scope): r for r in report.rows}
+    assert not [r for r in report.rows if "could not be read" in r.verdict.reason]
+    assert rows[("one_seed", "k=1, frames trade_war")].verdict.kind == REPRODUCED
+    more = rows[("more_seeds", "k=3, frames trade_war")]
+    assert more.verdict.kind == NOT_SHOWN and "(< 8 clusters)" in more.clusters  # 5 games: flagged
+    assert rows[("mute", "trade_war, k=1 muted vs k=1")].verdict.kind == REPRODUCED
+    assert ("mute", "trade_war, k=1 muted vs k=0") not in rows  # not the mute claim's comparison
+    prompting = rows[("prompting_baseline", "trade_war")]
+    assert prompting.verdict.kind == NOT_MEASURED and "not requested" in prompting.verdict.reason
+    trades = rows[("sugarscape_trades", "100% vs 0% seeds")]
+    assert trades.verdict.kind == NOT_SHOWN and "no interval of their difference" in trades.verdict.reason
+    assert "100% seeds 0.900 [0.800, 1.000] vs no seeds 0.200 [0.100, 0.300]" in trades.value
+    assert rows[("identity_leaning", "50% seeds")].verdict.kind == REPRODUCED
+    for claim_id in ("cross_architecture", "broadcast_vs_pairwise"):
+        assert rows[(claim_id, "")].verdict.kind == NOT_MEASURED and "no asset" in rows[(claim_id, "")].verdict.reason
+    assert rows[("persistence", "")].verdict.kind == NOT_MEASURED  # not in the snapshot
+
+    skipped = build_report([yoao_claims.SPEC], yoao_snapshot("left to the paper profile"))
+    survival = next(r for r in skipped.rows if r.claim.claim_id == "survival")
+    assert survival.verdict.kind == NOT_MEASURED and "left to the paper profile" in survival.verdict.reason
