@@ -166,7 +166,7 @@ def _checkpoint(output: Path, state: MOPDState, learner: MOPDLearner) -> Path:
     checkpoints.mkdir(parents=True, exist_ok=True)
     final = checkpoints / f"step{state.step:05d}"
     build = Path(tempfile.mkdtemp(prefix=".tmp-", dir=checkpoints))
-    learner.student.save_pretrained(build / "adapter")
+    learner.student.save_pretrained(build / "adapter", save_embedding_layers=False)
     torch.save(
         {"optimizer": learner.optimizer.state_dict(), "torch_rng": torch.get_rng_state()}, build / "trainer_state.pt"
     )
@@ -188,7 +188,7 @@ def _serve(engine: EngineClient, learner: MOPDLearner, output: Path, name: str, 
     directory = output / "adapters" / name
     if directory.exists():
         shutil.rmtree(directory)
-    learner.student.save_pretrained(directory)
+    learner.student.save_pretrained(directory, save_embedding_layers=False)
     return advance_adapter(engine, name, directory, previous)
 
 
@@ -275,7 +275,7 @@ def train_mopd(
         if on_step is not None:
             on_step(metrics)
     final = output / "adapter"
-    learner.student.save_pretrained(final)
+    learner.student.save_pretrained(final, save_embedding_layers=False)
     tokenizer.save_pretrained(final)
     curriculum = tuple(CurriculumDecision(**d) for d in state.decisions)
     return MOPDResult(final, served, state.history, resumed_from, curriculum)

@@ -138,7 +138,9 @@ def _save_checkpoint(output: Path, state: PPOState, learner: PPOLearner, generat
     checkpoints.mkdir(parents=True, exist_ok=True)
     final = checkpoints / f"it{state.iteration:05d}"
     build = Path(tempfile.mkdtemp(prefix=".tmp-", dir=checkpoints))
-    learner.actor.save_pretrained(build / "adapter", selected_adapters=["default"])
+    # The adapters never resize the vocabulary: "auto" would look the base model's config up on the Hub
+    # (offline here, a warning on the console at every save).
+    learner.actor.save_pretrained(build / "adapter", selected_adapters=["default"], save_embedding_layers=False)
     # Tensors and plain containers only, so resuming can load with weights_only=True (no arbitrary pickles).
     torch.save(
         {
@@ -269,7 +271,7 @@ def train_ppo(
         if on_iteration is not None:
             on_iteration(metrics)
     final = output / "adapter"
-    learner.actor.save_pretrained(final, selected_adapters=["default"])
+    learner.actor.save_pretrained(final, selected_adapters=["default"], save_embedding_layers=False)
     tokenizer.save_pretrained(final)
     if isinstance(learner, DataParallelLearner):
         learner.close()
@@ -381,7 +383,7 @@ def _sync_adapter(
     directory = output / "adapters" / name
     if directory.exists():
         shutil.rmtree(directory)
-    learner.actor.save_pretrained(directory, selected_adapters=["default"])
+    learner.actor.save_pretrained(directory, selected_adapters=["default"], save_embedding_layers=False)
     return advance_adapter(engine, name, directory, previous)
 
 

@@ -411,7 +411,7 @@ def run_sft(
     train_seconds = time.perf_counter() - train_start
     after = trainer.evaluate()["eval_loss"] if eval_rows else None
     adapter_dir = output_dir / "adapter"
-    trainer.model.save_pretrained(adapter_dir)
+    trainer.model.save_pretrained(adapter_dir, save_embedding_layers=False)
     tokenizer.save_pretrained(adapter_dir)
     loss = float(outcome.training_loss)
     if not math.isfinite(loss):
