@@ -257,14 +257,19 @@ def test_the_tom_settings_resolve_both_students_to_equal_passes_not_steps() -> N
 
 
 # ------------------------------------------------------------------------------------------- analysis
-def test_the_analysis_pairs_the_arms_and_writes_exactly_the_result_file_keys() -> None:
-    env_id = "craigslist-v0"
-    runs = {
+def _four_arms(env_id: str, sft_tom: tuple[str, Any] = ("teacher", make_teacher)) -> dict[str, Any]:
+    """The study's four arms played by code agents (the scaffolded student's agent given by `sft_tom`)."""
+    return {
         "base": tom.play_arm(env_id, SMOKE, "base", "conceder", False, lambda s: make_code_agent("conceder", s)),
         "base_tom_prompt": tom.play_arm(env_id, SMOKE, "base_tom_prompt", "teacher", True, make_teacher),
         "sft_act": tom.play_arm(env_id, SMOKE, "sft_act", "boulware", False, lambda s: make_code_agent("boulware", s)),
-        "sft_tom": tom.play_arm(env_id, SMOKE, "sft_tom", "teacher", True, make_teacher),
+        "sft_tom": tom.play_arm(env_id, SMOKE, "sft_tom", sft_tom[0], True, sft_tom[1]),
     }
+
+
+def test_the_analysis_pairs_the_arms_and_writes_exactly_the_result_file_keys() -> None:
+    env_id = "craigslist-v0"
+    runs = _four_arms(env_id)
     result = tom.analyse(env_id, runs)
     entry = tom.result_file([result])[env_id]
     assert set(entry) == {"base", "base_tom_prompt", "sft_act", "sft_tom", "skill_outcome_correlation"}
@@ -399,12 +404,7 @@ class _CopyingTeacher:
 
 def test_the_analysis_reports_how_often_each_scaffolded_arm_copies_the_instructions() -> None:
     env_id = "craigslist-v0"
-    runs = {
-        "base": tom.play_arm(env_id, SMOKE, "base", "conceder", False, lambda s: make_code_agent("conceder", s)),
-        "base_tom_prompt": tom.play_arm(env_id, SMOKE, "base_tom_prompt", "teacher", True, make_teacher),
-        "sft_act": tom.play_arm(env_id, SMOKE, "sft_act", "boulware", False, lambda s: make_code_agent("boulware", s)),
-        "sft_tom": tom.play_arm(env_id, SMOKE, "sft_tom", "copier", True, _CopyingTeacher),
-    }
+    runs = _four_arms(env_id, ("copier", _CopyingTeacher))
     result = tom.analyse(env_id, runs)
     copier, teacher = result.skills["sft_tom"], result.skills["base_tom_prompt"]
     assert copier.instruction_copy_rate("infer") == 1.0 and copier.instruction_copy_rate("anticipate") == 0.0
