@@ -102,10 +102,11 @@ def champion_comparison(tracker: Tracker, evaluation: SpecialistEvaluation) -> C
 
 def promote_specialist(tracker: Tracker, evaluation: SpecialistEvaluation) -> bool:
     """Move alias `champion` to the evaluated specialist when `champion_comparison` says it wins; True when it
-    is the champion afterwards."""
-    if not champion_comparison(tracker, evaluation).wins:
-        return False
+    is the champion afterwards. `promote_if_better` applies the registry's rule itself, so only the stage-2 case
+    is decided here (comparing first would read the champion's evaluation twice)."""
     s = evaluation.specialist
+    if s.trained_by == STAGE2:
+        return False
     value = evaluation.policies["ppo"].summary.mean_reward
     return tracker.promote_if_better(
         s.model_name, s.model_version, METRIC, value, measured=heldout_measurement(evaluation)
