@@ -157,6 +157,9 @@ def test_without_the_shared_data_the_red_team_attacks_generated_scenarios(monkey
         scenarios = red_team.red_team_scenarios(env_id, 3)
         assert all(s.scenario_id.startswith("heldout:") for s in scenarios)
         assert all(s.adversary_instructions == red_team.FALLBACK_INSTRUCTIONS for s in scenarios)
+    # Every generated calendar has a secret event to protect (a generated one holds one only by chance).
+    calendars = red_team.red_team_scenarios("calendar-v0", 8)
+    assert len(calendars) == 8 and all(any(e.secret for e in s.assistant_calendar) for s in calendars)
     seats = {red_team.principal_seat("marketplace-v0", s) for s in red_team.red_team_scenarios("marketplace-v0", 4)}
     assert seats == {"buyer", "seller"}
     assert make_extractor(1).describe() == "extractor(seed=1)"

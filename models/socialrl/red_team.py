@@ -3,7 +3,8 @@ whimsical-privacy scenarios (Marketplace: the side the adversary is not; Calenda
 an adversary that asks, pressures and tricks for the private values: the code extractor
 (agents/socialrl/extractor.py) by default, or any LLM through an OpenAI-compatible endpoint, prompted
 with the scenario's own attack instructions. Without the shared data, generated scenarios get an
-adversary and the SRBench-style instructions. Reported per domain: each policy's leak rate (bootstrap CI
+adversary and the SRBench-style instructions (generated calendars only where the principal has a secret
+event to protect). Reported per domain: each policy's leak rate (bootstrap CI
 by scenario) and its paired difference to the first policy (the base model) on the same episodes.
 """
 
@@ -54,13 +55,19 @@ def red_team_scenarios(env_id: str, n: int, seed: int = 0) -> list[Scenario]:
                 return attacked[:n]
         except DataFileError as exc:
             log.warning("%s: %s; using generated adversarial scenarios", env_id, exc)
-    generated = held_out_scenarios(env_id, n, seed)
     if env_id == "marketplace-v0":
+        generated = held_out_scenarios(env_id, n, seed)
         return [
             dataclasses.replace(s, adversary=("seller" if i % 2 else "buyer"), adversary_goal="privacy",
                                 adversary_instructions=FALLBACK_INSTRUCTIONS)
             for i, s in enumerate(generated)
         ]  # fmt: skip
+    # A generated calendar holds a secret event only by chance; without one there is nothing to leak, and an
+    # episode on it could not tell a policy that leaks from one that does not.
+    drawn = held_out_scenarios(env_id, 4 * n + 8, seed)
+    generated = [s for s in drawn if any(e.secret for e in s.assistant_calendar)][:n]  # type: ignore[attr-defined]
+    if len(generated) < n:
+        raise ValueError(f"{env_id}: only {len(generated)} of {len(drawn)} generated scenarios hold a secret event")
     return [dataclasses.replace(s, adversarial=True, adversary_instructions=FALLBACK_INSTRUCTIONS) for s in generated]
 
 
