@@ -139,14 +139,12 @@ def cascade_order(
 
 @asset_check(asset=cascade_order, additional_ins={"transfer_matrix": AssetIn(key=transfer_matrix.key)})
 def cascade_order_is_best(
-    cascade_order: stage2.CascadeOrder, transfer_matrix: stage2.TransferMatrixResult, settings: SettingsResource
+    cascade_order: stage2.CascadeOrder, transfer_matrix: stage2.TransferMatrixResult
 ) -> AssetCheckResult:
     """Every order of the domains re-scored by brute force from the transfer matrix's cells (apart from the
     asset's scoring): the chosen order is among the best, its recorded score is the recomputed one, and every
     order was scored (`stage2.check_cascade_order`)."""
-    outcome = stage2.check_cascade_order(
-        cascade_order, transfer_matrix.matrix, settings.get_profile().stage2.adjacency_weight
-    )
+    outcome = stage2.check_cascade_order(cascade_order, transfer_matrix.matrix)
     return _check_result(outcome, orders_scored=cascade_order.orders_scored)
 
 

@@ -237,23 +237,29 @@ def test_the_order_check_rescores_every_order_from_the_matrix_and_can_fail() -> 
         assert order_score(o, matrix.means(), 1.0).score == pytest.approx(value)
 
     order = choose_cascade_order(matrix.means(), matrix.domains)
-    ok = stage2.check_cascade_order(order, matrix, 1.0)
+    ok = stage2.check_cascade_order(order, matrix)
     assert ok.passed and ok.problems == () and ok.metadata["best_orders"] == [[DNND, CRAIG, MARKET]]
     reverse = replace(order, order=order.reverse.order, chosen=order.reverse)
-    wrong = stage2.check_cascade_order(reverse, matrix, 1.0)
+    wrong = stage2.check_cascade_order(reverse, matrix)
     assert not wrong.passed and "scores -0.200000 from the matrix" in wrong.problems[0]
     misrecorded = replace(order, chosen=replace(order.chosen, score=0.5))
-    assert "recorded score +0.500000" in stage2.check_cascade_order(misrecorded, matrix, 1.0).problems[0]
-    assert not stage2.check_cascade_order(replace(order, order=(DNND, CRAIG)), matrix, 1.0).passed
-    assert not stage2.check_cascade_order(replace(order, orders_scored=5), matrix, 1.0).passed
+    assert "recorded score +0.500000" in stage2.check_cascade_order(misrecorded, matrix).problems[0]
+    assert not stage2.check_cascade_order(replace(order, order=(DNND, CRAIG)), matrix).passed
+    assert not stage2.check_cascade_order(replace(order, orders_scored=5), matrix).passed
     # Ties are allowed: with no transfer at all every order is best.
     flat = build_transfer_matrix(
         [r for r in hand_made() if not r.policy.startswith("specialist")]
         + [scores(specialist_policy(d), r, shifted(0.0)) for d, r in OFFSETS],
         matrix.domains,
     )
-    tied = stage2.check_cascade_order(replace(order, chosen=replace(order.chosen, score=0.0)), flat, 1.0)
+    tied = stage2.check_cascade_order(replace(order, chosen=replace(order.chosen, score=0.0)), flat)
     assert tied.passed and len(tied.metadata["best_orders"]) == 6
+    # The check re-scores with the weight the asset recorded, whatever the profile says now: without the
+    # neighbours' term DnD -> Craigslist -> Marketplace scores its backward transfer alone, 0.15.
+    unweighted = choose_cascade_order(matrix.means(), matrix.domains, adjacency_weight=0.0)
+    assert unweighted.adjacency_weight == 0.0 and unweighted.chosen.score == pytest.approx(0.15)
+    assert stage2.check_cascade_order(unweighted, matrix).passed
+    assert not stage2.check_cascade_order(replace(unweighted, adjacency_weight=1.0), matrix).passed
 
 
 def _cascade(stages: list[tuple[str, str, dict[str, dict[str, float]]]]) -> stage2.CascadeResult:

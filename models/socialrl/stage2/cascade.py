@@ -88,6 +88,8 @@ class CascadeOrder:
     top: tuple[OrderScore, ...]
     """The best few orders."""
     orders_scored: int
+    adjacency_weight: float
+    """The weight of the neighbours' mutual benefit the orders were scored with (the check re-scores with it)."""
     rule: str = ORDER_RULE
 
     def summary(self) -> str:
@@ -137,6 +139,7 @@ def choose_cascade_order(
         order_score(start[::-1], transfer, adjacency_weight),
         tuple(ranked),
         len(scored),
+        adjacency_weight,
     )
 
 

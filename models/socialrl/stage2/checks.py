@@ -60,10 +60,11 @@ def brute_force_order_scores(matrix: TransferMatrix, adjacency_weight: float) ->
     return scores
 
 
-def check_cascade_order(order: CascadeOrder, matrix: TransferMatrix, adjacency_weight: float) -> CheckOutcome:
+def check_cascade_order(order: CascadeOrder, matrix: TransferMatrix) -> CheckOutcome:
     """The chosen order is a permutation of the matrix's domains whose brute-force score is the brute-force
-    maximum (ties allowed), its recorded score equals the recomputed one, and every order was scored."""
-    scores = brute_force_order_scores(matrix, adjacency_weight)
+    maximum (ties allowed), its recorded score equals the recomputed one, and every order was scored; the
+    orders are re-scored with the adjacency weight the asset recorded (not the profile's current one)."""
+    scores = brute_force_order_scores(matrix, order.adjacency_weight)
     best = max(scores.values())
     best_orders = sorted(o for o, s in scores.items() if _close(s, best))
     chosen = tuple(order.order)
