@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from models.evaluation.stats import Estimate, paired_difference
-from models.tracking.runs import _log_file
+from models.tracking.runs import log_run_file
 
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow.tracking import MlflowClient
@@ -192,7 +192,7 @@ def evaluation_tags(client: MlflowClient, run_id: str | None, measured: Measurem
     tags = {PLAN_TAG: measured.plan, PLAN_TEXT_TAG: measured.plan_text} if measured.plan else {}
     if run_id and measured.episodes is not None:
         folder, _, file = EPISODES_ARTIFACT.rpartition("/")
-        _log_file(client, run_id, file, measured.episodes.to_json(measured.plan), folder)
+        log_run_file(client, run_id, file, measured.episodes.to_json(measured.plan), folder)
         tags[EPISODES_TAG] = EPISODES_ARTIFACT
     return tags
 

@@ -45,9 +45,9 @@ from models.tracking.runs import (
     PROFILE_TAG,
     SEAT_TAG,
     TrackedRun,
-    _finite_metrics,
-    _log_file,
-    _log_metric_entries,
+    finite_metrics,
+    log_metric_entries,
+    log_run_file,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -373,9 +373,9 @@ class Tracker:
 
         if dataclasses.is_dataclass(metrics) and not isinstance(metrics, type):
             metrics = dataclasses.asdict(metrics)
-        values = _finite_metrics(metrics, prefix)
+        values = finite_metrics(metrics, prefix)
         now = int(time.time() * 1000)
-        _log_metric_entries(self.client, run_id, [Metric(k, v, now, int(step)) for k, v in sorted(values.items())])
+        log_metric_entries(self.client, run_id, [Metric(k, v, now, int(step)) for k, v in sorted(values.items())])
         return values
 
     def record_evaluation_history(
@@ -407,7 +407,7 @@ class Tracker:
             raise RegistryError(f"{name} v{mv.version} has no training run to keep the evaluation history on")
         if dataclasses.is_dataclass(metrics) and not isinstance(metrics, type):
             metrics = dataclasses.asdict(metrics)
-        values = _finite_metrics(metrics)
+        values = finite_metrics(metrics)
         undefined = sorted(
             k for k, v in metrics.items() if isinstance(v, float) and not math.isfinite(v) and not isinstance(v, bool)
         )
@@ -422,7 +422,7 @@ class Tracker:
             count = 0
         stamp = int(when.timestamp() * 1000)
         entries = [Metric(f"{suite}/{k}", v, stamp, count) for k, v in sorted(values.items())]
-        _log_metric_entries(self.client, mv.run_id, entries)
+        log_metric_entries(self.client, mv.run_id, entries)
         tags = {f"{EVAL_TAG_PREFIX}{suite}.{k}": repr(v) for k, v in values.items()}
         tags |= {
             f"{EVALUATED_TAG_PREFIX}{suite}.at": when.isoformat(timespec="seconds"),
@@ -450,7 +450,7 @@ class Tracker:
 
     def log_artifact_file(self, run_id: str, name: str, content: bytes | str, artifact_path: str = "") -> None:
         """`TrackedRun.log_file` for a run that has ended (plots and transcripts made after training)."""
-        _log_file(self.client, run_id, name, content, artifact_path)
+        log_run_file(self.client, run_id, name, content, artifact_path)
 
     def compare_with_champion(
         self,

@@ -116,7 +116,7 @@ def run_tags(
     return {k: str(v) for k, v in tags.items() if v is not None and str(v) != ""}
 
 
-def _finite_metrics(values: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
+def finite_metrics(values: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
     """The finite numbers of `values` (bools and text left out) under `prefix<key>`."""
     out = {}
     for key, value in values.items():
@@ -127,14 +127,15 @@ def _finite_metrics(values: Mapping[str, Any], prefix: str = "") -> dict[str, fl
     return out
 
 
-def _log_metric_entries(client: MlflowClient, run_id: str, entries: Sequence[Any]) -> None:
+def log_metric_entries(client: MlflowClient, run_id: str, entries: Sequence[Any]) -> None:
     from mlflow.utils.validation import MAX_METRICS_PER_BATCH
 
     for chunk in _chunks(list(entries), MAX_METRICS_PER_BATCH):
         client.log_batch(run_id, metrics=chunk)
 
 
-def _log_file(client: MlflowClient, run_id: str, name: str, content: bytes | str, artifact_path: str) -> None:
+def log_run_file(client: MlflowClient, run_id: str, name: str, content: bytes | str, artifact_path: str) -> None:
+    """Write `content` as the artifact `artifact_path/name` of the run (also of a run that has ended)."""
     if not name or "/" in name:
         raise ValueError(f"artifact file name must be a plain name, got {name!r}")
     with tempfile.TemporaryDirectory() as directory:
@@ -172,7 +173,7 @@ class TrackedRun:
         values = {**(metrics or {}), **more}
         now = int(time.time() * 1000)
         entries = [Metric(k, float(v), now, int(step)) for k, v in sorted(values.items())]
-        _log_metric_entries(self.client, self.run_id, entries)
+        log_metric_entries(self.client, self.run_id, entries)
 
     def log_history(self, history: Sequence[Mapping[str, Any]], step_key: str = "step", prefix: str = "") -> int:
         """Log per-step records (one mapping per logged step, e.g. transformers' `trainer.state.log_history`):
@@ -186,9 +187,9 @@ class TrackedRun:
             step = record.get(step_key)
             if isinstance(step, bool) or not isinstance(step, int | float) or int(step) != step or step < 0:
                 continue
-            values = _finite_metrics({k: v for k, v in record.items() if k != step_key}, prefix)
+            values = finite_metrics({k: v for k, v in record.items() if k != step_key}, prefix)
             entries += [Metric(k, v, now, int(step)) for k, v in sorted(values.items())]
-        _log_metric_entries(self.client, self.run_id, entries)
+        log_metric_entries(self.client, self.run_id, entries)
         return len(entries)
 
     def log_evaluation(
@@ -198,7 +199,7 @@ class TrackedRun:
         `<prefix><name>`; NaN, text and bools are left out. Returns what was logged."""
         if dataclasses.is_dataclass(summary) and not isinstance(summary, type):
             summary = dataclasses.asdict(summary)
-        values = _finite_metrics(summary, prefix)
+        values = finite_metrics(summary, prefix)
         if values:
             self.log_metrics(step, values)
         return values
@@ -206,7 +207,7 @@ class TrackedRun:
     def log_file(self, name: str, content: bytes | str, artifact_path: str = "") -> str:
         """Store `content` as the artifact `<artifact_path>/<name>` (a plot's PNG bytes, a markdown
         transcript); returns its artifact URI."""
-        _log_file(self.client, self.run_id, name, content, artifact_path)
+        log_run_file(self.client, self.run_id, name, content, artifact_path)
         prefix = f"{self.artifact_uri.rstrip('/')}/{artifact_path.strip('/')}".rstrip("/")
         return f"{prefix}/{name}"
 
