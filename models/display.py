@@ -7,6 +7,8 @@ text) is rounded here.
 | --- | --- |
 | `display_number(x, digits=3)` | a float rounded for display: `digits` decimals, or `digits` significant digits for values below 0.1 in magnitude (0.000123 stays visible); ints, bools and non-finite values unchanged |
 | `format_number(x, digits=3)` | the same as text, "n/a" for a missing or non-finite value (for markdown tables) |
+| `fixed(x, spec=".3f")` | `x` with a format spec (".2f", "+.3f", ".1%"); "-" for a missing or non-finite value (report text) |
+| `interval_text(mean, low, high, spec=".3f")` | "mean [low, high]" with one spec, the one way every report writes an estimate; the bracket is left out when the interval is undefined |
 | `display_metadata(values, digits=3)` | a mapping with every float (also inside lists and nested mappings) rounded by `display_number`; NaN and infinities become text ("n/a", "inf") because Dagster shows a NaN float as a bare `NaN` |
 | `display_json(value, digits=3)` | `json_safe(value)` with every float rounded by `display_number`: JSON metadata (`MetadataValue.json`) a person reads (0.0015624999999999992 -> 0.00156), NaN as `null` with its reason |
 | `json_safe(value, reasons=...)` | a JSON-serialisable copy: dataclasses and mappings become dicts, tuples/sets lists, paths and other objects text; NaN and +-inf become `null`, and in a mapping a sibling key `<key>_null_reason` says why (from `reasons`, else "not a number" / "infinite") |
@@ -66,6 +68,24 @@ def format_number(value: Any, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "n/a"
     return str(display_number(value, digits))
+
+
+def fixed(value: float | None, spec: str = ".3f", missing: str = "-") -> str:
+    """`value` formatted with the format spec `spec`; `missing` for None, NaN and infinities."""
+    if value is None or not math.isfinite(value):
+        return missing
+    return format(value, spec)
+
+
+def interval_text(
+    mean: float | None, low: float | None, high: float | None, spec: str = ".3f", separator: str = " "
+) -> str:
+    """`mean [low, high]`, each number by `fixed(.., spec)`; the bracket (after `separator`) is left out when
+    either bound is missing or not finite (an interval from one cluster, an undefined estimate)."""
+    text = fixed(mean, spec)
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        return text
+    return f"{text}{separator}[{fixed(low, spec)}, {fixed(high, spec)}]"
 
 
 def _display(value: Any, digits: int) -> Any:

@@ -90,3 +90,18 @@ def test_json_metadata_is_rounded_for_reading() -> None:
     assert shown["pareto_optimal_rate"] is None and "pareto_optimal_rate_null_reason" in shown
     assert strict_loads(json.dumps(shown)) == shown  # still strict JSON
     assert report["paired"]["ppo_minus_sft"]["mean"] == 0.0015624999999999992  # the data is untouched
+
+
+def test_every_report_writes_an_estimate_one_way() -> None:
+    from models.display import fixed, interval_text
+    from models.evaluation.stats import Estimate
+
+    assert interval_text(0.4056, 0.2749, 0.5361) == "0.406 [0.275, 0.536]"
+    assert Estimate(0.105, 0.001, 0.197, 96).text("+.2f") == "+0.10 [+0.00, +0.20]"
+    assert Estimate(0.25, 0.1, 0.4, 8).text(".1%") == "25.0% [10.0%, 40.0%]"
+    # An undefined interval (one cluster, no data) leaves the bracket out rather than printing "nan".
+    assert Estimate(0.5, math.nan, math.nan, 1).text() == "0.500"
+    assert interval_text(0.5, None, 0.7) == "0.500"
+    assert Estimate(-0.1, -0.3, 0.1, 4).text("+.2f", separator="\n") == "-0.10\n[-0.30, +0.10]"
+    assert fixed(None) == "-" and fixed(math.inf) == "-" and fixed(math.nan, missing="n/a") == "n/a"
+    assert fixed(2 / 3, ".0f") == "1" and fixed(2 / 3) == "0.667"

@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from models.display import interval_text
+
 CI_METHODS = ("t", "normal", "bootstrap")
 DEFAULT_BOOTSTRAP = 2000
 """Resamples per interval (percentile intervals at 95% are stable to ~0.005 of the reward range)."""
@@ -63,6 +65,10 @@ class Estimate:
             "ci_high": _finite_or_none(self.ci_high),
             "n": self.n,
         }
+
+    def text(self, spec: str = ".3f", separator: str = " ") -> str:
+        """`mean [low, high]` for reports (`models.display.interval_text`)."""
+        return interval_text(self.mean, self.ci_low, self.ci_high, spec, separator)
 
     def excludes_zero(self) -> bool:
         """Whether the interval lies entirely above or entirely below 0."""

@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from models.display import interval_text
+
 MIN_CLUSTERS = 8
 """The fewest clusters an interval must rest on to count as evidence (module docstring)."""
 HIGHER, LOWER = "higher", "lower"
@@ -103,9 +105,8 @@ class Interval:
         if not math.isfinite(self.mean):
             return "undefined"
         sign = "+" if self.low < 0 < self.high or self.mean < 0 else ""
-        if not self.has_interval:
-            return f"{self.mean:{sign}.{digits}f} (no interval)"
-        return f"{self.mean:{sign}.{digits}f} [{self.low:{sign}.{digits}f}, {self.high:{sign}.{digits}f}]"
+        text = interval_text(self.mean, self.low, self.high, f"{sign}.{digits}f")
+        return text if self.has_interval else f"{text} (no interval)"
 
     def cluster_text(self) -> str:
         """The clusters behind the interval, flagged when fewer than MIN_CLUSTERS."""

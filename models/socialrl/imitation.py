@@ -87,8 +87,7 @@ class ImitationReport:
         def cell(e: Estimate | None) -> str:
             if e is None or not math.isfinite(e.mean):
                 return "-"
-            interval = f" [{e.ci_low:.3f}, {e.ci_high:.3f}]" if math.isfinite(e.ci_low) else ""
-            return f"{e.mean:.3f}{interval}"
+            return e.text()
 
         rows = ["| metric | warm-start | teacher |", "|---|---|---|"]
         for metric in self.student:

@@ -198,10 +198,6 @@ class RedTeamReport:
             reference = next(iter(d.leak_rate))
             for name, e in d.leak_rate.items():
                 diff = d.leak_difference.get(f"{name} - {reference}")
-                paired = (
-                    f"{diff.mean:+.2f} [{diff.ci_low:+.2f}, {diff.ci_high:+.2f}]" if diff is not None else "reference"
-                )
-                lines.append(
-                    f"| {d.env_id} | {name} | {e.mean:.2f} [{e.ci_low:.2f}, {e.ci_high:.2f}] | {e.n} | {paired} |"
-                )
+                paired = diff.text("+.2f") if diff is not None else "reference"
+                lines.append(f"| {d.env_id} | {name} | {e.text('.2f')} | {e.n} | {paired} |")
         return "\n".join(lines)

@@ -210,7 +210,7 @@ class ToMDomainResult:
         correlations): what `tom_analysis` shows and run_tom prints."""
 
         def interval(e: Estimate, digits: int = 3, sign: str = "") -> str:
-            return f"{e.mean:{sign}.{digits}f} [{e.ci_low:{sign}.{digits}f}, {e.ci_high:{sign}.{digits}f}]"
+            return e.text(f"{sign}.{digits}f")
 
         lines = [
             f"{self.env_id} (seat {self.seat}, {self.episodes} episodes per arm)",

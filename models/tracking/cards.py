@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from models.display import interval_text
+
 
 def _is_path_like(reference: str) -> bool:
     return reference.startswith(("/", "~", "./", "../", "file:")) or (len(reference) > 2 and reference[1:3] == ":\\")
@@ -81,9 +83,10 @@ class ModelCard:
         e = self.evaluation
         if "mean_reward" not in e:
             return ""
-        text = f"mean reward {float(e['mean_reward']):.3f}"
-        if "ci_low" in e and "ci_high" in e:
-            text += f" [{float(e['ci_low']):.3f}, {float(e['ci_high']):.3f}]"
+        low, high = e.get("ci_low"), e.get("ci_high")
+        text = "mean reward " + interval_text(
+            float(e["mean_reward"]), None if low is None else float(low), None if high is None else float(high)
+        )
         if "n" in e:
             text += f" (n={int(e['n'])})"
         return text + (f", {self.evaluation_suite}" if self.evaluation_suite else "")

@@ -161,7 +161,7 @@ def compare_versions(
                 sign * paired.mean > 0,
                 "paired",
                 f"same plan {candidate.describe_plan()}: candidate - champion v{champion.version} = "
-                f"{paired.mean:+.4f} [{paired.ci_low:+.4f}, {paired.ci_high:+.4f}] over {paired.n} paired episodes",
+                f"{paired.text('+.4f')} over {paired.n} paired episodes",
                 paired,
             )
     basis = "means, same plan" if candidate.plan else "means, plans not recorded"

@@ -38,6 +38,7 @@ import httpx
 import torch
 
 from environments.core.runtime import EpisodeResult, progress_logger, run_episodes
+from models.display import interval_text
 from models.evaluation.stats import mean_estimate
 from models.records import rows_for
 from models.serving.adapters import advance_adapter
@@ -215,7 +216,7 @@ def _progress(config: PPOConfig, m: dict[str, Any]) -> str:
     line = (
         f"PPO {config.run_name} it {m['iteration'] + 1}/{config.iterations}"
         f"{' (critic warm-up)' if not m['actor_trained'] else ''}  "
-        f"reward {m['reward_mean']:.3f} [{m['reward_ci_low']:.3f}, {m['reward_ci_high']:.3f}]  "
+        f"reward {interval_text(m['reward_mean'], m['reward_ci_low'], m['reward_ci_high'])}  "
         f"agree {m['agreement_rate']:.2f}  invalid/ep {m['invalid_actions_per_episode']:.2f}  "
         f"kl {m.get('kl', math.nan):.4f}  vloss {m['value_loss']:.4f}  "
         f"ent {m['entropy']:.2f}  rollout {m['time_rollout_s']:.0f}s ({m['rollout_tokens_per_s']:.0f} tok/s)  "

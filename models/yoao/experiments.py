@@ -31,6 +31,7 @@ from agents.yoao.llm_players import SwapAgent, red_black_config
 from agents.yoao.red_black_strategies import MuteWrapper
 from environments.core.runtime import Agent
 from environments.yoao.red_black import load_frame
+from models.display import fixed
 from models.evaluation.stats import Estimate, mean_estimate
 from models.records import rows_for
 from models.storage import TableStore
@@ -157,17 +158,17 @@ class ExperimentResult:
         for a in self.arms:
             c, u = a.cooperation, a.untrained_cooperation
             lines.append(
-                f"| {a.arm} | {a.games} | {_f(u.mean)} [{_f(u.ci_low)}, {_f(u.ci_high)}] | "
-                f"{_f(c.mean)} [{_f(c.ci_low)}, {_f(c.ci_high)}] | {_f(a.decided_cooperation.mean)} | "
+                f"| {a.arm} | {a.games} | {u.text('.2f')} | "
+                f"{c.text('.2f')} | {_f(a.decided_cooperation.mean)} | "
                 f"{_f(a.welfare.mean)} | {_f(a.influence.mean)} | {_f(a.tie_rate)} | "
                 f"{_f(a.untrained_abstention_rate)} / {_f(a.seed_abstention_rate)} | {_f(a.invalid_vote_rate)} |"
             )
         for name, e in self.untrained_comparisons.items():
-            lines.append(f"\nuntrained, {name}: {_f(e.mean)} [{_f(e.ci_low)}, {_f(e.ci_high)}] (n={e.n} paired games)")
+            lines.append(f"\nuntrained, {name}: {e.text('.2f')} (n={e.n} paired games)")
         for name, e in self.comparisons.items():
-            lines.append(f"\nteam, {name}: {_f(e.mean)} [{_f(e.ci_low)}, {_f(e.ci_high)}] (n={e.n} paired games)")
+            lines.append(f"\nteam, {name}: {e.text('.2f')} (n={e.n} paired games)")
         for name, e in self.window.items():
-            lines.append(f"\nafter removal, {name}: {_f(e.mean)} [{_f(e.ci_low)}, {_f(e.ci_high)}] (n={e.n})")
+            lines.append(f"\nafter removal, {name}: {e.text('.2f')} (n={e.n})")
         return "\n".join(lines)
 
     def as_dict(self) -> dict[str, Any]:
@@ -188,7 +189,7 @@ class ExperimentResult:
 
 
 def _f(value: float | None) -> str:
-    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.2f}"
+    return fixed(value, ".2f")
 
 
 def seed_arm(settings: YoaoSettings, k: int, role: str = "seed") -> Arm:

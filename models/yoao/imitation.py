@@ -31,6 +31,7 @@ from typing import Any
 import httpx
 
 from environments.yoao.red_black import BLACK, VOTE, VOTE_REQUEST, list_frames, load_frame, read_choice
+from models.display import fixed
 from models.evaluation.stats import Estimate, mean_estimate
 from models.yoao.seed.dataset import classify_turn
 from models.yoao.seed.training import PLATEAU_TOLERANCE, TrainedAdapter
@@ -145,7 +146,7 @@ class AdapterImitation:
         rows = [f"**{self.adapter}** ({self.turns} held-out turns of {self.conversations} conversations)", "",
                 "| measure | rate [95% CI] |", "| --- | --- |"]  # fmt: skip
         for name, e in self.metrics.items():
-            rows.append(f"| {name} | {_f(e.mean)} [{_f(e.ci_low)}, {_f(e.ci_high)}] (n={e.n}) |")
+            rows.append(f"| {name} | {e.text('.2f')} (n={e.n}) |")
         curve = ", ".join(f"{step}: {loss:.3f}" for step, loss in self.eval_curve)
         rows += ["", f"held-out loss by step: {curve}; last interval gained {_f(self.plateau_gain)} "
                  f"({'plateaued' if self.plateaued else 'still falling'})", ""]  # fmt: skip
@@ -154,8 +155,8 @@ class AdapterImitation:
         return "\n".join(rows)
 
 
-def _f(value: float) -> str:
-    return "-" if value is None or math.isnan(value) else f"{value:.2f}"
+def _f(value: float | None) -> str:
+    return fixed(value, ".2f")
 
 
 def score_replies(turns: Sequence[ReplayTurn], replies: Sequence[str]) -> dict[str, Estimate]:

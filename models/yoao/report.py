@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from models import plots
+from models.display import fixed
 from models.evaluation.stats import Estimate, mean_estimate
 from models.yoao.experiments import ExperimentResult
 from models.yoao.games import (
@@ -287,16 +288,14 @@ class YoaoResults:
         if self.persistence_window:
             lines.append(
                 "persistence, cooperation after the removal: "
-                + ", ".join(
-                    f"{k} {_f(e.mean)} [{_f(e.ci_low)}, {_f(e.ci_high)}]" for k, e in self.persistence_window.items()
-                )
+                + ", ".join(f"{k} {e.text('.2f')}" for k, e in self.persistence_window.items())
             )
         lines += ["", "sugarscape:", "", json.dumps(self.benchmark()["sugarscape"], indent=1)]
         return "\n".join(lines)
 
 
 def _cell(e: Estimate | None) -> str:
-    return "-" if e is None else f"{_f(e.mean)} [{_f(e.ci_low)}, {_f(e.ci_high)}]"
+    return "-" if e is None else e.text(".2f")
 
 
 def outcomes_table(outcomes: Sequence[ArmOutcomes]) -> str:
@@ -318,7 +317,7 @@ def outcomes_table(outcomes: Sequence[ArmOutcomes]) -> str:
 
 
 def _f(value: float | None) -> str:
-    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.2f}"
+    return fixed(value, ".2f")
 
 
 def arms_table(arms: Sequence[ArmSummary]) -> str:
@@ -329,7 +328,7 @@ def arms_table(arms: Sequence[ArmSummary]) -> str:
     for a in arms:
         c = a.cooperation
         lines.append(
-            f"| {a.arm} | {a.games} | {_f(c.mean)} [{_f(c.ci_low)}, {_f(c.ci_high)}] | {_f(a.decided_cooperation.mean)} | "
+            f"| {a.arm} | {a.games} | {c.text('.2f')} | {_f(a.decided_cooperation.mean)} | "
             f"{_f(a.welfare.mean)} | {_f(a.influence.mean)} | {_f(a.tie_rate)} | {_f(a.untrained_abstention_rate)} / "
             f"{_f(a.seed_abstention_rate)} | {_f(a.invalid_vote_rate)} | {a.llm_calls} |"
         )

@@ -45,6 +45,7 @@ from environments.yoao.sugarscape import (
     TraderInfo,
     run_simulation_async,
 )
+from models.display import fixed
 from models.evaluation.stats import Estimate, mean_estimate
 from models.yoao.config import SugarscapeSettings
 
@@ -188,7 +189,7 @@ class SugarscapeResult:
 
 
 def _f(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
+    return fixed(value, f".{digits}f")
 
 
 async def run_world(

@@ -22,6 +22,7 @@ from agents.socialrl.baselines import BASELINES, make_baseline
 from agents.socialrl.teacher import make_teacher
 from environments import Scenario
 from environments.core.runtime import Agent
+from models.display import interval_text
 from models.evaluation.policy import (
     EvaluationPlan,
     EvaluationResult,
@@ -153,7 +154,7 @@ class PolicyResult:
         s, metrics = self.summary, self.metrics
         command = metrics.get("command_rate")
         return (
-            f"{self.label}: {s.n} episodes  reward {s.mean_reward:.3f} [{s.ci_low:.3f}, {s.ci_high:.3f}]  "
+            f"{self.label}: {s.n} episodes  reward {interval_text(s.mean_reward, s.ci_low, s.ci_high)}  "
             f"agree {s.agreement_rate:.2f}  invalid {s.invalid_action_rate:.2f}/turn  "
             f"command rate {command.mean if command else math.nan:.2f}  {self.seconds:.0f}s"
         ).replace("nan", "-")

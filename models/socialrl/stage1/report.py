@@ -16,6 +16,7 @@ from typing import Any
 
 from agents.socialrl.baselines import BASELINES
 from models import plots
+from models.display import fixed, interval_text
 from models.evaluation.policy import PlanIdentity
 from models.evaluation.stats import Estimate
 from models.evaluation.transcripts import representative_transcripts, transcripts_html, transcripts_markdown
@@ -40,7 +41,7 @@ PAIRS = (("ppo", "sft"), ("sft", "base"), ("ppo", "base"))
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
-    return "-" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
+    return fixed(value, f".{digits}f")
 
 
 @dataclass(frozen=True)
@@ -119,9 +120,7 @@ def _cell(e: Mapping[str, Any] | None) -> str:
     """An estimate of a report (Estimate.as_dict) as 'mean [low, high]'."""
     if not e or e.get("mean") is None:
         return "-"
-    if e.get("ci_low") is None:
-        return _fmt(e["mean"])
-    return f"{_fmt(e['mean'])} [{_fmt(e['ci_low'])}, {_fmt(e['ci_high'])}]"
+    return interval_text(e["mean"], e.get("ci_low"), e.get("ci_high"))
 
 
 def report_markdown(report: Mapping[str, Any]) -> str:

@@ -64,9 +64,7 @@ class RecoveredShare:
     def text(self) -> str:
         if self.reason is not None:
             return f"undefined ({self.reason})"
-        e = self.estimate
-        interval = "" if math.isnan(e.ci_low) else f" [{e.ci_low:.1%}, {e.ci_high:.1%}]"
-        return f"{e.mean:.1%}{interval}"
+        return self.estimate.text(".1%")
 
 
 def recovered_share(

@@ -99,8 +99,7 @@ class TransferMatrix:
             return ", ".join(f"{short(d)} ({effects[d]:+.3f})" for d in domains) or "none"
 
         significant = [
-            f"{short(c.donor)} -> {short(c.recipient)} {c.difference.mean:+.3f} "
-            f"[{c.difference.ci_low:+.3f}, {c.difference.ci_high:+.3f}]"
+            f"{short(c.donor)} -> {short(c.recipient)} {c.difference.text('+.3f')}"
             for c in self.cells
             if c.kind == "specialist" and c.donor != c.recipient and c.difference.excludes_zero()
         ]
@@ -123,7 +122,7 @@ class TransferMatrix:
                     except KeyError:
                         cells.append("-")
                         continue
-                    cells.append(f"{e.mean:+.3f} [{e.ci_low:+.3f}, {e.ci_high:+.3f}] n={e.n}")
+                    cells.append(f"{e.text('+.3f')} n={e.n}")
                 lines.append(f"| {donor}{'' if kind == 'specialist' else ' (SFT)'} | " + " | ".join(cells) + " |")
         return "\n".join(lines)
 
@@ -184,8 +183,7 @@ def transfer_heatmap(matrix: TransferMatrix) -> bytes:
                     row_notes.append("")
                     continue
                 row_values.append(e.mean)
-                ci = "" if math.isnan(e.ci_low) else f"\n[{e.ci_low:+.2f}, {e.ci_high:+.2f}]"
-                row_notes.append(f"{e.mean:+.2f}{ci}")
+                row_notes.append(e.text("+.2f", separator="\n"))
             values.append(row_values)
             notes.append(row_notes)
     return heatmap(

@@ -86,8 +86,8 @@ class UnifiedEvaluation:
                     cells.append("-")
                     continue
                 e, d = r.estimate, r.vs_base
-                diff = "" if policy == "base" else f"<br>Δ {d.mean:+.3f} [{d.ci_low:+.3f}, {d.ci_high:+.3f}]"
-                cells.append(f"{e.mean:.3f} [{e.ci_low:.3f}, {e.ci_high:.3f}]{diff}")
+                diff = "" if policy == "base" else f"<br>Δ {d.text('+.3f')}"
+                cells.append(f"{e.text()}{diff}")
             lines.append(f"| {policy} | " + " | ".join(cells) + " |")
         n = next((r.estimate.n for r in self.rows if r.env_id != MEAN), 0)
         lines.append(

@@ -17,6 +17,7 @@ from agents.llm_agent import LLMAgent
 from agents.yoao.llm_players import red_black_config
 from agents.yoao.red_black_teacher import PrincipledCooperator
 from environments.core.runtime import Agent
+from models.display import fixed
 from models.evaluation.stats import Estimate
 from models.yoao.config import ENGINE, YoaoSettings
 from models.yoao.games import Arm, ArmPlay, GameSpec, Maker, play_arms, summarise
@@ -184,7 +185,7 @@ class TeacherSelection:
         for r in self.rows:
             w = r.welfare_points
             lines.append(
-                f"| {r.name} | {r.status} | {_fmt(w.mean, 1)} [{_fmt(w.ci_low, 1)}, {_fmt(w.ci_high, 1)}] | "
+                f"| {r.name} | {r.status} | {w.text('.1f')} | "
                 f"{_fmt(r.cooperation.mean)} | {_fmt(r.abstention_rate)} | {_fmt(r.invalid_vote_rate)} | {r.games} | "
                 f"{r.reason} |"
             )
@@ -192,7 +193,7 @@ class TeacherSelection:
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+    return fixed(value, f".{digits}f")
 
 
 _NO_ESTIMATE = Estimate(math.nan, math.nan, math.nan, 0)
