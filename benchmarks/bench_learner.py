@@ -25,8 +25,8 @@ attn = 2 x layers x heads x head_dim x (S + 1): QK^T and PV over the causal half
 - critic (every weight trained): forward 2 N_c + attn_c, backward 4 N_c + 2 attn_c (no LM head: a value head).
 Padding tokens, activation recomputation (gradient checkpointing) and the optimizer steps are not counted.
 MFU = counted FLOPs / (seconds x peak). The peak defaults to 790 TFLOP/s on CUDA (an H200's measured dense
-bf16 matmul rate; pass --peak-tflops for other GPUs); on a CPU it is measured here (a bf16 matmul under
-autocast, what the learner computes in).
+bf16 matmul rate; pass --peak-tflops for other GPUs); on a CPU it is measured here (a matmul in what the
+learner computes in: bf16 autocast where the CPU has native bf16, else fp32, models/hardware.py).
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 
 from models.training.config import LoraSettings, PPOHyper  # noqa: E402
+from models.training.device import autocast, train_in_bf16, weights_dtype  # noqa: E402
 from models.training.ppo_learner import PPOLearner, RecordedTurn, ValueModel, episode_samples  # noqa: E402
 
 H200_BF16_PEAK_TFLOPS = 790.0
@@ -160,7 +161,8 @@ WORKLOADS = {
 def build_models(
     work: Workload, device: torch.device, gradient_checkpointing: bool
 ) -> tuple[torch.nn.Module, ValueModel]:
-    """Random-weight actor (bf16 base + fp32 LoRA adapter, as models/training/sft.py loads it) and critic
+    """Random-weight actor (bf16 base where the device has native bf16, else fp32, + fp32 LoRA adapter, as
+    models/training/sft.py loads it) and critic
     (fp32 master weights, as ValueModel.from_pretrained loads it), built on the device directly."""
     from peft import get_peft_model
 
@@ -168,7 +170,7 @@ def build_models(
     torch.manual_seed(0)
     with torch.device(device):
         base = transformers.AutoModelForCausalLM.from_config(
-            work.actor.config(), dtype=torch.bfloat16, attn_implementation="sdpa"
+            work.actor.config(), dtype=weights_dtype(True, device), attn_implementation="sdpa"
         )
         backbone = transformers.AutoModel.from_config(
             work.critic.config(), dtype=torch.float32, attn_implementation="sdpa"
@@ -224,10 +226,10 @@ def flops(work: Workload, lengths: list[int]) -> dict[str, float]:
 
 
 def measured_peak_tflops(device: torch.device, size: int = 1024, repeats: int = 10) -> float:
-    """Dense bf16 matmul rate under autocast on this device (what the learner computes in)."""
+    """Dense matmul rate on this device in what the learner computes in (`autocast`: bf16 where native)."""
     a = torch.randn(size, size, device=device)
     b = torch.randn(size, size, device=device)
-    with torch.autocast(device.type, dtype=torch.bfloat16):
+    with autocast(device, True):
         a @ b
         _sync(device)
         start = time.perf_counter()
@@ -300,7 +302,8 @@ def run(args: argparse.Namespace) -> dict:
     elif device.type == "cuda":
         peak, peak_source = H200_BF16_PEAK_TFLOPS, "H200 bf16 dense, measured (default)"
     else:
-        peak, peak_source = measured_peak_tflops(device), "bf16 autocast matmul measured on this CPU"
+        computes_in = "bf16 autocast" if train_in_bf16(True, device) else "fp32 (no native bf16)"
+        peak, peak_source = measured_peak_tflops(device), f"{computes_in} matmul measured on this CPU"
 
     def mfu(flop: float, secs: float) -> float:
         return flop / secs / (peak * 1e12)

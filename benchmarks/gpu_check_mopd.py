@@ -123,6 +123,7 @@ def run_check(device_name: str, steps: int, bf16: bool) -> dict[str, Any]:
     import peft
     import transformers
 
+    from models.training.device import train_in_bf16
     from models.training.sft import load_lora_model
 
     start = time.perf_counter()
@@ -153,7 +154,8 @@ def run_check(device_name: str, steps: int, bf16: bool) -> dict[str, Any]:
         "parameters_on_device": all(p.device == device for p in student.parameters()),
         "forward_inputs_on_device": log.devices == {str(device)},
         "optimizer_state_on_device": bool(moments) and all(m.device == device for m in moments),
-        "autocast_in_forward": bool(log.autocast) and all(a == bf16 for a in log.autocast),
+        # bf16 autocast where asked for and the device has it natively (models/hardware.py), else none
+        "autocast_in_forward": bool(log.autocast) and all(a == train_in_bf16(bf16, device) for a in log.autocast),
         "adapter_moved": any(not torch.equal(before[n], after[n]) for n in before),
         "losses_finite": all(torch.isfinite(torch.tensor(v)).item() for u in updates for v in u.values()),
         "teacher_targets_stay_on_cpu": all(b.teacher_ids.device.type == "cpu" for b in batch),

@@ -106,17 +106,56 @@ def test_the_embedded_profiles_keep_the_cpu_defaults() -> None:
         assert profile.ppo.compute == ComputeSettings() and profile.sft.compute == ComputeSettings()
         assert profile.ppo.data_parallel.workers == 1 and not profile.ppo.data_parallel.enabled
         assert profile.engine.tensor_parallel_size == profile.engine.data_parallel_size == 1
-    assert CPU.ppo.bf16 and CPU.sft.bf16  # unchanged: bf16 base weights and autocast on the CPU too
+    assert CPU.ppo.bf16 and CPU.sft.bf16  # asked for; used where the CPU has native bf16 (models/hardware.py)
     assert PAPER.ppo.compute.device == "cuda" and PAPER.ppo.data_parallel.workers > 1
     assert PAPER.ppo.bf16 and PAPER.sft.bf16
 
 
-def test_weights_dtype_follows_the_stage_not_the_device() -> None:
+def test_weights_dtype_follows_the_stage_where_the_device_has_native_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("models.hardware.native_bf16", lambda device_type="cpu": True)
     assert weights_dtype(True) is torch.bfloat16 and weights_dtype(False) is torch.float32
     assert load_kwargs(ComputeSettings(attn_implementation="eager"), bf16=True) == {
         "dtype": torch.bfloat16,
         "attn_implementation": "eager",
     }
+
+
+def test_a_cpu_without_native_bf16_trains_and_serves_in_fp32(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    """bf16 is a speed setting: where the CPU would emulate it (no AVX512-BF16 or AMX) the weights, the
+    autocast, the SFT trainer and the engine fall back to fp32, and say so once."""
+    from models import hardware
+    from models.serving.engine import EngineConfig, VLLMEngine, served_dtype
+    from models.training.device import autocast
+    from models.training.sft import trainer_config
+
+    monkeypatch.setattr(hardware, "native_bf16", lambda device_type="cpu": device_type == "cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    hardware._say_fp32.cache_clear()
+    with caplog.at_level("WARNING", logger="socialrl.hardware"):
+        assert weights_dtype(True) is torch.float32 and weights_dtype(True, "cpu") is torch.float32
+        assert not autocast("cpu", True)._enabled
+        assert trainer_config(SFTSettings(bf16=True), tmp_path, on_cpu=True).bf16 is False
+        assert served_dtype("bfloat16") == "float32" and served_dtype("float16") == "float16"
+        command = VLLMEngine(EngineConfig(model_path=tmp_path)).command()
+        assert command[command.index("--dtype") + 1] == "float32"
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2 and all("no native bf16" in m for m in said)  # once for training, once for the engine
+    # On a device with native bf16 the stage's setting stands.
+    monkeypatch.setattr(hardware, "native_bf16", lambda device_type="cpu": True)
+    assert weights_dtype(True) is torch.bfloat16 and autocast("cpu", True)._enabled
+    assert served_dtype("bfloat16") == "bfloat16"
+
+
+def test_native_bf16_reads_the_cpu_and_rejects_unknown_devices() -> None:
+    from models import hardware
+
+    flags = hardware.cpu_flags()
+    if flags:  # Linux: torch's own check agrees with the flags it is built from
+        assert hardware.native_bf16("cpu") == bool({"avx512_bf16", "amx_bf16"} & flags)
+    with pytest.raises(ValueError, match="unknown device type"):
+        hardware.native_bf16("tpu")
 
 
 # ------------------------------------------------------------------------------------- tiny local models
@@ -191,8 +230,10 @@ def _one_update(learner: PPOLearner) -> tuple[dict[str, float], dict[str, torch.
 
 
 # ---------------------------------------------------------------------------------- dtype, kernels, memory
-def test_cpu_bf16_loading_keeps_the_adapter_and_critic_in_fp32(qwen_dir: Path) -> None:
+def test_cpu_bf16_loading_keeps_the_adapter_and_critic_in_fp32(qwen_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from models.training.sft import load_lora_model
+
+    monkeypatch.setattr("models.hardware.native_bf16", lambda device_type="cpu": True)  # a CPU with native bf16
 
     compute = ComputeSettings(device="cpu")
     actor, tokenizer = load_lora_model(qwen_dir, LoraSettings(r=4, alpha=8), bf16=True, compute=compute)

@@ -29,6 +29,14 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.gpu_check_mopd import synthetic_batch  # noqa: E402
 
 DEVICES = sorted({"cpu", str(select_device("auto"))})
+
+
+@pytest.fixture(autouse=True)
+def _bf16_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about where tensors and autocast go, whatever this CPU's bf16 support (models/hardware.py)."""
+    monkeypatch.setattr("models.hardware.native_bf16", lambda device_type="cpu": True)
+
+
 """The CPU, and the GPU where torch sees one."""
 
 

