@@ -1,24 +1,34 @@
-"""The README's stage-1 results, rendered from benchmarks/results/make_run_cpu.json (never typed by hand).
+"""Result blocks in the README and docs, rendered from result files (never typed by hand).
 
-The block between `<!-- make_run_cpu: begin -->` and `<!-- make_run_cpu: end -->` in README.md is each domain's
-report rendered by `report_markdown` (models/socialrl/stage1/report.py, the same tables `make run` prints and
-the `specialist_eval` asset shows), followed by the run's wall time from its own records.
-tests/test_readme_results.py fails when the README and the file disagree.
+Each block sits between `<!-- <name>: begin -->` and `<!-- <name>: end -->` in its document:
 
-    python -m benchmarks.readme_results          # rewrite the README block from the result file
+| block | document | result file | rendered by |
+| --- | --- | --- | --- |
+| `make_run_cpu` | README.md | benchmarks/results/make_run_cpu.json | each domain's `report_markdown` (models/socialrl/stage1/report.py, the tables `make run` prints and the `specialist_eval` asset shows) and the run's wall time from its own records |
+| `yoao_cpu` | docs/yoao.md | benchmarks/results/yoao_cpu.json | `benchmark_markdown` (models/yoao/report.py) |
+| `yoao_tutor_reference` | docs/yoao.md | benchmarks/results/yoao_tutor_reference.json | `benchmark_markdown` |
+
+A block whose result file does not exist yet is left as it is. tests/test_readme_results.py fails when a
+document and its file disagree.
+
+    python -m benchmarks.readme_results          # rewrite every block from its result file
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from models.socialrl.stage1.report import report_markdown
+from models.yoao.report import benchmark_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULT = ROOT / "benchmarks" / "results" / "make_run_cpu.json"
+RESULTS = ROOT / "benchmarks" / "results"
+RESULT = RESULTS / "make_run_cpu.json"
 README = ROOT / "README.md"
 BEGIN, END = "<!-- make_run_cpu: begin -->", "<!-- make_run_cpu: end -->"
 
@@ -34,21 +44,52 @@ def render(result: dict[str, Any]) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def block(readme: str) -> str:
-    """The text between the README's markers."""
-    start, end = readme.index(BEGIN) + len(BEGIN), readme.index(END)
-    return readme[start:end].strip("\n") + "\n"
+@dataclass(frozen=True)
+class Block:
+    """One rendered block of a document."""
+
+    name: str
+    """The marker name: the block sits between `<!-- name: begin -->` and `<!-- name: end -->`."""
+    document: Path
+    result: Path
+    render: Callable[[dict[str, Any]], str]
+
+    @property
+    def markers(self) -> tuple[str, str]:
+        return f"<!-- {self.name}: begin -->", f"<!-- {self.name}: end -->"
+
+
+BLOCKS = (
+    Block("make_run_cpu", README, RESULT, render),
+    Block("yoao_cpu", ROOT / "docs" / "yoao.md", RESULTS / "yoao_cpu.json", benchmark_markdown),
+    Block("yoao_tutor_reference", ROOT / "docs" / "yoao.md", RESULTS / "yoao_tutor_reference.json", benchmark_markdown),
+)
+
+
+def block(text: str, markers: tuple[str, str] = (BEGIN, END)) -> str:
+    """The text between a document's markers."""
+    begin, end = markers
+    start, stop = text.index(begin) + len(begin), text.index(end)
+    return text[start:stop].strip("\n") + "\n"
+
+
+def rewrite(b: Block) -> bool:
+    """Rewrite `b` in its document from its result file; False when the file does not exist yet."""
+    if not b.result.exists():
+        return False
+    begin, end = b.markers
+    text = b.document.read_text()
+    start, stop = text.index(begin) + len(begin), text.index(end)
+    b.document.write_text(text[:start] + "\n" + b.render(json.loads(b.result.read_text())) + text[stop:])
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--result", type=Path, default=RESULT)
-    parser.add_argument("--readme", type=Path, default=README)
-    args = parser.parse_args(argv)
-    text = args.readme.read_text()
-    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    args.readme.write_text(text[:start] + "\n" + render(json.loads(args.result.read_text())) + text[end:])
-    print(f"wrote {args.readme} from {args.result}")
+    parser.parse_args(argv)
+    for b in BLOCKS:
+        done = rewrite(b)
+        print(f"{b.name}: {'wrote ' + str(b.document.relative_to(ROOT)) if done else 'no ' + b.result.name + ' yet'}")
     return 0
 
 

@@ -1,8 +1,11 @@
-"""The README's stage-1 results are the rendering of benchmarks/results/make_run_cpu.json, not typed by hand."""
+"""The result blocks of the README and docs are the rendering of their result files, not typed by hand
+(benchmarks/readme_results.py: the README's stage-1 block, docs/yoao.md's cpu run and tutor reference)."""
 
 from __future__ import annotations
 
 import json
+
+import pytest
 
 from benchmarks import readme_results
 
@@ -10,6 +13,33 @@ from benchmarks import readme_results
 def test_the_readme_block_is_the_rendering_of_the_result_file() -> None:
     result = json.loads(readme_results.RESULT.read_text())
     assert readme_results.block(readme_results.README.read_text()) == readme_results.render(result)
+
+
+@pytest.mark.parametrize("name", [b.name for b in readme_results.BLOCKS])
+def test_every_document_block_is_the_rendering_of_its_result_file(name: str) -> None:
+    b = next(b for b in readme_results.BLOCKS if b.name == name)
+    text = b.document.read_text()
+    assert text.count(b.markers[0]) == 1 and text.count(b.markers[1]) == 1, f"{b.document.name} lacks {name}'s markers"
+    if not b.result.exists():
+        pytest.skip(f"{b.result.name} not measured yet")
+    assert readme_results.block(text, b.markers) == b.render(json.loads(b.result.read_text()))
+
+
+def test_the_yoao_rendering_shows_every_arm_the_pairing_the_null_and_persuadability() -> None:
+    from models.yoao.report import benchmark_markdown
+
+    result = json.loads((readme_results.RESULTS / "yoao_tutor_reference.json").read_text())
+    text = benchmark_markdown(result)
+    for arm, entry in result["untrained_cooperation"].items():
+        assert f"| {arm} | {entry['games']} | {entry['mean']:.2f} [" in text
+    for arm, entry in result["untrained_cooperation_paired"].items():
+        assert f"{entry['mean']:+.2f} [{entry['ci_low']:+.2f}, {entry['ci_high']:+.2f}]" in text, arm
+    null = result["team"]["1"]["vote_arithmetic_null"]
+    assert f"{null['mean']:.2f} [{null['ci_low']:.2f}, {null['ci_high']:.2f}]" in text
+    k0 = result["persuadability_k0"]
+    assert f"Persuadability at k = 0: {k0['mean']:.2f}" in text and f"({k0['votes']} votes" in text
+    skipped = benchmark_markdown({**result, "sugarscape": {"skipped": "left to the paper profile"}})
+    assert "Sugarscape: not run in this profile (left to the paper profile)." in skipped
 
 
 def test_the_rendering_shows_every_policy_pair_behaviour_metric_and_imitation() -> None:

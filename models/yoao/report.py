@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from models import plots
-from models.display import fixed
+from models.display import fixed, interval_text
 from models.evaluation.stats import Estimate, mean_estimate
 from models.yoao.experiments import ExperimentResult
 from models.yoao.games import (
@@ -50,6 +50,7 @@ from models.yoao.games import (
     summarise_records,
     vote_arithmetic,
 )
+from models.yoao.imitation import METRICS as IMITATION_METRICS
 from models.yoao.sugarscape import SugarscapeResult
 
 BENCHMARK_KEYS = (
@@ -494,3 +495,67 @@ def log_run(
         for filename, content in files.items():
             run.log_file(filename, content, "plots" if filename.endswith(".png") else "report")
         return run.run_id
+
+
+def _entry_text(entry: Mapping[str, Any] | None, spec: str = ".2f") -> str:
+    """A result-file entry {mean, ci_low, ci_high, ...} as 'mean [low, high]', "-" when absent."""
+    if not entry or entry.get("mean") is None:
+        return "-"
+    return interval_text(entry["mean"], entry.get("ci_low"), entry.get("ci_high"), spec)
+
+
+def benchmark_markdown(result: Mapping[str, Any]) -> str:
+    """A result file (`YoaoResults.benchmark()`, benchmarks/results/yoao_<profile>.json) as markdown: the
+    untrained players' cooperation per arm with its pairing against k = 0 and the seeds' pull beside the team's
+    outcomes and the vote-arithmetic null, persuadability at k = 0, the warm-starts' imitation, Sugarscape and
+    the wall time. docs/yoao.md shows it (benchmarks/readme_results.py renders it there; never typed)."""
+    untrained, paired = result["untrained_cooperation"], result.get("untrained_cooperation_paired", {})
+    follows, abstention, team = result.get("follows_seed", {}), result.get("abstention", {}), result.get("team", {})
+    lines = [
+        "| arm | games | untrained cooperation | vs k = 0 (paired) | follows seed | untrained abstention | "
+        "team cooperation | decided | vote-arithmetic null | team - null |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for arm, entry in untrained.items():
+        t = team.get(arm, {})
+        lines.append(
+            f"| {arm} | {entry['games']} | {_entry_text(entry)} | {_entry_text(paired.get(arm), '+.2f')} | "
+            f"{fixed((follows.get(arm) or {}).get('mean'), '.2f')} | {fixed(abstention.get(arm), '.2f')} | "
+            f"{_entry_text(t.get('team_cooperation'))} | {fixed((t.get('decided_cooperation') or {}).get('mean'), '.2f')} | "
+            f"{_entry_text(t.get('vote_arithmetic_null'))} | {_entry_text(t.get('observed_minus_null'), '+.2f')} |"
+        )
+    k0 = result.get("persuadability_k0")
+    if k0:
+        lines += ["", f"Persuadability at k = 0: {_entry_text(k0)} ({k0['votes']} votes with a stated majority, "
+                  f"{k0['games']} games); a vote independent of the discussion scores about 0.5."]  # fmt: skip
+    warm = result.get("warmstarts") or {}
+    for name in ("format_warmup", "seed"):
+        w = warm.get(name)
+        if not w:
+            continue
+        curve = ", ".join(f"{step}: {loss:.3f}" for step, loss in w.get("eval_curve", []))
+        rates = ", ".join(f"{m} {fixed(w.get(m), '.2f')}" for m in IMITATION_METRICS if m in w)
+        lines += ["", f"Warm-start `{name}` on {w.get('turns')} held-out turns: {rates}; held-out loss by step "
+                  f"{curve} ({'plateaued' if w.get('plateaued') else 'still falling'})."]  # fmt: skip
+    if warm:
+        lines.append(f"The warm-start check {'passed' if warm.get('passed') else 'did not pass'}.")
+    sugarscape = result.get("sugarscape") or {}
+    if "skipped" in sugarscape:
+        lines += ["", f"Sugarscape: not run in this profile ({sugarscape['skipped']})."]
+    elif sugarscape:
+        lines += [
+            "",
+            "| Sugarscape seed share | trades | trade rate | survival | invalid actions |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for share, s in sugarscape.items():
+            lines.append(
+                f"| {share} | {s['trades']} | {fixed(s['trade_rate'], '.2f')} | {fixed(s['survival'], '.2f')} | "
+                f"{fixed(s['invalid_rate'], '.2f')} |"
+            )
+    wall = result.get("wall_s")
+    if isinstance(wall, Mapping) and wall:
+        slowest = sorted(wall.items(), key=lambda kv: -kv[1])[:4]
+        lines += ["", f"Asset time {sum(wall.values()) / 60:.1f} min in all; longest: "
+                  + ", ".join(f"{name} {seconds / 60:.1f} min" for name, seconds in slowest) + "."]  # fmt: skip
+    return "\n".join(lines) + "\n"
