@@ -295,9 +295,9 @@ class LLMAgent:
     def begin_turn(self, request: Notification) -> None:
         """Turn bookkeeping before a reply: turn index or retry attempt, and a user message saying whose
         turn it is when the request came without text. Public so that a traced agent renders alike."""
-        if self._retry_pending:
+        if self._retry_pending and self.turn_index >= 0:
             self.attempt += 1
-        else:
+        else:  # a first turn is never a retry, even after a rejection of the seat's earlier player (SwapAgent)
             self.turn_index += 1
             self.attempt = 0
             self.metrics["turns"] += 1

@@ -304,7 +304,7 @@ def yoao_results(
     report.write_json(paths.reports / f"yoao-{profile.name}.json", results.full())
     report.write_json(paths.reports / f"yoao_{profile.name}.json", benchmark)
     seed_counts = report.current(propagation_by_seed_count, profile.name, version, yoao.heldout_frames)
-    pngs = _pooled_plots(results, seed_counts)
+    pngs = report.pooled_plots(results, seed_counts)
     tracker = mlflow.tracker()
     promoted = _promote_seed(tracker, version, results)
     metrics = {f"cooperation_k{a.arm.removeprefix('k=')}": a.cooperation.mean for a in results.by_seed_count}
@@ -320,7 +320,10 @@ def yoao_results(
         results,
         metadata={
             "results": MetadataValue.md(results.markdown()),
-            "cooperation_by_seed_count": _image(pngs["cooperation_by_seed_count.png"], "cooperation by seed count"),
+            **{
+                name.removesuffix(".png"): _image(png, name.removesuffix(".png").replace("_", " "))
+                for name, png in pngs.items()
+            },
             "benchmark": MetadataValue.json(benchmark),
             "seed_champion": f"{SEED_MODEL_NAME} v{version}" if promoted else "unchanged",
             "mlflow_run_id": run_id,
@@ -345,16 +348,6 @@ def _wall_times(
             for name, results in experiments.items()
         },
         "sugarscape_zero_shot": sugarscape.wall_s,
-    }
-
-
-def _pooled_plots(results: report.YoaoResults, seed_counts: list[ExperimentResult]) -> dict[str, bytes]:
-    """The pooled plots logged with the results (file name -> PNG)."""
-    return {
-        "cooperation_by_seed_count.png": report.seed_count_plot(seed_counts, results.by_seed_count),
-        "mute.png": report.arms_plot("Mute test (pooled)", results.mute),
-        "persistence.png": report.arms_plot("Persistence (pooled)", results.persistence, results.persistence_window),
-        "prompting_baseline.png": report.arms_plot("Prompting baseline (pooled)", results.baseline),
     }
 
 

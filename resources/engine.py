@@ -86,10 +86,13 @@ class EngineResource(ConfigurableResource):
         return str(profile.yoao.resolved(profile.base_model).model) if self.for_yoao else profile.base_model
 
     def engine_config(self, model_dir: Path, api_key: str | None = None) -> EngineConfig:
-        """The engine this resource starts for the resolved `model_dir` (every setting from the profile)."""
-        return self.settings.get_profile().engine.engine_config(
-            model_dir, served_model_name=BASE_MODEL_NAME, api_key=api_key
-        )
+        """The engine this resource starts for the resolved `model_dir` (every setting from the profile; the
+        YOAO engine's KV cache from `yoao.kv_cache_gib` when set)."""
+        profile = self.settings.get_profile()
+        overrides: dict[str, object] = {"served_model_name": BASE_MODEL_NAME, "api_key": api_key}
+        if self.for_yoao and profile.yoao.kv_cache_gib is not None:
+            overrides["kv_cache_gib"] = profile.yoao.kv_cache_gib
+        return profile.engine.engine_config(model_dir, **overrides)
 
     @contextmanager
     def _start_proxy(

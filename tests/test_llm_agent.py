@@ -101,6 +101,22 @@ def test_a_malformed_reply_brings_the_parser_error_into_the_next_prompt() -> Non
     assert buyer.metrics["invalid_actions"] == 1 and buyer._retry_pending
 
 
+def test_a_first_turn_after_a_rejection_it_did_not_cause_is_turn_zero() -> None:
+    # A seat taken over mid-game (agents/yoao SwapAgent) hears the rejection of its predecessor's reply first;
+    # its first call must be turn 0, attempt 0: the cpu YOAO run sent X-Turn-Index -1 and the proxy refused it.
+    agent = LLMAgent(config())
+    asyncio.run(agent.reset("A1", "red_black-v0", ActionSpec({}, ""), "ep-swap"))
+    rejection = Notification("A1", NotificationKind.INVALID_ACTION, "No VOTE line.", data={"retries_left": 1})
+    asyncio.run(agent.observe(rejection))
+    agent.begin_turn(Notification("A1", NotificationKind.TURN, "Vote now.", ("vote",)))
+    assert (agent.turn_index, agent.attempt) == (0, 0)
+    assert agent._headers()["X-Turn-Index"] == "0"
+    # Once it has taken a turn, a rejection makes the next call a retry of that turn.
+    asyncio.run(agent.observe(rejection))
+    agent.begin_turn(Notification("A1", NotificationKind.TURN, "Vote now.", ("vote",)))
+    assert (agent.turn_index, agent.attempt) == (0, 1)
+
+
 def test_tom_mode_adds_the_three_part_instructions() -> None:
     agent = LLMAgent(config(tom=True))
     asyncio.run(agent.reset("buyer", "craigslist-v0", CraigslistEnv().action_spec("buyer"), "e"))

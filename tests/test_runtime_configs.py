@@ -112,10 +112,17 @@ def test_every_entry_point_serves_the_profiles_model_and_engine(
         ),
     }
     expected = {f.name: getattr(profile.engine, f.name) for f in dataclasses.fields(EngineSettings)}
+    # The YOAO engine: the profile's engine with the YOAO group's KV cache where it sets one.
+    yoao_cache = profile.yoao.kv_cache_gib
+    expected_yoao = {**expected, **({"kv_cache_gib": yoao_cache} if yoao_cache is not None else {})}
     for entry, (model, settings) in engines.items():
-        assert model == (yoao if "yoao" in entry else base), entry
-        assert {k: settings[k] for k in expected} == expected, entry  # every engine setting of the profile
-        assert settings == engines["ui engine"][1], entry  # and nothing else differs
+        is_yoao = "yoao" in entry
+        assert model == (yoao if is_yoao else base), entry
+        want = expected_yoao if is_yoao else expected
+        assert {k: settings[k] for k in want} == want, entry  # every engine setting of the profile
+        assert settings == engines["ui yoao_engine" if is_yoao else "ui engine"][1], entry  # nothing else differs
+    if yoao_cache is not None:
+        assert engines["ui yoao_engine"][1]["kv_cache_gib"] == yoao_cache != engines["ui engine"][1]["kv_cache_gib"]
     # The YOAO seeds train on the model the YOAO engine serves (the paper: Qwen3-14B, not the SocialRL 4B).
     from assets.yoao import _base_model_dir
 

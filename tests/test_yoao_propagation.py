@@ -252,6 +252,10 @@ def test_a_muted_seed_does_not_move_teammates_who_listen_to_arguments() -> None:
     assert benchmark["team"]["3"]["observed_minus_null"]["mean"] == 0.0  # three seeds are a majority anyway
     assert benchmark["sugarscape"] == {} and benchmark["warmstarts"] == {"passed": True}
     assert "vote-arithmetic null" in results.markdown()
+    # The cpu plan runs no prompting baseline: its plot is left out, not drawn empty (a cpu run failed there).
+    pngs = report.pooled_plots(results, [by_count])
+    assert set(pngs) == {"untrained_cooperation.png", "cooperation_by_seed_count.png", "mute.png", "persistence.png"}
+    assert all(png.startswith(b"\x89PNG") for png in pngs.values())
 
 
 # ------------------------------------------------------------------------------------------- warm-starts

@@ -470,6 +470,41 @@ def arms_plot(title: str, arms: Sequence[ArmSummary], window: Mapping[str, Estim
     return plots.grouped_bars([a.arm for a in arms], bars, title, "rate", (0, 1))
 
 
+def untrained_outcome_plot(outcomes: Sequence[ArmOutcomes]) -> bytes:
+    """The primary outcome per arm: the untrained players' cooperation beside the team's and the vote-arithmetic
+    null (what the team would do if the seeds' votes were added to k = 0's untrained votes)."""
+
+    def bar(e: Estimate | None) -> tuple[float, float, float] | None:
+        return None if e is None or not math.isfinite(e.mean) else _bar(e)
+
+    bars = {
+        "untrained players": [bar(o.summary.untrained_cooperation) for o in outcomes],
+        "team": [bar(o.summary.cooperation) for o in outcomes],
+        "vote-arithmetic null": [bar(o.null) for o in outcomes],
+    }
+    title = "Cooperation of the untrained players (pooled)"
+    return plots.grouped_bars([o.arm for o in outcomes], bars, title, "cooperative-vote rate", (0, 1))
+
+
+def pooled_plots(results: YoaoResults, seed_counts: Sequence[ExperimentResult]) -> dict[str, bytes]:
+    """The pooled plots logged with the results (file name -> PNG); an experiment the profile did not run (the
+    cpu profile's prompting baseline, say) has no plot."""
+    pngs: dict[str, bytes] = {}
+    if results.outcomes:
+        pngs["untrained_cooperation.png"] = untrained_outcome_plot(results.outcomes)
+    if results.by_seed_count:
+        pngs["cooperation_by_seed_count.png"] = seed_count_plot(seed_counts, results.by_seed_count)
+    groups = {
+        "mute.png": ("Mute test (pooled)", results.mute, None),
+        "persistence.png": ("Persistence (pooled)", results.persistence, results.persistence_window),
+        "prompting_baseline.png": ("Prompting baseline (pooled)", results.baseline, None),
+    }
+    for name, (title, arms, window) in groups.items():
+        if arms:
+            pngs[name] = arms_plot(title, arms, window)
+    return pngs
+
+
 def sugarscape_plot(result: SugarscapeResult) -> bytes:
     groups = [f"{f.fraction:.0%} seeds" for f in result.fractions]
     bars = {
