@@ -287,7 +287,7 @@ CPU_YOAO = YoaoSettings(
     # 1 muted, 3 and 3 removed after round 2, all 40 games in one batch (`batch_arms`, 20 in flight); k = 2, 4, 5, the
     # prompting baseline and Sugarscape are left to the paper profile. The format warm-up and the seed are
     # trained on whole conversations (1,024-token windows) with the held-out loss every 6 steps; the seed for 36
-    # steps (24 left its held-out loss still falling, 11% over the last 6). The 6 GiB KV cache holds the ~100
+    # steps (24 left its held-out loss still falling, 11% over the last 6; 36 still -7%, docs/yoao.md). The 6 GiB KV cache holds the ~100
     # conversations in flight (fp32 on a CPU without native bf16: ~23k tokens per GiB; 2 GiB evicted them).
     heldout_frames=("trade_war",),
     rounds=5,
