@@ -187,6 +187,31 @@ def test_a_dead_replica_leaves_the_rotation_its_calls_are_retried_and_it_comes_b
     assert all(r["status_code"] == 200 for r in rows(tmp_path))
 
 
+def test_an_exception_the_http_client_does_not_map_moves_the_call_to_another_replica(
+    fakes: tuple[FakeEngine, FakeEngine], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """httpx turns only httpcore's named failures into its own; anything else raised under it while a replica
+    dies (a CI run lost a call this way to the proxy's own 500) must count as that replica failing."""
+    a, b = fakes
+    send = httpx.AsyncHTTPTransport.handle_async_request
+    raised: list[str] = []
+
+    async def dying_replica(self: httpx.AsyncHTTPTransport, request: httpx.Request) -> httpx.Response:
+        if request.url.port == a.port and request.url.path.endswith("/chat/completions") and not raised:
+            raised.append(str(request.url))
+            raise RuntimeError("a failure the HTTP client does not map")
+        return await send(self, request)
+
+    monkeypatch.setattr(httpx.AsyncHTTPTransport, "handle_async_request", dying_replica)
+    config = proxy_config(tmp_path, a.base_url, b.base_url, health_interval_s=60)
+    with ProxyThread(config) as proxy, httpx.Client(base_url=proxy.base_url, timeout=30) as c:
+        answer = chat(c)  # the tie goes to A first, which raises
+        assert proxy.proxy.replicas.snapshot()[a.base_url]["healthy"] is False
+    assert raised and answer.status_code == 200, answer.text
+    assert answer.json()["choices"][0]["message"]["content"] == "B"
+    assert row_for(tmp_path, answer.headers["x-request-id"])["upstream"] == b.base_url
+
+
 def test_a_5xx_is_retried_only_when_the_replica_is_dead(fakes: tuple[FakeEngine, FakeEngine], tmp_path: Path) -> None:
     a, b = fakes
     a.status = 500  # an engine that rejects requests but is alive: its 500 is the answer, not retried elsewhere

@@ -137,7 +137,11 @@ class RolloutProxy:
         self, upstream: str, path: str, content: str, headers: Mapping[str, str]
     ) -> httpx.Response | UpstreamFailure:
         """One upstream's answer, retried `upstream_retries` times on the same upstream after a transport
-        failure before any answer (connection refused, a kept-alive connection closed as it was reused)."""
+        failure before any answer (connection refused, a kept-alive connection closed as it was reused).
+
+        Any other exception raised while sending is a failed try too (502, not retried here; `forward` moves
+        on): httpx maps only the failures httpcore names, and a replica killed mid-batch once let another
+        exception through (CI of 9ba98f0), which escaped as the proxy's own 500 and lost the call."""
         with self.replicas.outstanding(upstream):
             for retry in range(self.config.upstream_retries + 1):
                 try:
@@ -148,6 +152,9 @@ class RolloutProxy:
                     if retry < self.config.upstream_retries:
                         log.info("upstream %s failed in transport (%r); trying again", upstream, exc)
                         continue
+                    return UpstreamFailure(upstream, 502, "upstream_unavailable", exc)
+                except Exception as exc:
+                    log.warning("upstream %s failed with an unmapped %r", upstream, exc, exc_info=True)
                     return UpstreamFailure(upstream, 502, "upstream_unavailable", exc)
         raise AssertionError("unreachable")
 
