@@ -15,8 +15,9 @@ per episode, `turns` exchanges of environment tokens then agent tokens, only age
 - critic update: `PPOLearner.update(train_actor=False)` (the critic's share of the update);
 - actor update = update - critic update (the two run the same critic work).
 
-Model FLOPs counted (per token of a sequence of S tokens; N_lin = matmul weights of the decoder layers plus
-the LM head h x V, the embedding lookup is not a matmul; N_lora = r x (in + out) over the adapted projections;
+Model FLOPs counted (per token of a sequence of S tokens; N_lin = matmul weights of the decoder layers, the
+embedding lookup is not a matmul; the LM head h x V runs on the agent tokens' predicting positions only, as the
+learner computes it (`predicting_logits`), and adds 2 h V per agent token forward and 4 h V to an update; N_lora = r x (in + out) over the adapted projections;
 attn = 2 x layers x heads x head_dim x (S + 1): QK^T and PV over the causal half, what flash attention computes):
 - actor forward: 2 N_lin + 2 N_lora + attn
 - actor backward: 2 N_lin + 2 N_lora + 2 attn (gradients of the activations through the frozen base) plus
@@ -123,6 +124,8 @@ class ModelShape:
 QWEN3_4B = ModelShape(2560, 9728, 36, 32, 8, 128, 151_936, rope_theta=5_000_000.0, max_position_embeddings=262_144)
 QWEN3_1_7B = ModelShape(2048, 6144, 28, 16, 8, 128, 151_936)
 SMALL_ACTOR = ModelShape(256, 768, 4, 4, 2, 64, 4096)
+SMOLLM2_135M = ModelShape(576, 1536, 30, 9, 3, 64, 49_152, rope_theta=100_000.0, max_position_embeddings=8_192)
+"""The cpu profile's actor (SmolLM2-135M-Instruct's config.json), as a Qwen3-style config of the same sizes."""
 SMALL_CRITIC = ModelShape(192, 512, 3, 4, 2, 48, 4096)
 
 
@@ -203,23 +206,26 @@ def make_episodes(work: Workload, seed: int) -> list:
     return samples
 
 
-def flops(work: Workload, lengths: list[int]) -> dict[str, float]:
-    """Model FLOPs of one prepare / actor update / critic update over sequences of `lengths` (module docstring)."""
+def flops(work: Workload, lengths: list[int], head_tokens: int) -> dict[str, float]:
+    """Model FLOPs of one prepare / actor update / critic update over sequences of `lengths` with
+    `head_tokens` agent tokens (their predicting positions go through the LM head; module docstring)."""
     tokens = sum(lengths)
     lora = LoraSettings(r=work.lora_rank)
-    n_lin = work.actor.matmul_params(lm_head=True)
+    n_lin = work.actor.matmul_params(lm_head=False)
+    n_head = work.actor.hidden_size * work.actor.vocab_size
     n_lora = work.actor.lora_params(work.lora_rank, lora.target_modules)
     n_critic = work.critic.matmul_params(lm_head=False) + work.critic.hidden_size  # + the value head
     attn = sum(work.actor.attention_flops(n) for n in lengths)
     attn_c = sum(work.critic.attention_flops(n) for n in lengths)
-    actor_forward = (2 * n_lin + 2 * n_lora) * tokens + attn
+    actor_forward = (2 * n_lin + 2 * n_lora) * tokens + 2 * n_head * head_tokens + attn
     critic_forward = 2 * n_critic * tokens + attn_c
     return {
         "prepare": actor_forward + critic_forward,
-        "actor_update": (4 * n_lin + 6 * n_lora) * tokens + 3 * attn,
+        "actor_update": (4 * n_lin + 6 * n_lora) * tokens + 4 * n_head * head_tokens + 3 * attn,
         "critic_update": 6 * n_critic * tokens + 3 * attn_c,
         "actor_forward_per_token": actor_forward / tokens,
         "n_lin": n_lin,
+        "n_head": n_head,
         "n_lora": n_lora,
         "n_critic": n_critic,
     }
@@ -294,9 +300,9 @@ def run(args: argparse.Namespace) -> dict:
         seconds["update"] += t_update
         seconds["critic_update"] += t_critic
     seconds["actor_update"] = max(seconds["update"] - seconds["critic_update"], 1e-9)
-    counted = flops(work, lengths)
     tokens = sum(lengths)
     agent_tokens = work.iterations * work.episodes * work.turns * work.agent_tokens
+    counted = flops(work, lengths, agent_tokens)
     if args.peak_tflops is not None:
         peak, peak_source = args.peak_tflops, "argument"
     elif device.type == "cuda":

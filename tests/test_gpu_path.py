@@ -318,11 +318,12 @@ def test_flops_of_a_lora_update_by_hand() -> None:
     assert 3.9e9 < QWEN3_4B.matmul_params(lm_head=True) < 4.1e9  # the model's 4.0B (tied embeddings counted once)
     tiny = ModelShape(8, 16, 1, 2, 1, 4, 10)
     work = Workload(tiny, tiny, 1, 1, 1, 1, 1, 64, 1, lora_rank=1)
-    counted = flops(work, [3])
-    n_lin = 2 * 8 * 8 + 2 * 8 * 4 + 3 * 8 * 16 + 8 * 10  # 496
+    counted = flops(work, [3], head_tokens=1)
+    n_lin = 2 * 8 * 8 + 2 * 8 * 4 + 3 * 8 * 16  # 416: the decoder layer's matmuls
+    n_head = 8 * 10  # the LM head, run on the one agent token's predicting position only
     n_lora = 1 * ((8 + 8) + (8 + 4) + (8 + 4) + (8 + 8) + (8 + 16) + (8 + 16) + (16 + 8))  # 128
     attn = 1 * 2 * 2 * 2 * 4 * 3 * 4 / 2  # layers x 2 matmuls x 2 FLOPs x heads x head_dim x S(S+1)/2
-    assert counted["actor_update"] == pytest.approx((4 * n_lin + 6 * n_lora) * 3 + 3 * attn)
+    assert counted["actor_update"] == pytest.approx((4 * n_lin + 6 * n_lora) * 3 + 4 * n_head * 1 + 3 * attn)
 
 
 # ------------------------------------------------------------------------------------------------ on a GPU

@@ -18,6 +18,7 @@ from models.training.ppo_learner import (
     is_prefix_stable,
     k3_kl,
     micro_batches,
+    predicting_logits,
     token_logprobs,
 )
 
@@ -120,6 +121,20 @@ def test_token_logprobs_align_with_a_manual_forward(tiny_actor: torch.nn.Module)
     restricted = token_logprobs(tiny_actor, [segment], pad_id=0, allowed_token_ids=[8, 9, 11])[0]
     expected = [torch.log_softmax(logits[p, [8, 9, 11]], -1)[i].item() for p, i in ((2, 0), (3, 1))]
     assert restricted.tolist() == pytest.approx(expected, abs=1e-5)
+
+
+def test_only_the_predicting_positions_go_through_the_lm_head(tiny_actor: torch.nn.Module) -> None:
+    """Two right-padded rows with different agent positions: the head runs on the union of the predicting
+    positions (not the whole padded width), and each row gets the full forward's logits at its own."""
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10], [5, 6, 7, 0, 0, 0]])
+    mask = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]])
+    with torch.no_grad():
+        rows, out = predicting_logits(tiny_actor, ids, mask, [[3, 5], [2]])
+        full = tiny_actor(input_ids=ids, attention_mask=mask).logits
+    assert out.logits.shape[1] == 3  # positions 1, 2 and 4 of 6
+    assert [tuple(r.shape) for r in rows] == [(2, full.shape[-1]), (1, full.shape[-1])]
+    torch.testing.assert_close(rows[0], full[0, [2, 4]], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(rows[1], full[1, [1]], atol=1e-5, rtol=1e-5)
 
 
 def test_an_update_raises_the_probability_of_rewarded_tokens(tiny_actor: torch.nn.Module, tiny_model_dir: Path) -> None:

@@ -22,7 +22,7 @@ from torch import nn
 
 from models.training.device import autocast
 from models.training.mopd_config import MOPDConfig
-from models.training.ppo_learner import Segment, micro_batches, pad_segments
+from models.training.ppo_learner import Segment, micro_batches, pad_segments, predicting_logits
 
 
 def topk_reverse_kl(
@@ -81,15 +81,8 @@ def student_log_distributions(
     seq x vocab, most of it prompt."""
     device = next(model.parameters()).device
     ids, mask = pad_segments(segments, pad_id, device)  # PPO's padding: the same rows, right-padded
-    keep = sorted({p - 1 for wanted in positions for p in wanted})
-    column = {p: i for i, p in enumerate(keep)}
-    kept = torch.tensor(keep, dtype=torch.long, device=device)
-    logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=kept).logits
-    out = []
-    for row, wanted in enumerate(positions):
-        index = torch.tensor([column[p - 1] for p in wanted], dtype=torch.long, device=logits.device)
-        out.append(torch.log_softmax(logits[row, index].float(), dim=-1))
-    return out
+    rows, _ = predicting_logits(model, ids, mask, positions)
+    return [torch.log_softmax(logits.float(), dim=-1) for logits in rows]
 
 
 class MOPDLearner:

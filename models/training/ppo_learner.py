@@ -222,6 +222,30 @@ class TokenStats:
     """Last hidden state at each agent token's predicting position, all segments concatenated (shared critic)."""
 
 
+def predicting_logits(
+    model: nn.Module,
+    ids: torch.Tensor,
+    mask: torch.Tensor,
+    positions: Sequence[Sequence[int]],
+    **forward_kwargs: Any,
+) -> tuple[list[torch.Tensor], Any]:
+    """The logits predicting each listed token position of each row ((len(positions[i]), V) per row, in the
+    model's dtype: the logits at position j - 1 predict token j) and the model's output (`forward_kwargs`
+    go to the forward, e.g. `output_hidden_states`). Only the predicting positions go through the LM head (transformers'
+    `logits_to_keep`, the union over the rows): a sequence's full logits are seq x vocab and most of a
+    sequence is prompt. For SmolLM2 (576 wide, 49,152 tokens) the head is a fifth of a forward pass's
+    matmuls; for the tests' tiny model it is nearly all of it."""
+    keep = sorted({p - 1 for wanted in positions for p in wanted})
+    column = {p: i for i, p in enumerate(keep)}
+    kept = torch.tensor(keep, dtype=torch.long, device=ids.device)
+    out = model(input_ids=ids, attention_mask=mask, logits_to_keep=kept, **forward_kwargs)
+    rows = []
+    for row, wanted in enumerate(positions):
+        index = torch.tensor([column[p - 1] for p in wanted], dtype=torch.long, device=out.logits.device)
+        rows.append(out.logits[row, index])
+    return rows, out
+
+
 def _agent_token_stats(
     model: nn.Module,
     segments: Sequence[Segment],
@@ -232,17 +256,16 @@ def _agent_token_stats(
 ) -> TokenStats:
     device = next(model.parameters()).device
     ids, mask = pad_segments(segments, pad_id, device)
-    out = model(input_ids=ids, attention_mask=mask, use_cache=False, output_hidden_states=with_hidden)
-    logits = out.logits
+    wanted = [s.agent_positions for s in segments]
+    rows, out = predicting_logits(model, ids, mask, wanted, use_cache=False, output_hidden_states=with_hidden)
     blocked = None
     if allowed_token_ids is not None:
-        blocked = torch.ones(logits.shape[-1], dtype=torch.bool, device=device)
+        blocked = torch.ones(rows[0].shape[-1], dtype=torch.bool, device=device)
         blocked[list(allowed_token_ids)] = False
     logprobs, entropies, hidden = [], [], []
-    for row, segment in enumerate(segments):
+    for row, (segment, logits) in enumerate(zip(segments, rows, strict=True)):
         positions = torch.tensor(segment.agent_positions, device=device)
-        # Only the agent positions go to float32 (a whole sequence's logits are seq x vocab).
-        scaled = logits[row, positions - 1].float() / temperature
+        scaled = logits.float() / temperature  # only the agent positions go to float32
         if blocked is not None:
             scaled = scaled.masked_fill(blocked, float("-inf"))
         logp = torch.log_softmax(scaled, dim=-1)
