@@ -50,7 +50,8 @@ import transformers  # noqa: E402
 
 from models.training.config import LoraSettings, PPOHyper  # noqa: E402
 from models.training.device import autocast, train_in_bf16, weights_dtype  # noqa: E402
-from models.training.ppo_learner import PPOLearner, RecordedTurn, ValueModel, episode_samples  # noqa: E402
+from models.training.ppo_learner import PPOLearner, ValueModel  # noqa: E402
+from models.training.segments import RecordedTurn, episode_samples  # noqa: E402
 
 H200_BF16_PEAK_TFLOPS = 790.0
 """Dense bf16 matmul rate measured on an H200 (the spec sheet says 989)."""

@@ -103,7 +103,7 @@ def measure_sft(base: Path, conversations, steps: int, output: Path):
 
 def _episodes(examples, seed: int = 0):
     """The conversations as PPO episodes: assistant spans are the agent's turns (one-token log-probs 0)."""
-    from models.training.ppo_learner import RecordedTurn, episode_samples
+    from models.training.segments import RecordedTurn, episode_samples
 
     rng = random.Random(seed)
     samples = []

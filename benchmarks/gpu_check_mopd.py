@@ -34,7 +34,7 @@ import torch
 from models.training.config import ComputeSettings, LoraSettings
 from models.training.mopd_config import MOPDConfig
 from models.training.mopd_learner import MOPDLearner, ScoredSegment
-from models.training.ppo_learner import Segment
+from models.training.segments import Segment
 
 SERVICES = ("vllm", "trl", "dagster", "mlflow", "duckdb", "httpx")
 """Packages the check must not import (absent on the GPU machine)."""

@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from models.training.config import DataParallelSettings, LoraSettings, PPOConfig, PPOHyper
-from models.training.ppo_learner import PPOLearner, RecordedTurn, ValueModel, episode_samples
+from models.training.ppo_learner import PPOLearner, ValueModel
+from models.training.segments import RecordedTurn, episode_samples
 
 pytestmark = pytest.mark.slow
 

@@ -20,7 +20,8 @@ import torch
 
 from models.training.config import ComputeSettings, LoraSettings, PPOConfig, PPOHyper, SFTSettings
 from models.training.device import load_kwargs, select_device, weights_dtype
-from models.training.ppo_learner import PPOLearner, RecordedTurn, ValueModel, episode_samples, token_logprobs
+from models.training.ppo_learner import PPOLearner, ValueModel, token_logprobs
+from models.training.segments import RecordedTurn, episode_samples
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -274,7 +275,8 @@ import sys
 import models.training.config, models.training.device, models.training.ppo_learner, models.training.sft
 from pathlib import Path
 from models.training.config import ComputeSettings, LoraSettings, PPOHyper
-from models.training.ppo_learner import PPOLearner, ValueModel, Segment, token_logprobs
+from models.training.ppo_learner import PPOLearner, ValueModel, token_logprobs
+from models.training.segments import Segment
 from models.training.sft import load_lora_model
 actor, _ = load_lora_model(Path({str(qwen_dir)!r}), LoraSettings(r=4, alpha=8), bf16=True, compute=ComputeSettings())
 learner = PPOLearner(actor, ValueModel.from_pretrained(Path({str(qwen_dir)!r})), PPOHyper(), pad_id=0, bf16=True)

@@ -9,8 +9,8 @@ import pytest
 
 from models.training.config import PPOConfig, PPOHyper
 from models.training.ppo import training_samples
-from models.training.ppo_learner import RecordedTurn
 from models.training.rollouts import rollout_specs
+from models.training.segments import RecordedTurn
 
 
 def _episode(episode_id: str, reward: float, invalid: int = 0) -> SimpleNamespace:

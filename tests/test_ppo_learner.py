@@ -8,18 +8,14 @@ import pytest
 import torch
 
 from models.training.config import PPOHyper
-from models.training.ppo_learner import (
-    PPOLearner,
+from models.training.ppo_learner import PPOLearner, ValueModel, gae, k3_kl, token_logprobs
+from models.training.segments import (
     RecordedTurn,
     Segment,
-    ValueModel,
     episode_samples,
-    gae,
     is_prefix_stable,
-    k3_kl,
     micro_batches,
     predicting_logits,
-    token_logprobs,
 )
 
 

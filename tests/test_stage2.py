@@ -552,7 +552,7 @@ def test_student_log_distributions_equal_the_full_log_softmax_at_the_agent_posit
     """Only the agent positions go through the LM head (logits_to_keep); the result is the full forward's."""
     from models.training.config import LoraSettings
     from models.training.mopd import student_log_distributions
-    from models.training.ppo_learner import Segment
+    from models.training.segments import Segment
     from models.training.sft import load_lora_model
 
     torch.manual_seed(0)

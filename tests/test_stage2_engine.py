@@ -41,7 +41,7 @@ def test_teacher_logprobs_from_the_engine_equal_the_trainers(
     from transformers import AutoTokenizer
 
     from models.training.mopd import score_segment, student_log_distributions
-    from models.training.ppo_learner import Segment
+    from models.training.segments import Segment
     from models.training.sft import load_lora_model
 
     adapter = random_adapter(tiny_model_dir, tmp_path / "teacher", seed=3)

@@ -46,8 +46,9 @@ from torch import nn
 
 from models.settings import REPO_ROOT
 from models.training.config import DataParallelSettings, PPOConfig
-from models.training.ppo_learner import EpisodeSample, PPOLearner, PreparedEpisode, whiten_advantages
+from models.training.ppo_learner import PPOLearner, PreparedEpisode, whiten_advantages
 from models.training.rollouts import rollout_specs
+from models.training.segments import EpisodeSample
 
 if TYPE_CHECKING:
     from environments.core.runtime import EpisodeResult

@@ -11,7 +11,7 @@ One step:
    rollout (models.training.rollouts.rollout_specs) and at the rollouts' temperature (`temperature`); the
    proxy records the engine's token ids;
 3. teacher scoring: each episode's recorded turns are packed into prefix-stable segments
-   (models.training.ppo_learner.episode_samples) and each segment is scored by the specialist of the
+   (models.training.segments.episode_samples) and each segment is scored by the specialist of the
    episode's domain in ONE completions request to the same engine (`EngineClient.prompt_logprobs`: the
    segment's token ids as the prompt, `prompt_logprobs: top_k`, `max_tokens: 1`, under the teacher's
    adapter name), so the teacher scores the student's own tokens without re-tokenising anything;
@@ -67,8 +67,8 @@ from models.training.mopd_learner import MOPDLearner, ScoredSegment
 from models.training.mopd_learner import student_log_distributions as student_log_distributions
 from models.training.mopd_learner import topk_reverse_kl as topk_reverse_kl
 from models.training.ppo import flush_proxy, load_recorded_turns
-from models.training.ppo_learner import Segment, episode_samples
 from models.training.rollouts import rollout_specs
+from models.training.segments import Segment, episode_samples
 from models.training.sft import load_lora_model
 
 log = logging.getLogger("socialrl.mopd")

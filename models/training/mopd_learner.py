@@ -22,7 +22,7 @@ from torch import nn
 
 from models.training.device import autocast
 from models.training.mopd_config import MOPDConfig
-from models.training.ppo_learner import Segment, micro_batches, pad_segments, predicting_logits
+from models.training.segments import Segment, micro_batches, pad_segments, predicting_logits
 
 
 def topk_reverse_kl(

@@ -46,8 +46,9 @@ from models.serving.engine import EngineClient
 from models.storage import TableStore
 from models.training.config import PPOConfig, PPOResult, Services, adapter_name, learning_seat
 from models.training.distributed import DataParallelLearner, distributed_rollouts
-from models.training.ppo_learner import EpisodeSample, PPOLearner, RecordedTurn, ValueModel, episode_samples
+from models.training.ppo_learner import PPOLearner, ValueModel
 from models.training.rollouts import rollout_specs
+from models.training.segments import EpisodeSample, RecordedTurn, episode_samples
 from models.training.sft import load_lora_model
 
 log = logging.getLogger("socialrl.ppo")
