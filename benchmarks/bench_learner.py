@@ -16,8 +16,9 @@ per episode, `turns` exchanges of environment tokens then agent tokens, only age
 - actor update = update - critic update (the two run the same critic work).
 
 Model FLOPs counted (per token of a sequence of S tokens; N_lin = matmul weights of the decoder layers, the
-embedding lookup is not a matmul; the LM head h x V runs on the agent tokens' predicting positions only, as the
-learner computes it (`predicting_logits`), and adds 2 h V per agent token forward and 4 h V to an update; N_lora = r x (in + out) over the adapted projections;
+embedding lookup is not a matmul; the LM head h x V runs on the agent tokens' predicting positions only, as
+the learner computes it (`predicting_logits`), and adds 2 h V per agent token to a forward and 4 h V to an
+update; N_lora = r x (in + out) over the adapted projections;
 attn = 2 x layers x heads x head_dim x (S + 1): QK^T and PV over the causal half, what flash attention computes):
 - actor forward: 2 N_lin + 2 N_lora + attn
 - actor backward: 2 N_lin + 2 N_lora + 2 attn (gradients of the activations through the frozen base) plus

@@ -1,6 +1,6 @@
 """The PPO learner's LM head on the agent tokens' predicting positions only vs on every position, side by side.
 
-`predicting_logits` (models/training/ppo_learner.py) runs the head on the union of the positions that predict
+`predicting_logits` (models/training/segments.py) runs the head on the union of the positions that predict
 an agent token (transformers' `logits_to_keep`); before, the learner computed the whole sequence's logits
 (seq x vocab, most of it prompt) and picked the agent positions out. Both arms run here in one process,
 alternating on the same episodes (random-weight models built by benchmarks/bench_learner.py), and time
@@ -15,11 +15,12 @@ full / kept, and the size of one micro-batch's logits in each arm.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import platform
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,16 @@ def full_head(
     return rows, out
 
 
+@contextlib.contextmanager
+def head_in_learner(head: Callable[..., tuple[list[torch.Tensor], Any]]) -> Iterator[None]:
+    """The PPO learner computes its logits with `head` inside the block (it looks the name up at call time)."""
+    ppo_learner.predicting_logits = head
+    try:
+        yield
+    finally:
+        ppo_learner.predicting_logits = KEPT
+
+
 def measure(name: str, work: Workload, rounds: int) -> dict[str, Any]:
     device = torch.device("cpu")
     actor, critic = build_models(work, device, gradient_checkpointing=False)
@@ -72,24 +83,18 @@ def measure(name: str, work: Workload, rounds: int) -> dict[str, Any]:
     seconds: dict[str, dict[str, list[float]]] = {arm: {"prepare": [], "update": []} for arm in arms}
     old_logprobs: dict[str, list[float]] = {}
     for arm, head in arms.items():  # before any update: both arms read the same weights
-        ppo_learner.predicting_logits = head
-        try:
+        with head_in_learner(head):
             prepared, _ = learner.prepare(samples)
-        finally:
-            ppo_learner.predicting_logits = KEPT
         old_logprobs[arm] = torch.cat([torch.cat(p.old_logprobs) for p in prepared]).tolist()
     for round_ in range(rounds + 1):  # round 0 warms up kernels and the allocator
         for arm, head in arms.items():
-            ppo_learner.predicting_logits = head
-            try:
+            with head_in_learner(head):
                 start = time.perf_counter()
                 prepared, _ = learner.prepare(samples)
                 t_prepare = time.perf_counter() - start
                 start = time.perf_counter()
                 learner.update(prepared, train_actor=True, generator=torch.Generator().manual_seed(0))
                 t_update = time.perf_counter() - start
-            finally:
-                ppo_learner.predicting_logits = KEPT
             if round_ == 0:
                 continue
             seconds[arm]["prepare"].append(t_prepare)

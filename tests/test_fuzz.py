@@ -46,7 +46,7 @@ pytestmark = pytest.mark.slow
 SEED = 14
 RANDOM_REPLIES_PER_ENV = 4_000
 """Random adversarial replies parsed per environment after the traps (a count, not a wall-clock budget: the same
-replies on every machine; 9 environments, with the episodes ~20 s)."""
+replies on every machine)."""
 EPISODES_PER_ENV = {"red-black-v0": 6, "sugarscape-v0": 60, "keyword-v0": 40}
 DEFAULT_EPISODES = 30
 ADVERSARIAL_SHARE = 0.5

@@ -143,9 +143,9 @@ def predicting_logits(
 ) -> tuple[list[torch.Tensor], Any]:
     """The logits predicting each listed token position of each row ((len(positions[i]), V) per row, in the
     model's dtype: the logits at position j - 1 predict token j) and the model's output (`forward_kwargs`
-    go to the forward, e.g. `output_hidden_states`). Only the predicting positions go through the LM head (transformers'
-    `logits_to_keep`, the union over the rows): a sequence's full logits are seq x vocab and most of a
-    sequence is prompt. For SmolLM2 (576 wide, 49,152 tokens) the head is a fifth of a forward pass's
+    go to the forward, e.g. `output_hidden_states`). Only the predicting positions go through the LM head
+    (transformers' `logits_to_keep`, the union over the rows): a sequence's full logits are seq x vocab and
+    most of a sequence is prompt. For SmolLM2 (576 wide, 49,152 tokens) the head is a fifth of a forward pass's
     matmuls; for the tests' tiny model it is nearly all of it."""
     keep = sorted({p - 1 for wanted in positions for p in wanted})
     column = {p: i for i, p in enumerate(keep)}
