@@ -67,7 +67,7 @@ HEADER_AGENT = "X-Agent-Id"
 HEADER_TURN = "X-Turn-Index"
 HEADER_ATTEMPT = "X-Attempt"
 MAX_BACKOFF_S = 8.0
-"""Longest wait between two tries of a failed call (exponential back-off from 0.5 s)."""
+"""Longest wait between two tries of a failed call (exponential back-off from `retry_backoff_s`)."""
 TURN_MARGIN_S = 30.0
 """Slack on top of a turn's worst case (prompt building, parsing, the event loop)."""
 
@@ -118,6 +118,8 @@ class LLMAgentConfig:
     `max_invalid_retries`."""
     request_retries: int = 2
     """Retries of a call that failed in transport or with 408/429/5xx, with exponential back-off."""
+    retry_backoff_s: float = 0.5
+    """Wait before the first retry of a failed call; it doubles with each further retry, up to MAX_BACKOFF_S."""
     request_timeout_s: float = 120.0
     """Seconds one call may take."""
     fail_on_request_error: bool = True
@@ -160,6 +162,8 @@ class LLMAgentConfig:
             raise ValueError(f"request_retries must be >= 0, got {self.request_retries}")
         if not self.request_timeout_s > 0:
             raise ValueError(f"request_timeout_s must be > 0, got {self.request_timeout_s}")
+        if not 0.0 <= self.retry_backoff_s <= MAX_BACKOFF_S:
+            raise ValueError(f"retry_backoff_s must lie in [0, {MAX_BACKOFF_S}], got {self.retry_backoff_s}")
         try:
             self.system_prompt_template.format(**_TEMPLATE_FIELDS)
         except (KeyError, IndexError, ValueError) as exc:
@@ -424,7 +428,7 @@ class LLMAgent:
         problem = ""
         for retry in range(c.request_retries + 1):
             if retry:
-                await asyncio.sleep(min(MAX_BACKOFF_S, 0.5 * 2 ** (retry - 1)))
+                await asyncio.sleep(min(MAX_BACKOFF_S, c.retry_backoff_s * 2 ** (retry - 1)))
             self.metrics["calls"] += 1
             try:
                 response = await self._client().post(

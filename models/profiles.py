@@ -190,6 +190,8 @@ class LeaderboardSettings:
     """Seconds one call may take before it is retried."""
     request_retries: int = 2
     """Retries of a call that failed in transport or with 408/429/5xx."""
+    retry_backoff_s: float = 0.5
+    """Wait before a call's first retry (doubling per retry; LLMAgentConfig.retry_backoff_s)."""
     concurrency: int = 8
     """Episodes in flight at once per domain (the six domains and Red-Black run together)."""
 
@@ -200,6 +202,8 @@ class LeaderboardSettings:
             raise ValueError("leaderboard needs >= 2 held-out scenarios, >= 1 Red-Black game and team size >= 1")
         if self.request_timeout_s <= 0 or self.request_retries < 0 or self.max_new_tokens < 1:
             raise ValueError("request_timeout_s must be > 0, request_retries >= 0, max_new_tokens >= 1")
+        if self.retry_backoff_s < 0:
+            raise ValueError(f"retry_backoff_s must be >= 0, got {self.retry_backoff_s}")
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from agents.llm_agent import (
+    MAX_BACKOFF_S,
     TURN_MARGIN_S,
     LLMAgent,
     LLMAgentConfig,
@@ -441,6 +442,28 @@ def test_an_unreachable_endpoint_raises_or_forfeits_as_configured() -> None:
     action = asyncio.run(ask_one_turn(quiet))
     assert action.kind == RAW_TEXT and action.text == ""
     assert quiet.metrics["request_errors"] == 1
+
+
+def test_failed_calls_are_retried_after_a_doubling_back_off_capped_at_the_maximum(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import agents.llm_agent as llm_agent
+
+    waits: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def recorded_sleep(delay: float) -> None:
+        waits.append(delay)
+        await real_sleep(0)
+
+    monkeypatch.setattr(llm_agent.asyncio, "sleep", recorded_sleep)
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    agent = LLMAgent(config(dead, request_retries=5, retry_backoff_s=1.5, max_retries=0, fail_on_request_error=False))
+    assert asyncio.run(ask_one_turn(agent)).text == ""
+    assert agent.metrics["calls"] == 6
+    assert waits == [1.5, 3.0, 6.0, MAX_BACKOFF_S, MAX_BACKOFF_S]
+    with pytest.raises(ValueError, match="retry_backoff_s"):
+        config(retry_backoff_s=-0.1)
 
 
 def test_the_turn_budget_covers_the_agents_worst_case_against_a_hanging_endpoint() -> None:

@@ -191,6 +191,7 @@ def agent_config(
         max_tokens=lb.max_new_tokens,
         seed=seed,
         request_retries=lb.request_retries,
+        retry_backoff_s=lb.retry_backoff_s,
         request_timeout_s=lb.request_timeout_s,
         fail_on_request_error=False,
         name=name,
