@@ -79,7 +79,7 @@ postgres:
 test: setup browser postgres
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(PY) -m pytest -q --durations=15
+	$(PY) -m pytest -q --durations=15 --junitxml=data/logs/pytest.xml
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"
