@@ -68,6 +68,14 @@ HEADER_TURN = "X-Turn-Index"
 HEADER_ATTEMPT = "X-Attempt"
 MAX_BACKOFF_S = 8.0
 """Longest wait between two tries of a failed call (exponential back-off from `retry_backoff_s`)."""
+
+
+def check_retry_backoff(retry_backoff_s: float) -> None:
+    """The one rule for a first-retry wait, shared by every config that sets one: 0 <= wait <= MAX_BACKOFF_S."""
+    if not 0.0 <= retry_backoff_s <= MAX_BACKOFF_S:
+        raise ValueError(f"retry_backoff_s must lie in [0, {MAX_BACKOFF_S}], got {retry_backoff_s}")
+
+
 TURN_MARGIN_S = 30.0
 """Slack on top of a turn's worst case (prompt building, parsing, the event loop)."""
 
@@ -162,8 +170,7 @@ class LLMAgentConfig:
             raise ValueError(f"request_retries must be >= 0, got {self.request_retries}")
         if not self.request_timeout_s > 0:
             raise ValueError(f"request_timeout_s must be > 0, got {self.request_timeout_s}")
-        if not 0.0 <= self.retry_backoff_s <= MAX_BACKOFF_S:
-            raise ValueError(f"retry_backoff_s must lie in [0, {MAX_BACKOFF_S}], got {self.retry_backoff_s}")
+        check_retry_backoff(self.retry_backoff_s)
         try:
             self.system_prompt_template.format(**_TEMPLATE_FIELDS)
         except (KeyError, IndexError, ValueError) as exc:
@@ -398,6 +405,10 @@ class LLMAgent:
             self._own_client = httpx.AsyncClient(timeout=self.config.request_timeout_s)
         return self._own_client
 
+    async def _backoff_wait(self, delay_s: float) -> None:
+        """Wait between two tries of a failed call (its own method so a test can record the waits)."""
+        await asyncio.sleep(delay_s)
+
     def _headers(self) -> dict[str, str]:
         headers = {
             HEADER_EPISODE: self.episode_id,
@@ -428,7 +439,7 @@ class LLMAgent:
         problem = ""
         for retry in range(c.request_retries + 1):
             if retry:
-                await asyncio.sleep(min(MAX_BACKOFF_S, c.retry_backoff_s * 2 ** (retry - 1)))
+                await self._backoff_wait(min(MAX_BACKOFF_S, c.retry_backoff_s * 2 ** (retry - 1)))
             self.metrics["calls"] += 1
             try:
                 response = await self._client().post(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
+from agents.llm_agent import check_retry_backoff
 from environments import SOCIALRL_ENV_IDS
 from models.serving.engine_settings import EngineSettings
 from models.training.config import (
@@ -202,8 +203,7 @@ class LeaderboardSettings:
             raise ValueError("leaderboard needs >= 2 held-out scenarios, >= 1 Red-Black game and team size >= 1")
         if self.request_timeout_s <= 0 or self.request_retries < 0 or self.max_new_tokens < 1:
             raise ValueError("request_timeout_s must be > 0, request_retries >= 0, max_new_tokens >= 1")
-        if self.retry_backoff_s < 0:
-            raise ValueError(f"retry_backoff_s must be >= 0, got {self.retry_backoff_s}")
+        check_retry_backoff(self.retry_backoff_s)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from agents.llm_agent import MAX_BACKOFF_S
 from environments import SOCIALRL_ENV_IDS
 from models.evaluation.leaderboard import Endpoint, evaluate_endpoint, markdown_table, merge_rows
 from models.profiles import get_profile
@@ -137,6 +138,14 @@ def test_rows_merge_by_endpoint_and_profile_best_first() -> None:
     assert [(r["endpoint"], r["profile"], r["mean_reward"]) for r in rows] == [
         ("a", "cpu", 0.7), ("b", "cpu", 0.5), ("a", "smoke", None)
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("wait_s", [-0.1, MAX_BACKOFF_S + 1])
+def test_the_leaderboard_refuses_a_back_off_its_agents_would_refuse(wait_s: float) -> None:
+    """One rule for both configs: a wait the agent config refuses fails when the profile is built, not mid-run."""
+    smoke = get_profile("smoke")
+    with pytest.raises(ValueError, match="retry_backoff_s"):
+        dataclasses.replace(smoke.leaderboard, retry_backoff_s=wait_s)
 
 
 def test_an_endpoint_needs_a_name_a_model_and_an_http_url() -> None:

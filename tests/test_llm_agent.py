@@ -447,18 +447,14 @@ def test_an_unreachable_endpoint_raises_or_forfeits_as_configured() -> None:
 def test_failed_calls_are_retried_after_a_doubling_back_off_capped_at_the_maximum(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import agents.llm_agent as llm_agent
-
     waits: list[float] = []
-    real_sleep = asyncio.sleep
 
-    async def recorded_sleep(delay: float) -> None:
-        waits.append(delay)
-        await real_sleep(0)
+    async def recorded_wait(delay_s: float) -> None:
+        waits.append(delay_s)
 
-    monkeypatch.setattr(llm_agent.asyncio, "sleep", recorded_sleep)
     dead = f"http://127.0.0.1:{free_port()}/v1"
     agent = LLMAgent(config(dead, request_retries=5, retry_backoff_s=1.5, max_retries=0, fail_on_request_error=False))
+    monkeypatch.setattr(agent, "_backoff_wait", recorded_wait)
     assert asyncio.run(ask_one_turn(agent)).text == ""
     assert agent.metrics["calls"] == 6
     assert waits == [1.5, 3.0, 6.0, MAX_BACKOFF_S, MAX_BACKOFF_S]
