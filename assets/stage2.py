@@ -277,15 +277,20 @@ def unified_evaluation(
     mopd_student: stage2.MOPDStudentResult,
     store: StoreResource,
     mlflow: MlflowResource,
+    settings: SettingsResource,
 ) -> Output[stage2.UnifiedEvaluation]:
-    """Base, SFT, each specialist on its own domain, the cascade and the MOPD student on the same held-out
-    episodes: mean reward per domain and on average with CIs and paired differences to the base (table
-    `unified_evaluation`, grouped bar chart). The cascade and the MOPD student become `champion` when their
-    mean beats their champion's; the nightly schedule re-evaluates the champions."""
+    """Base, SFT, each specialist on its own domain, the cascade, the MOPD student and the trivial code
+    baselines (played here: code, seconds) on the same held-out episodes: mean reward per domain and on
+    average with CIs and paired differences to the base and, for the trained policies, to the best baseline
+    (table `unified_evaluation`, grouped bar chart). The cascade and the MOPD student become `champion` when
+    their mean beats their champion's; the nightly schedule re-evaluates the champions."""
+    domains = transfer_matrix.matrix.domains
+    baselines = stage2.evaluate_baselines(settings.get_profile(), domains, store.store(), execution_id(context))
     result = stage2.unified_evaluation(
         transfer_matrix.matrix,
         cascade_policy.scores,
         mopd_student.scores,
+        baselines,
         {stage2.CASCADE_MODEL: cascade_policy.model_version, stage2.MOPD_MODEL: mopd_student.model_version},
         store.store(),
         mlflow.tracker(),
@@ -297,7 +302,12 @@ def unified_evaluation(
         metadata={
             "bars": MetadataValue.md(markdown_image(result.bars_png, "unified evaluation")),
             "table": MetadataValue.md(result.markdown()),
-            **{f"mean_{policy}": value for policy, value in means.items()},
+            **{f"mean_{policy.replace(':', '_')}": value for policy, value in means.items()},
+            **{
+                f"{r.policy}_vs_{r.best_baseline.removeprefix(stage2.BASELINE_PREFIX)}": r.vs_best_baseline.mean
+                for r in result.rows
+                if r.env_id == stage2.MEAN and r.vs_best_baseline is not None
+            },
             "promoted": MetadataValue.json(result.promoted),
             "mlflow_run_id": result.mlflow_run_id or "",
             **mlflow_links(context, mlflow, result.mlflow_run_id),
@@ -307,7 +317,8 @@ def unified_evaluation(
 
 @asset_check(asset=unified_evaluation)
 def unified_covers_every_policy(unified_evaluation: stage2.UnifiedEvaluation) -> AssetCheckResult:
-    """Base, specialists, cascade and MOPD each have a row on every domain and a mean, over equal episode counts."""
+    """Base, specialists, cascade and MOPD each have a row on every domain and a mean, over equal episode counts;
+    at least one trivial baseline was played, and every trained row carries its difference to the best one."""
     required = ("base", "specialist", stage2.CASCADE, stage2.MOPD)
     missing = [
         (p, d)
@@ -316,10 +327,18 @@ def unified_covers_every_policy(unified_evaluation: stage2.UnifiedEvaluation) ->
         if not any((r.policy, r.env_id) == (p, d) for r in unified_evaluation.rows)
     ]
     sizes = {r.estimate.n for r in unified_evaluation.rows if r.env_id != stage2.MEAN}
+    unpaired = [
+        [r.policy, r.env_id]
+        for r in unified_evaluation.rows
+        if r.policy in stage2.TRAINED_POLICIES and r.vs_best_baseline is None
+    ]
+    baselines = unified_evaluation.baselines()
     return AssetCheckResult(
-        passed=not missing and len(sizes) == 1,
+        passed=not missing and len(sizes) == 1 and bool(baselines) and not unpaired,
         metadata={
             "missing": MetadataValue.json([list(m) for m in missing]),
+            "baselines": MetadataValue.json(baselines),
+            "trained_rows_without_baseline": MetadataValue.json(unpaired),
             "episode_counts": MetadataValue.json(sorted(sizes)),
         },
     )

@@ -111,6 +111,7 @@ def result_json(outputs: dict[str, Any], domains: tuple[str, ...], wall_s: float
         "clusters_per_cell": matrix.clusters_per_cell(),
         "cascade_order": list(outputs["cascade_order"].order),
         "unified": outputs["unified_evaluation"].as_json(),
+        "unified_vs_best_baseline": outputs["unified_evaluation"].vs_best_baseline_json(),
         "mopd_recovered_share": mopd.share_of(matrix).as_dict(),
         "mopd_steps": mopd.steps,
         "mopd_student_init": mopd.student_init,

@@ -27,6 +27,7 @@ from models.socialrl.stage2 import (
 from models.training.mopd import curriculum_gaps, curriculum_probabilities, sample_domains, topk_reverse_kl
 
 DNND, CRAIG, MARKET = "dnd-v0", "craigslist-v0", "marketplace-v0"
+CASINO = "casino-v0"
 
 
 def scores(policy: str, env_id: str, rewards: list[float]) -> PolicyScores:
@@ -422,15 +423,43 @@ def test_recovered_share_and_the_unified_table_from_hand_made_scores() -> None:
     with pytest.raises(ValueError, match="same episodes"):
         stage2.recovered_share([scores(stage2.MOPD, DNND, [0.5, 0.5])], matrix)
 
-    unified = stage2.unified_evaluation(matrix, cascade, mopd, {}, None, None, "r")
+    # Two trivial baselines on the same episodes: hold_target is best on DnD and Craigslist, accept_first on
+    # Marketplace and pooled over the three domains ((0.10 + 0 + 0.30) / 3 against (0.15 + 0.05 + 0) / 3).
+    rules = {"accept_first": (0.10, 0.0, 0.30), "hold_target": (0.15, 0.05, 0.0)}
+    baselines = [
+        scores(stage2.baseline_policy(name), d, shifted(o))
+        for name, offsets in rules.items()
+        for d, o in zip((DNND, CRAIG, MARKET), offsets, strict=True)
+    ]
+    unified = stage2.unified_evaluation(matrix, cascade, mopd, baselines, {}, None, None, "r")
     assert unified.row("specialist", CRAIG).estimate.mean == pytest.approx(0.45 + 0.25)
+    hold, accept = stage2.baseline_policy("hold_target"), stage2.baseline_policy("accept_first")
+    # Each trained row against the best rule on its own episodes: the specialists (+0.20, +0.25, +0.30 over
+    # the base) beat it by 0.05 and 0.20 and tie it on Marketplace; pooled, they beat accept_first by 0.25 - 0.4/3.
+    for domain, best, diff in ((DNND, hold, 0.05), (CRAIG, hold, 0.20), (MARKET, accept, 0.0)):
+        row = unified.row("specialist", domain)
+        assert row.best_baseline == best and row.vs_best_baseline.mean == pytest.approx(diff, abs=1e-9)
+    mean_row = unified.row("specialist", stage2.MEAN)
+    assert mean_row.best_baseline == accept and mean_row.vs_best_baseline.mean == pytest.approx(0.25 - 0.4 / 3)
+    assert unified.row(stage2.CASCADE, stage2.MEAN).vs_best_baseline.mean == pytest.approx(-0.4 / 3)
+    # The SFT warm-start exists on Craigslist only: its mean row is compared with the rule best there.
+    assert unified.row("sft", stage2.MEAN).best_baseline == hold
+    assert unified.row("sft", stage2.MEAN).vs_best_baseline.mean == pytest.approx(0.0, abs=1e-9)
+    # The base and the rules themselves are not compared with a rule; the rules have their own rows.
+    assert unified.row("base", DNND).vs_best_baseline is None and unified.row(hold, DNND).vs_best_baseline is None
+    assert unified.row(accept, MARKET).vs_base.mean == pytest.approx(0.30)
+    assert unified.baselines() == [accept, hold]
+    versus = unified.vs_best_baseline_json()
+    assert set(versus) == {"sft", "specialist", "cascade", "mopd"} and versus["sft"].keys() == {CRAIG, "mean"}
+    assert versus["specialist"][CRAIG]["baseline"] == hold and versus["specialist"]["mean"]["n"] == 12
+    assert "Δ hold_target +0.200" in unified.markdown() and f"| {accept} |" in unified.markdown()
     assert unified.row("specialist", stage2.MEAN).vs_base.mean == pytest.approx((0.20 + 0.25 + 0.30) / 3)
     assert unified.row(stage2.CASCADE, stage2.MEAN).vs_base.mean == pytest.approx(0.0)
     assert unified.row("sft", CRAIG).vs_base.mean == pytest.approx(0.05)
     with pytest.raises(KeyError):
         unified.row("sft", DNND)  # only Craigslist has a warm-start: the SFT row is on its own domain only
     data = unified.as_json()
-    assert set(data) == {"base", "sft", "specialist", "cascade", "mopd"} and set(data["mopd"]) == {
+    assert set(data) == {"base", "sft", "specialist", "cascade", "mopd", accept, hold} and set(data["mopd"]) == {
         DNND,
         CRAIG,
         MARKET,
@@ -440,7 +469,35 @@ def test_recovered_share_and_the_unified_table_from_hand_made_scores() -> None:
     assert "| mopd |" in unified.markdown() and unified.bars_png.startswith(b"\x89PNG")
     assert {r["policy"] for r in unified.table_rows("r")} == set(data)
     with pytest.raises(ValueError, match="cascade: evaluated on"):
-        stage2.unified_evaluation(matrix, cascade[:2], mopd, {}, None, None, "r")
+        stage2.unified_evaluation(matrix, cascade[:2], mopd, baselines, {}, None, None, "r")
+    with pytest.raises(ValueError, match="baseline:hold_target: evaluated on"):
+        stage2.unified_evaluation(matrix, cascade, mopd, baselines[:-1], {}, None, None, "r")
+    # Without baselines the table still builds; no trained row claims a comparison it did not make.
+    bare = stage2.unified_evaluation(matrix, cascade, mopd, (), {}, None, None, "r")
+    assert all(r.vs_best_baseline is None for r in bare.rows) and bare.vs_best_baseline_json() == {}
+
+
+def test_the_baselines_play_the_stage2_heldout_plan_of_every_domain() -> None:
+    """Code only (no engine): each rule on each domain's held-out plan, the same episodes for every rule."""
+    from dataclasses import replace
+
+    from models.profiles import get_profile
+
+    cpu = get_profile("cpu")  # its stage-2 counterparts (boulware, conceder), 4 of its 16 held-out scenarios
+    profile = replace(cpu, stage2=replace(cpu.stage2, heldout_scenarios=4))
+    played = stage2.evaluate_baselines(profile, (CRAIG, CASINO))
+    plan = {d: stage2.heldout_plan(profile, d) for d in (CRAIG, CASINO)}
+    assert sorted({s.policy for s in played}) == [
+        "baseline:accept_first", "baseline:hold_target", "baseline:split_difference"
+    ]  # fmt: skip
+    for domain in (CRAIG, CASINO):
+        mine = [s for s in played if s.env_id == domain]
+        assert len(mine) == 3 and len({s.keys for s in mine}) == 1  # the same episodes for every rule
+        assert len(mine[0].keys) == len(plan[domain].scenario_list()) * len(plan[domain].counterparts) == 8
+        assert all(0.0 <= r <= 1.0 for s in mine for r in s.rewards)
+    # The rules differ (hold_target and accept_first do not score alike on Craigslist's buyer seat).
+    craig = {s.policy: s.rewards for s in played if s.env_id == CRAIG}
+    assert craig["baseline:hold_target"] != craig["baseline:accept_first"]
 
 
 def test_run_stage2_writes_the_recovered_share_with_its_interval_and_the_clusters_per_cell() -> None:
@@ -460,13 +517,13 @@ def test_run_stage2_writes_the_recovered_share_with_its_interval_and_the_cluster
     outputs = {
         "transfer_matrix": SimpleNamespace(matrix=matrix, sources_json=lambda: used),
         "cascade_order": choose_cascade_order(matrix.means(), matrix.domains),
-        "unified_evaluation": SimpleNamespace(as_json=lambda: {}),
+        "unified_evaluation": SimpleNamespace(as_json=lambda: {}, vs_best_baseline_json=lambda: {}),
         "mopd_student": student,
     }
     result = result_json(outputs, matrix.domains, 1.0)
     assert list(result) == [
         "domains", "specialists_source", "transfer_matrix", "clusters_per_cell", "cascade_order", "unified",
-        "mopd_recovered_share", "mopd_steps", "mopd_student_init", "mopd_curriculum", "wall_s",
+        "unified_vs_best_baseline", "mopd_recovered_share", "mopd_steps", "mopd_student_init", "mopd_curriculum", "wall_s",
     ]  # fmt: skip
     assert result["specialists_source"] == used
     # No start recorded (results stored before it was all started fresh) and no curriculum decision.

@@ -292,14 +292,23 @@ def test_the_smoke_lineage_of_stage2_materialises_end_to_end(tmp_path: Path, tin
     mopd = outputs["mopd_student"]
     assert mopd.steps == 2 and mopd.model_version == 1 and set(mopd.recovered) == set(LINEAGE_DOMAINS)
     unified = outputs["unified_evaluation"]
-    assert {r.policy for r in unified.rows} == {"base", "sft", "specialist", "cascade", "mopd"}
+    rules = {stage2.baseline_policy(name) for name in ("accept_first", "hold_target", "split_difference")}
+    assert {r.policy for r in unified.rows} == {"base", "sft", "specialist", "cascade", "mopd", *rules}
+    # The rules played the models' held-out episodes (a paired difference refuses any other), and every trained
+    # row, on each domain and on the mean, carries its difference to the best rule.
+    assert all(
+        r.best_baseline in rules and r.vs_best_baseline.n == r.estimate.n
+        for r in unified.rows
+        if r.policy in stage2.TRAINED_POLICIES
+    )
     # First versions of an empty registry become champions.
     assert unified.promoted == {stage2.CASCADE_MODEL: True, stage2.MOPD_MODEL: True}
 
     result = result_json(outputs, LINEAGE_DOMAINS, 1.0)
     assert list(result) == [
         "domains", "specialists_source", "transfer_matrix", "clusters_per_cell", "cascade_order", "unified",
-        "mopd_recovered_share", "mopd_steps", "mopd_student_init", "mopd_curriculum", "wall_s",
+        "unified_vs_best_baseline", "mopd_recovered_share", "mopd_steps", "mopd_student_init", "mopd_curriculum",
+        "wall_s",
     ]  # fmt: skip
     # Every domain's specialist is the stand-in `make run` registered (version 1, evaluated on the plan); the
     # registry's other three domains are not used.

@@ -26,6 +26,7 @@ per-episode differences, bootstrap CI resampling scenarios).
 | cascade-order score | see `order_score`: backward transfer of every later stage onto every earlier domain, plus `adjacency_weight` x the mutual benefit of consecutive domains |
 | cascade checkpoint rule | after each stage, the checkpoint (of that stage's PPO) with the best mean validation-probe reward over the domains seen so far (the paper's rule) |
 | MOPD gap of domain d | (teacher_d - student_d) / (teacher_d - base_d) on the validation probe (models/training/mopd.py); a curriculum decision with no gap defined falls back to uniform sampling and is counted |
+| best baseline | of the trivial code baselines (agents/socialrl/baselines.py) played on the same held-out plan, the one with the highest mean there (pooled over the policy's domains for its mean row); every trained policy's row carries its paired difference to it (`unified_evaluation`) |
 | MOPD student start | the SFT warm-start of the first stage-2 domain that has one, else a fresh LoRA (`student_start`) |
 | recovered share | sum over domains d and paired held-out episodes e of (student - base) / sum of (specialist - base), a ratio of sums with a scenario-cluster bootstrap CI (`recovered_share`); undefined where the specialists' summed advantage is not > 0 |
 | per-domain ratio of domain d | (student_d - base_d) / (specialist_d - base_d), each a paired mean difference; shown only (it swings when the advantage is small); undefined where the specialist does not beat the base by more than `min_advantage` |
@@ -75,8 +76,10 @@ from models.socialrl.stage2.mopd import (
 from models.socialrl.stage2.plans import (
     DomainAdapters,
     MissingSpecialistError,
+    evaluate_baselines,
     evaluate_policies,
     evaluation_profile,
+    heldout_plan,
     probe_rewards,
     probe_scenarios,
     registered_adapters,
@@ -84,6 +87,7 @@ from models.socialrl.stage2.plans import (
 )
 from models.socialrl.stage2.scores import (
     BASE,
+    BASELINE_PREFIX,
     CASCADE,
     CASCADE_MODEL,
     DOMAINS_TAG,
@@ -91,6 +95,7 @@ from models.socialrl.stage2.scores import (
     MOPD_MODEL,
     REWARD_BOUNDS,
     PolicyScores,
+    baseline_policy,
     pooled,
     sft_policy,
     short,
@@ -106,6 +111,7 @@ from models.socialrl.stage2.transfer import (
 )
 from models.socialrl.stage2.unified import (
     MEAN,
+    TRAINED_POLICIES,
     UNIFIED_POLICIES,
     UnifiedEvaluation,
     UnifiedRow,
@@ -115,6 +121,7 @@ from models.socialrl.stage2.unified import (
 
 __all__ = [
     "BASE",
+    "BASELINE_PREFIX",
     "CASCADE",
     "CASCADE_MODEL",
     "DOMAINS_TAG",
@@ -125,6 +132,7 @@ __all__ = [
     "ORDER_RULE",
     "PAPER_ORDER",
     "REWARD_BOUNDS",
+    "TRAINED_POLICIES",
     "UNIFIED_POLICIES",
     "CandidateScore",
     "CascadeOrder",
@@ -143,6 +151,7 @@ __all__ = [
     "TransferMatrixResult",
     "UnifiedEvaluation",
     "UnifiedRow",
+    "baseline_policy",
     "best_checkpoint",
     "brute_force_order_scores",
     "build_transfer_matrix",
@@ -152,10 +161,12 @@ __all__ = [
     "choose_cascade_order",
     "compute_transfer_matrix",
     "domain_share",
+    "evaluate_baselines",
     "evaluate_policies",
     "evaluation_profile",
     "gap_curve_png",
     "gap_series",
+    "heldout_plan",
     "order_score",
     "paper_order",
     "pooled",

@@ -12,14 +12,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from agents.socialrl.baselines import BASELINES
 from environments import Scenario
-from models.evaluation.policy import store_evaluation
+from models.evaluation.policy import EvaluationPlan, store_evaluation
 from models.evaluation.scenarios import training_scenarios
 from models.profiles import Profile, get_profile
 from models.serving.adapters import serve_adapter
 from models.serving.engine import EngineClient, EngineError
 from models.socialrl import stage1
-from models.socialrl.stage2.scores import PolicyScores
+from models.socialrl.stage2.scores import PolicyScores, baseline_policy
 from models.storage import TableStore
 from models.tracking import Tracker
 
@@ -34,6 +35,12 @@ def evaluation_profile(profile: Profile) -> Profile:
     """The profile as every stage-2 held-out evaluation sees it (stage-2 scenario count and counterparts)."""
     s = profile.stage2.resolved(profile)
     return replace(profile, heldout_scenarios=s.heldout_scenarios, eval_counterparts=s.eval_counterparts)
+
+
+def heldout_plan(profile: Profile, domain: str) -> EvaluationPlan:
+    """The domain's stage-2 held-out plan: every stage-2 held-out evaluation, model or code, plays this one,
+    so any two of them are paired episode by episode."""
+    return stage1.evaluation_plan(domain, evaluation_profile(profile), seed=profile.stage2.eval_seed)
 
 
 def probe_scenarios(env_id: str, profile: Profile) -> list[Scenario]:
@@ -70,9 +77,8 @@ def evaluate_policies(
         def run() -> PolicyScores:
             start = time.perf_counter()
             model = policies[label]
-            result = stage1.evaluate_model(
-                domain, plan_profile, base_url, model, seed=profile.stage2.eval_seed, api_key=api_key
-            )
+            plan = heldout_plan(profile, domain)
+            result = stage1.evaluate_model(domain, plan_profile, base_url, model, api_key=api_key, plan=plan)
             if store is not None:
                 store_evaluation(store, result, f"stage2:{label}@{domain}", f"{run_id}:{label}@{domain}")
             scores = PolicyScores.from_result(label, model, result)
@@ -89,6 +95,23 @@ def evaluate_policies(
         return run
 
     return _parallel([job(p, d) for p, d in wanted], profile.stage2.parallel_evaluations)
+
+
+def evaluate_baselines(
+    profile: Profile, domains: Sequence[str], store: TableStore | None = None, run_id: str = "stage2"
+) -> list[PolicyScores]:
+    """The trivial code baselines (agents/socialrl/baselines.py: accept the first offer, hold the target, split
+    the difference) on every domain's held-out plan: what a trained stage-2 policy must beat on the same
+    episodes. Code only: no engine, seconds. Stored like the models' evaluations when `store` is given."""
+    out = []
+    for domain in domains:
+        played = stage1.evaluate_code_policies(heldout_plan(profile, domain), labels=tuple(BASELINES))
+        for name, (policy, result) in played.items():
+            label = baseline_policy(name)
+            if store is not None:
+                store_evaluation(store, result, f"stage2:{label}@{domain}", f"{run_id}:{label}@{domain}")
+            out.append(PolicyScores.from_result(label, policy.model, result))
+    return out
 
 
 def probe_rewards(

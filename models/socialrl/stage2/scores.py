@@ -31,6 +31,14 @@ def sft_policy(env_id: str) -> str:
     return f"sft:{env_id}"
 
 
+BASELINE_PREFIX = "baseline:"
+
+
+def baseline_policy(name: str) -> str:
+    """The label of a trivial code baseline (agents/socialrl/baselines.py), e.g. "baseline:accept_first"."""
+    return f"{BASELINE_PREFIX}{name}"
+
+
 def short(env_id: str) -> str:
     return env_id.removesuffix("-v0")
 
@@ -41,7 +49,8 @@ class PolicyScores:
     interval of stage 2. Two PolicyScores of one plan share their keys (the episodes' pair keys)."""
 
     policy: str
-    """"base", "specialist:<env>", "sft:<env>", "cascade", "mopd" (or "<policy>@<stage>" for curves)."""
+    """"base", "specialist:<env>", "sft:<env>", "cascade", "mopd", "baseline:<rule>" (or "<policy>@<stage>" for
+    curves)."""
     env_id: str
     """The domain evaluated ("*" for several domains pooled)."""
     model: str
