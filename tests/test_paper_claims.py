@@ -59,6 +59,8 @@ def socialrl_snapshot() -> Snapshot:
     matrix = stage2.TransferMatrix((env,), (cell,), (base, specialist))
     transfer = fill(stage2.TransferMatrixResult, matrix=matrix, specialists={}, sft_domains=())
     share = stage2.recovered_share([mopd], matrix)
+    rule = scores(stage2.baseline_policy("accept_first"), env, [0.25 + 0.01 * (i % 3) for i in range(n)])
+    unified = stage2.unified_evaluation(matrix, (cascade,), (mopd,), (rule,), {}, None, None, "r")
     summary = {
         p: fill(behaviour.BehaviourSummary, policy=f"{env}:{p}", env_id=env, episodes=10, rejection_rate=r,
                 counter_offer_share=0.5, commitment_rate=0.1, over_conceding_rate=0.2)
@@ -76,6 +78,7 @@ def socialrl_snapshot() -> Snapshot:
             read("transfer_matrix", transfer),
             read("cascade_policy", fill(stage2.CascadeResult, scores=(cascade,))),
             read("mopd_student", fill(stage2.MOPDStudentResult, scores=(mopd,), domains=(env,), steps=4, share=share)),
+            read("unified_evaluation", unified),
             read("behaviour_report", behaviour.BehaviourReport(tuple(summary.values()), 20)),
             read("privacy_red_team", red_team.RedTeamReport((domain,))),
             read("tom_analysis", analysis, env),
@@ -96,6 +99,14 @@ def test_the_socialrl_measurers_read_every_stage_they_name() -> None:
     assert rows[("unified_vs_specialists", "MOPD student, mean over craigslist-v0")].verdict.kind == OPPOSITE
     recovered = rows[("mopd_recovered_share", "4 steps, craigslist-v0")]
     assert recovered.verdict.kind == REPRODUCED and recovered.clusters == "10 clusters"
+    # Beside each stage-2 row, the best trivial rule on the same held-out episodes and the policy against it.
+    cascade_row = rows[("cascade_best_unifier", "mean over craigslist-v0")]
+    # The rule's mean is 0.25 + 0.0095; the cascade's 0.365 and the student's 0.205.
+    assert cascade_row.baseline.startswith("accept_first: mean reward 0.259 [")
+    assert "; cascade - accept_first 0.105 [" in cascade_row.baseline
+    assert "; mopd - accept_first -0.055 [" in recovered.baseline
+    mopd_row = rows[("unified_vs_specialists", "MOPD student, mean over craigslist-v0")]
+    assert mopd_row.baseline == recovered.baseline
     asymmetry = rows[("transfer_asymmetry", "all domains")]
     assert asymmetry.verdict.kind == NOT_SHOWN and "donor effects" in asymmetry.value
     # the behaviour report's rates have no interval: not shown, and the row says what was measured

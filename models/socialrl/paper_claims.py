@@ -106,6 +106,27 @@ def _baseline(ev: Any) -> str:
     return text + (f"; PPO - {best} {against.text()} (paired)" if against else "")
 
 
+def _unified_baseline(snapshot: Snapshot, policy: str) -> str:
+    """The best trivial baseline of the unified evaluation's held-out episodes for a stage-2 `policy` ("cascade",
+    "mopd"): its mean reward over the policy's domains, and the policy against it (paired); empty when the
+    unified evaluation is absent or older than its baselines."""
+    from models.socialrl.stage2 import BASELINE_PREFIX, MEAN
+
+    for read in snapshot.values("unified_evaluation"):
+        rows = {(r.policy, r.env_id): r for r in read.value.rows}
+        mine = rows.get((policy, MEAN))
+        if mine is None or getattr(mine, "vs_best_baseline", None) is None:
+            continue
+        rule = rows.get((mine.best_baseline, MEAN))
+        reward = Interval.of(rule.estimate) if rule else None
+        name = mine.best_baseline.removeprefix(BASELINE_PREFIX)
+        return (
+            f"{name}: mean reward {reward.text() if reward else '-'}; {policy} - {name} "
+            f"{Interval.of(mine.vs_best_baseline).text()} (paired)"
+        )
+    return ""
+
+
 # ------------------------------------------------------------------------------------------------ stage 1
 def _stage1(pair: str, metric: str | None = None, why: str = "") -> Any:
     """A measurer of `paired[pair]` (or `behaviour_paired[metric][pair]`) in every domain that has it."""
@@ -210,7 +231,8 @@ def _cascade_vs_mopd(snapshot: Snapshot) -> list[Measurement]:
     key = "cascade_policy.scores - mopd_student.scores, pooled"
     if estimate is None:
         return [Measurement(cascade[0], key, "", missing="the cascade and the MOPD student share no domain")]
-    return [_measure(cascade[0], key, f"mean over {', '.join(domains)}", estimate)]
+    scope = f"mean over {', '.join(domains)}"
+    return [_measure(cascade[0], key, scope, estimate, baseline=_unified_baseline(snapshot, "cascade"))]
 
 
 def _recovered_share(snapshot: Snapshot) -> list[Measurement]:
@@ -227,7 +249,9 @@ def _recovered_share(snapshot: Snapshot) -> list[Measurement]:
         if share.reason is not None:
             out.append(Measurement(read, "share", scope, None, "undefined", f"undefined: {share.reason}"))
         else:
-            out.append(_measure(read, "share.estimate", scope, share.estimate))
+            out.append(
+                _measure(read, "share.estimate", scope, share.estimate, baseline=_unified_baseline(snapshot, "mopd"))
+            )
     return out or _nothing(snapshot, "mopd_student", "")
 
 
@@ -240,13 +264,14 @@ def _unified_vs_specialists(snapshot: Snapshot) -> list[Measurement]:
     matrix = matrices[0].value.matrix
     specialists = [s for s in matrix.scores if s.policy == specialist_policy(s.env_id)]
     out = []
-    for asset, label in (("cascade_policy", "cascade"), ("mopd_student", "MOPD student")):
+    for asset, label, policy in (("cascade_policy", "cascade", "cascade"), ("mopd_student", "MOPD student", "mopd")):
         for read in snapshot.values(asset):
             estimate, domains = _pooled_difference(list(read.value.scores), specialists)
             key = f"{asset}.scores - transfer_matrix specialist scores, pooled"
             scope = f"{label}, mean over {', '.join(domains)}"
-            out.append(_measure(read, key, scope, estimate) if domains else Measurement(read, key, label,
-                       missing="no domain in common with the specialists"))  # fmt: skip
+            rule = _unified_baseline(snapshot, policy)
+            out.append(_measure(read, key, scope, estimate, baseline=rule) if domains else Measurement(read, key,
+                       label, missing="no domain in common with the specialists"))  # fmt: skip
     return out or _nothing(snapshot, "cascade_policy", "")
 
 
