@@ -191,7 +191,7 @@ TRANSFER_MATRIX_COLUMNS: dict[str, str] = {
 
 UNIFIED_EVALUATION_COLUMNS: dict[str, str] = {
     "run_id": "VARCHAR",
-    "policy": "VARCHAR",  # base | sft | specialist | cascade | mopd
+    "policy": "VARCHAR",  # base | sft | specialist | cascade | mopd | baseline:<rule>
     "env_id": "VARCHAR",  # a domain, or "mean" (the policy's domains pooled)
     "models": "VARCHAR",  # served adapter name(s)
     "mean": "DOUBLE",  # mean reward
@@ -201,6 +201,10 @@ UNIFIED_EVALUATION_COLUMNS: dict[str, str] = {
     "diff_mean": "DOUBLE",  # paired difference to the base model on the same episodes
     "diff_ci_low": "DOUBLE",
     "diff_ci_high": "DOUBLE",
+    "best_baseline": "VARCHAR",  # trained policies: the best trivial rule on the same episodes (else NULL)
+    "vs_best_baseline_mean": "DOUBLE",  # paired difference to that rule
+    "vs_best_baseline_ci_low": "DOUBLE",
+    "vs_best_baseline_ci_high": "DOUBLE",
     "created_at": "TIMESTAMP",
 }
 """Stage 2: one row per (policy, domain) of the unified evaluation."""

@@ -468,6 +468,9 @@ def test_recovered_share_and_the_unified_table_from_hand_made_scores() -> None:
     assert data["base"][DNND]["n"] == 4 and data["mopd"]["mean"]["n"] == 12
     assert "| mopd |" in unified.markdown() and unified.bars_png.startswith(b"\x89PNG")
     assert {r["policy"] for r in unified.table_rows("r")} == set(data)
+    from models.records import UNIFIED_EVALUATION_COLUMNS
+
+    assert all(set(row) == set(UNIFIED_EVALUATION_COLUMNS) for row in unified.table_rows("r"))  # what the store takes
     with pytest.raises(ValueError, match="cascade: evaluated on"):
         stage2.unified_evaluation(matrix, cascade[:2], mopd, baselines, {}, None, None, "r")
     with pytest.raises(ValueError, match="baseline:hold_target: evaluated on"):
