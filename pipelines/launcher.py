@@ -14,6 +14,7 @@ stays off the console (the `socialrl` loggers print one line per step); with a l
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,10 +24,14 @@ from typing import Any
 from models.settings import DataPaths
 from resources.instance import (
     LAUNCHED_BY_TAG,
+    PROCESS_TAG,
     PROFILE_TAG,
     Materialisation,
+    UnfinishedRun,
     latest_materialisation,
+    process_tag,
     step_seconds,
+    unfinished_run,
 )
 
 __all__ = [
@@ -36,8 +41,11 @@ __all__ = [
     "LaunchedRun",
     "Launcher",
     "Materialisation",
+    "UnfinishedRun",
     "profile_tag",
 ]
+
+log = logging.getLogger("socialrl.launcher")
 
 # The `loggers` run config that keeps Dagster's event stream off the console of every run our commands launch:
 # the console is for people (the socialrl loggers print one line per step); the events are in the Dagster UI
@@ -48,6 +56,14 @@ QUIET_CONSOLE: dict[str, Any] = {"console": {"config": {"log_level": "ERROR"}}}
 def profile_tag(profile: str, stage2_specialists: bool = False) -> str:
     """The `PROFILE_TAG` value of a run: the profile, marked when stage 1 is sized for stage 2."""
     return f"{profile}+stage2-specialists" if stage2_specialists else profile
+
+
+def config_for(config: Mapping[str, Any] | None, assets: Sequence[str]) -> dict[str, Any]:
+    """A run config cut to the ops of `assets`: Dagster refuses config for an op the run leaves out ("unexpected
+    config entry"), so a resumed run drops the config of the steps already done."""
+    ops = {op: c for op, c in (config or {}).get("ops", {}).items() if op in assets}
+    rest = {k: v for k, v in (config or {}).items() if k != "ops"}
+    return {**rest, "ops": ops} if ops else rest
 
 
 @dataclass(frozen=True)
@@ -121,7 +137,12 @@ class Launcher:
                 partition_key=partition,
                 asset_selection=[AssetKey(a) for a in assets] if assets else None,
                 raise_on_error=False,
-                tags={LAUNCHED_BY_TAG: self.launched_by, PROFILE_TAG: self.tag, **(tags or {})},
+                tags={
+                    LAUNCHED_BY_TAG: self.launched_by,
+                    PROFILE_TAG: self.tag,
+                    PROCESS_TAG: process_tag(),
+                    **(tags or {}),
+                },
             )
         except Exception as exc:  # a definition error: the caller reports it and decides what runs next
             return LaunchedRun(job, partition, False, time.perf_counter() - start, "", f"{type(exc).__name__}: {exc}")
@@ -135,6 +156,44 @@ class Launcher:
             {e.check_name: e.passed for e in result.get_asset_check_evaluations()},
             tuple(e.step_key or "" for e in result.all_events if e.is_step_failure),
         )
+
+    def job_assets(self, job: str) -> tuple[str, ...]:
+        """The assets the defined `job` materialises, sorted."""
+        keys = self.definitions.resolve_job_def(job).asset_layer.selected_asset_keys
+        return tuple(sorted(k.to_user_string() for k in keys))
+
+    def unfinished(
+        self, job: str, partition: str | None = None, tags: Mapping[str, str] | None = None
+    ) -> UnfinishedRun | None:
+        """The newest run of `job` (`partition`) with this launcher's profile tag and `tags` when it did not finish
+        (failed, or its process was killed), with what it materialised (resources/instance.py)."""
+        return unfinished_run(self.instance, job, partition, {PROFILE_TAG: self.tag, **(tags or {})})
+
+    def resume(
+        self,
+        job: str,
+        partition: str | None = None,
+        config: Mapping[str, Any] | None = None,
+        tags: Mapping[str, str] | None = None,
+        assets: Sequence[str] | None = None,
+    ) -> LaunchedRun:
+        """Run `job` (only `assets` of it, when given), leaving out what its newest unfinished run (same profile,
+        `tags`) already materialised: a command killed mid-job (a session's end, the OOM killer) goes on from
+        its last whole step instead of redoing hours. Runs them all when there is nothing to resume."""
+        unfinished = self.unfinished(job, partition, tags)
+        done = set(unfinished.materialised) if unfinished else set()
+        remaining = [a for a in (assets or self.job_assets(job)) if a not in done]
+        if done and remaining:
+            log.info(
+                "%s: resuming run %s (%s): %s already materialised there, not redone",
+                f"{job}[{partition}]" if partition else job,
+                unfinished.run_id[:8],
+                unfinished.status.lower(),
+                ", ".join(sorted(done)),
+            )
+        if not (done and remaining):
+            return self.run(job, partition, assets=assets, config=config, tags=tags)
+        return self.run(job, partition, assets=remaining, config=config_for(config, remaining), tags=tags)
 
     def latest(self, asset: str, partition: str | None = None, tags: Mapping[str, str] | None = None):
         """The newest materialisation of `asset` (`partition`) by a run with this launcher's profile tag and

@@ -137,7 +137,8 @@ def run_lineage(
 ) -> list[StepResult]:
     """Launch the lineage's jobs; one StepResult per Dagster run. Without `force`, what this instance already
     materialised with the same profile is skipped (the tournament, each domain's `specialist_eval`, and
-    `champion_evaluations` if it ran today, UTC), so a second `make run` only completes what is missing;
+    `champion_evaluations` if it ran today, UTC), so a second `make run` only completes what is missing, and a
+    job whose last run did not finish (killed, failed) resumes after the assets that run materialised;
     the domains in `redo` run again all the same. `stage2_specialists` sizes stage 1 as `run_stage2` trains its
     specialists; such runs are tagged apart (`profile_tag`), so `make run` does not take them for its own."""
     paths = DataPaths(data) if data is not None else DataPaths.from_env()
@@ -154,7 +155,8 @@ def run_lineage(
             )
         else:
             log.info("%s: starting", f"{job}[{partition}]" if partition else job)
-            steps.append(_step(launcher, launcher.run(job, partition)))
+            run = launcher.run(job, partition) if force else launcher.resume(job, partition)
+            steps.append(_step(launcher, run))
         _announce(steps[-1])
     return steps
 

@@ -84,9 +84,10 @@ def run_stage2(
     failed = [s.name for s in stage1 if not s.success]
     if failed:
         print(f"[stage 2] stage 1 failed for {', '.join(failed)}; stage 2 runs on what is registered", flush=True)
-    run = launcher.run(
-        "stage2_job", config={"ops": {"transfer_matrix": {"config": {"domains": list(domains)}}}}, tags=tags
-    )
+    config = {"ops": {"transfer_matrix": {"config": {"domains": list(domains)}}}}
+    # Without `force`, a stage2_job that did not finish (killed, failed) resumes after what it materialised.
+    launch = launcher.run if force else launcher.resume
+    run = launch("stage2_job", config=config, tags=tags)
     step = StepResult("stage2_job", "stage2_job", None, run.success, run.seconds, run.run_id, run.error[:2000])
     print(f"[stage 2] {'ok' if run.success else 'FAILED: ' + step.error} ({run.seconds:.0f} s, checks {run.checks})")
     return stage1, step, _outputs(launcher) if run.success else None

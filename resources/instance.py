@@ -1,5 +1,6 @@
 """What a Dagster instance holds: the latest materialisation of an asset (by tags), its materialised partitions,
-a run's step times, and a snapshot of many assets' stored outputs. The command lines read results through
+a run's step times, the newest run of a job that did not finish (`unfinished_run`: what a relaunch resumes
+from), and a snapshot of many assets' stored outputs. The command lines read results through
 here (pipelines/launcher.py's `Launcher.latest` and `step_seconds`), and so does the `paper_report` asset
 (assets/report.py), which reads every stage without depending on it in the graph.
 
@@ -15,6 +16,8 @@ instance's storage directory), keyed by asset and partition.
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -26,6 +29,12 @@ PROFILE_TAG = "socialrl/profile"
 """The run tag that names the profile a run was launched with (marked when stage 1 is sized for stage 2)."""
 LAUNCHED_BY_TAG = "socialrl/launched_by"
 """The run tag that names the command that launched a run."""
+PROCESS_TAG = "socialrl/process"
+"""The run tag "<host>:<pid>" of the process that executes a run in-process (the command line's), so that a later
+launch can tell a run whose process was killed from one still going."""
+STALE_AFTER_S = 1800.0
+"""A started run whose process cannot be checked (no `PROCESS_TAG`: launched before it existed; or another
+host's) counts as dead after this long without an event; a live step logs a "still working" line a minute."""
 
 Loader = Callable[[str, str | None], Any]
 """(asset, partition) -> the asset's stored output."""
@@ -139,3 +148,69 @@ def read_snapshot(instance: Any, load: Loader, assets: Iterable[str]) -> Snapsho
             if read is not None:
                 reads.append(read)
     return Snapshot(tuple(reads))
+
+
+def process_tag() -> str:
+    """This process's `PROCESS_TAG` value."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _process_gone(tag: str | None) -> bool | None:
+    """Whether the process a `PROCESS_TAG` names is gone: None when it cannot be told (no tag, another host)."""
+    host, _, pid = (tag or "").rpartition(":")
+    if not host or host != socket.gethostname() or not pid.isdigit():
+        return None
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # someone else's live process
+        return False
+    return False
+
+
+@dataclass(frozen=True)
+class UnfinishedRun:
+    """The newest run of a job that did not finish, and what it materialised before it stopped."""
+
+    run_id: str
+    status: str
+    """Its Dagster status when found ("FAILURE", "CANCELED", or "STARTED" for a killed command's run, which this
+    lookup then reports failed so the UI stops showing it as running)."""
+    materialised: tuple[str, ...]
+    """The assets it materialised (each step's output is whole: a later run can load it)."""
+
+
+def unfinished_run(
+    instance: Any,
+    job: str,
+    partition: str | None = None,
+    tags: Mapping[str, str] | None = None,
+    now: float | None = None,
+) -> UnfinishedRun | None:
+    """The newest run of `job` (`partition`) carrying every one of `tags`, when it did not finish: it failed, was
+    canceled, or was started by a process that is gone (a killed command: its `PROCESS_TAG` names a process of
+    this host that no longer exists; without the tag or on another host, no event for `STALE_AFTER_S`). None when the newest such
+    run succeeded or may still be running, or there is none. A dead started run is reported failed here."""
+    from dagster import DagsterEventType, DagsterRunStatus, RunsFilter
+
+    wanted = {**(tags or {}), **({"dagster/partition": partition} if partition else {})}
+    runs = instance.get_runs(filters=RunsFilter(job_name=job, tags=wanted), limit=1)
+    if not runs:
+        return None
+    run = runs[0]
+    status = run.status
+    if status in (DagsterRunStatus.STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.NOT_STARTED):
+        gone = _process_gone(run.tags.get(PROCESS_TAG))
+        if gone is None:  # no tag (an older run) or another host's process: judge by its newest event
+            last = instance.get_records_for_run(run.run_id, limit=1, ascending=False).records
+            newest = last[0].event_log_entry.timestamp if last else 0.0
+            gone = (now if now is not None else time.time()) - newest > STALE_AFTER_S
+        if not gone:
+            return None
+        instance.report_run_failed(run, "its process is gone (killed): reported failed by the next launch")
+    elif status not in (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED):
+        return None
+    records = instance.get_records_for_run(run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION).records
+    assets = dict.fromkeys(r.event_log_entry.dagster_event.asset_key.to_user_string() for r in records)
+    return UnfinishedRun(run.run_id, status.value, tuple(assets))

@@ -4,10 +4,28 @@ reads back through the instance."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 from models.settings import DataPaths
-from pipelines.launcher import LAUNCHED_BY_TAG, PROFILE_TAG, Launcher, profile_tag
+from pipelines.launcher import LAUNCHED_BY_TAG, PROFILE_TAG, Launcher, config_for, profile_tag
+from resources.instance import PROCESS_TAG, STALE_AFTER_S, process_tag, unfinished_run
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# A command killed mid-job: the teacher traces step kills its own process (SIGKILL, as the OOM killer or a
+# session's end would), after `scenarios` was materialised.
+KILLED_MID_JOB = """
+import os, signal, sys
+from pathlib import Path
+import models.socialrl.teachers as teachers
+teachers.teacher_traces = lambda *args, **kwargs: os.kill(os.getpid(), signal.SIGKILL)
+from models.settings import DataPaths
+from pipelines.launcher import Launcher
+Launcher("smoke", DataPaths(Path(sys.argv[1])), "a test").run("stage1_job", "dnd-v0", assets=("scenarios", "teacher_traces"))
+"""
 
 
 def test_a_defined_job_runs_and_its_results_read_back_through_the_instance(tmp_path: Path) -> None:
@@ -45,3 +63,42 @@ def test_a_job_that_cannot_run_is_reported_not_raised(tmp_path: Path) -> None:
     launcher = Launcher("smoke", DataPaths(tmp_path / "data"), "a test")
     run = launcher.run("no_such_job")
     assert not run.success and run.run_id == "" and "no_such_job" in run.error
+
+
+def test_a_killed_command_s_job_resumes_after_the_steps_it_finished(tmp_path: Path) -> None:
+    paths = DataPaths(tmp_path / "data")
+    killed = subprocess.run([sys.executable, "-c", KILLED_MID_JOB, str(paths.root)], cwd=ROOT, capture_output=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()[-2000:]
+    launcher = Launcher("smoke", paths, "a test")
+    [run] = launcher.instance.get_runs(limit=1)
+    assert run.status.value == "STARTED"  # what Dagster shows for a run whose process was killed
+
+    # A run whose process cannot be checked (another host's) is taken as running until it has been silent for
+    # STALE_AFTER_S; then it is dead.
+    launcher.instance.add_run_tags(run.run_id, {PROCESS_TAG: "another-host:1"})
+    last = launcher.instance.get_records_for_run(run.run_id, limit=1, ascending=False).records[0]
+    soon = last.event_log_entry.timestamp + 60
+    assert unfinished_run(launcher.instance, "stage1_job", "dnd-v0", {PROFILE_TAG: "smoke"}, now=soon) is None
+    # On this host its process is gone: unfinished, reported failed, with what it materialised.
+    launcher.instance.add_run_tags(run.run_id, {PROCESS_TAG: run.tags[PROCESS_TAG]})
+    assert run.tags[PROCESS_TAG].startswith(process_tag().rpartition(":")[0] + ":")
+    unfinished = launcher.unfinished("stage1_job", "dnd-v0")
+    assert unfinished is not None and (unfinished.run_id, unfinished.status) == (run.run_id, "STARTED")
+    assert unfinished.materialised == ("scenarios",)
+    assert launcher.instance.get_run_by_id(run.run_id).status.value == "FAILURE"
+    assert launcher.unfinished("stage1_job", "craigslist-v0") is None  # another partition: nothing to resume
+
+    # The relaunch runs only what is missing, loading `scenarios` from the killed run; then nothing is unfinished.
+    resumed = launcher.resume("stage1_job", "dnd-v0", assets=("scenarios", "teacher_traces"))
+    steps = set(launcher.step_seconds(resumed.run_id))
+    assert resumed.success and "teacher_traces" in steps and "scenarios" not in steps  # (and the traces' check)
+    assert launcher.latest("scenarios", "dnd-v0").run_id == run.run_id
+    assert launcher.unfinished("stage1_job", "dnd-v0") is None
+    assert STALE_AFTER_S >= 600  # far above the minute between a live step's "still working" lines
+
+
+def test_a_resumed_run_keeps_only_the_config_of_the_steps_it_runs() -> None:
+    config = {"ops": {"transfer_matrix": {"config": {"domains": ["a", "b"]}}}, "loggers": {"x": {}}}
+    assert config_for(config, ["transfer_matrix", "cascade_order"]) == config
+    assert config_for(config, ["cascade_order", "unified_evaluation"]) == {"loggers": {"x": {}}}
+    assert config_for(None, ["cascade_order"]) == {}
