@@ -20,7 +20,7 @@ from dagster import (
 
 from agents.socialrl.tournament import TournamentConfig, run_tournament
 from agents.traces import Trace
-from assets.common import dagster_run_id, execution_id, mlflow_links
+from assets.common import dagster_run_id, execution_id, mlflow_links, work_key
 from assets.configs import TeacherSourceConfig
 from environments import SOCIALRL_ENV_IDS
 from models.display import display_json, display_metadata
@@ -242,8 +242,8 @@ def specialist(
     socialrl-<domain>-specialist with alias `candidate`; learning curves as plots."""
     env_id, profile = context.partition_key, settings.get_profile()
     init = Path(sft_warmstart.adapter_dir) if sft_warmstart.adapter_dir else None
-    # Keyed by the root run, so "re-execute from failure" resumes PPO from its last checkpoint.
-    output = settings.paths().run_dir("ppo", env_id, (context.run.root_run_id or context.run.run_id)[:8])
+    # Keyed by the run it resumes (or the root run), so a relaunch resumes PPO from its last checkpoint.
+    output = settings.paths().run_dir("ppo", env_id, work_key(context))
     services = Services(engine.client, engine.proxy_base_url, store.store(), proxy_api_key=engine.proxy_api_key)
     critic_dir = resolve_model(profile.critic_model, settings.paths().models)
     trained = stage1.train_specialist(

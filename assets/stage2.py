@@ -23,7 +23,7 @@ from dagster import (
 )
 from pydantic import Field
 
-from assets.common import execution_id, mlflow_links
+from assets.common import execution_id, mlflow_links, work_key
 from assets.socialrl import specialist_champion
 from environments import SOCIALRL_ENV_IDS
 from models.plots import markdown_image
@@ -40,11 +40,6 @@ class Stage2Config(Config):
     """Run configuration of `transfer_matrix` (the later assets take their domains from it)."""
 
     domains: list[str] = Field(default_factory=list, description="Domains; empty = the profile's stage-2 domains.")
-
-
-def _root_run(context: AssetExecutionContext) -> str:
-    """Work directories keyed by the root run: "re-execute from failure" resumes from the checkpoints."""
-    return (context.run.root_run_id or context.run.run_id)[:8]
 
 
 def _services(engine: EngineResource, store: StoreResource) -> Services:
@@ -179,7 +174,7 @@ def cascade_policy(
         engine.model_dir,
         resolve_model(profile.critic_model, paths.models),
         _services(engine, store),
-        paths.run_dir("cascade", _root_run(context)),
+        paths.run_dir("cascade", work_key(context)),
         mlflow.tracker(),
         run_id=execution_id(context),
     )
@@ -230,7 +225,7 @@ def mopd_student(
         profile,
         engine.model_dir,
         _services(engine, store),
-        settings.paths().run_dir("mopd", _root_run(context)),
+        settings.paths().run_dir("mopd", work_key(context)),
         mlflow.tracker(),
         BASE_MODEL_NAME,
         run_id=execution_id(context),

@@ -26,6 +26,7 @@ from resources.instance import (
     LAUNCHED_BY_TAG,
     PROCESS_TAG,
     PROFILE_TAG,
+    RESUMES_TAG,
     Materialisation,
     UnfinishedRun,
     latest_materialisation,
@@ -183,6 +184,8 @@ class Launcher:
         unfinished = self.unfinished(job, partition, tags)
         done = set(unfinished.materialised) if unfinished else set()
         remaining = [a for a in (assets or self.job_assets(job)) if a not in done]
+        if unfinished is not None:  # the training steps find their checkpoints under the chain's first run
+            tags = {**(tags or {}), RESUMES_TAG: unfinished.chain}
         if done and remaining:
             log.info(
                 "%s: resuming run %s (%s): %s already materialised there, not redone",

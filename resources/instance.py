@@ -32,6 +32,9 @@ LAUNCHED_BY_TAG = "socialrl/launched_by"
 PROCESS_TAG = "socialrl/process"
 """The run tag "<host>:<pid>" of the process that executes a run in-process (the command line's), so that a later
 launch can tell a run whose process was killed from one still going."""
+RESUMES_TAG = "socialrl/resumes"
+"""The run tag of a relaunch that resumes an unfinished run: the id of the first run of that chain, which the
+training assets key their work directories by (assets/common.py `work_key`), so checkpoints carry over."""
 STALE_AFTER_S = 1800.0
 """A started run whose process cannot be checked (no `PROCESS_TAG`: launched before it existed; or another
 host's) counts as dead after this long without an event; a live step logs a "still working" line a minute."""
@@ -179,6 +182,8 @@ class UnfinishedRun:
     lookup then reports failed so the UI stops showing it as running)."""
     materialised: tuple[str, ...]
     """The assets it materialised (each step's output is whole: a later run can load it)."""
+    chain: str = ""
+    """The first run of the chain it belongs to (its `RESUMES_TAG`, else itself): what a relaunch resumes."""
 
 
 def unfinished_run(
@@ -213,4 +218,6 @@ def unfinished_run(
         return None
     records = instance.get_records_for_run(run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION).records
     assets = dict.fromkeys(r.event_log_entry.dagster_event.asset_key.to_user_string() for r in records)
-    return UnfinishedRun(run.run_id, status.value, tuple(assets))
+    return UnfinishedRun(
+        run.run_id, status.value, tuple(assets), run.tags.get(RESUMES_TAG) or run.root_run_id or run.run_id
+    )

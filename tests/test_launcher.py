@@ -11,7 +11,7 @@ from pathlib import Path
 
 from models.settings import DataPaths
 from pipelines.launcher import LAUNCHED_BY_TAG, PROFILE_TAG, Launcher, config_for, profile_tag
-from resources.instance import PROCESS_TAG, STALE_AFTER_S, process_tag, unfinished_run
+from resources.instance import PROCESS_TAG, RESUMES_TAG, STALE_AFTER_S, process_tag, unfinished_run
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -93,6 +93,8 @@ def test_a_killed_command_s_job_resumes_after_the_steps_it_finished(tmp_path: Pa
     steps = set(launcher.step_seconds(resumed.run_id))
     assert resumed.success and "teacher_traces" in steps and "scenarios" not in steps  # (and the traces' check)
     assert launcher.latest("scenarios", "dnd-v0").run_id == run.run_id
+    # It carries the killed run as the chain it resumes: what the training steps key their checkpoints by.
+    assert launcher.instance.get_run_by_id(resumed.run_id).tags[RESUMES_TAG] == run.run_id == unfinished.chain
     assert launcher.unfinished("stage1_job", "dnd-v0") is None
     assert STALE_AFTER_S >= 600  # far above the minute between a live step's "still working" lines
 
@@ -102,3 +104,16 @@ def test_a_resumed_run_keeps_only_the_config_of_the_steps_it_runs() -> None:
     assert config_for(config, ["transfer_matrix", "cascade_order"]) == config
     assert config_for(config, ["cascade_order", "unified_evaluation"]) == {"loggers": {"x": {}}}
     assert config_for(None, ["cascade_order"]) == {}
+
+
+def test_training_work_directories_follow_the_chain_a_run_resumes() -> None:
+    from types import SimpleNamespace
+
+    from assets.common import work_key
+
+    def context(run_id: str, root: str | None, tags: dict[str, str]) -> SimpleNamespace:
+        return SimpleNamespace(run=SimpleNamespace(run_id=run_id, root_run_id=root, tags=tags))
+
+    assert work_key(context("aaaaaaaa-1", None, {})) == "aaaaaaaa"  # a first run: its own
+    assert work_key(context("bbbbbbbb-1", "aaaaaaaa-1", {})) == "aaaaaaaa"  # Dagster's re-execution: the root
+    assert work_key(context("cccccccc-1", None, {RESUMES_TAG: "aaaaaaaa-1"})) == "aaaaaaaa"  # a command's relaunch
