@@ -6,7 +6,7 @@ from dagster import AssetExecutionContext, MetadataValue
 from dagster._core.errors import DagsterInvalidPropertyError
 
 from resources import MlflowResource
-from resources.instance import RESUMES_TAG
+from resources.instance import chain_of
 
 
 def dagster_run_id(context: AssetExecutionContext) -> str:
@@ -21,8 +21,7 @@ def work_key(context: AssetExecutionContext) -> str:
     """What a training asset keys its work directory (and so its checkpoints) by: the run it resumes (the launcher's
     `socialrl/resumes` tag, the first run of a killed chain), else the root run, so both a command's relaunch
     and Dagster's "re-execute from failure" go on from the last checkpoint."""
-    run = context.run
-    return (run.tags.get(RESUMES_TAG) or run.root_run_id or run.run_id)[:8]
+    return chain_of(context.run)[:8]
 
 
 def execution_id(context: AssetExecutionContext) -> str:

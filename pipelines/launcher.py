@@ -186,16 +186,15 @@ class Launcher:
         remaining = [a for a in (assets or self.job_assets(job)) if a not in done]
         if unfinished is not None:  # the training steps find their checkpoints under the chain's first run
             tags = {**(tags or {}), RESUMES_TAG: unfinished.chain}
-        if done and remaining:
-            log.info(
-                "%s: resuming run %s (%s): %s already materialised there, not redone",
-                f"{job}[{partition}]" if partition else job,
-                unfinished.run_id[:8],
-                unfinished.status.lower(),
-                ", ".join(sorted(done)),
-            )
         if not (done and remaining):
             return self.run(job, partition, assets=assets, config=config, tags=tags)
+        log.info(
+            "%s: resuming run %s (%s): %s already materialised there, not redone",
+            f"{job}[{partition}]" if partition else job,
+            unfinished.run_id[:8],
+            unfinished.status.lower(),
+            ", ".join(sorted(done)),
+        )
         return self.run(job, partition, assets=remaining, config=config_for(config, remaining), tags=tags)
 
     def latest(self, asset: str, partition: str | None = None, tags: Mapping[str, str] | None = None):

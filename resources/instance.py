@@ -153,6 +153,12 @@ def read_snapshot(instance: Any, load: Loader, assets: Iterable[str]) -> Snapsho
     return Snapshot(tuple(reads))
 
 
+def chain_of(run: Any) -> str:
+    """The first run of the chain a Dagster run belongs to: the run a command's relaunch resumes (`RESUMES_TAG`),
+    else Dagster's root run of a re-execution, else the run itself."""
+    return run.tags.get(RESUMES_TAG) or run.root_run_id or run.run_id
+
+
 def process_tag() -> str:
     """This process's `PROCESS_TAG` value."""
     return f"{socket.gethostname()}:{os.getpid()}"
@@ -182,8 +188,8 @@ class UnfinishedRun:
     lookup then reports failed so the UI stops showing it as running)."""
     materialised: tuple[str, ...]
     """The assets it materialised (each step's output is whole: a later run can load it)."""
-    chain: str = ""
-    """The first run of the chain it belongs to (its `RESUMES_TAG`, else itself): what a relaunch resumes."""
+    chain: str
+    """The first run of the chain it belongs to (`chain_of`): what a relaunch resumes."""
 
 
 def unfinished_run(
@@ -195,8 +201,9 @@ def unfinished_run(
 ) -> UnfinishedRun | None:
     """The newest run of `job` (`partition`) carrying every one of `tags`, when it did not finish: it failed, was
     canceled, or was started by a process that is gone (a killed command: its `PROCESS_TAG` names a process of
-    this host that no longer exists; without the tag or on another host, no event for `STALE_AFTER_S`). None when the newest such
-    run succeeded or may still be running, or there is none. A dead started run is reported failed here."""
+    this host that no longer exists; without the tag or on another host, no event for `STALE_AFTER_S`). None
+    when the newest such run succeeded or may still be running, or there is none. A dead started run is
+    reported failed here."""
     from dagster import DagsterEventType, DagsterRunStatus, RunsFilter
 
     wanted = {**(tags or {}), **({"dagster/partition": partition} if partition else {})}
@@ -218,6 +225,4 @@ def unfinished_run(
         return None
     records = instance.get_records_for_run(run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION).records
     assets = dict.fromkeys(r.event_log_entry.dagster_event.asset_key.to_user_string() for r in records)
-    return UnfinishedRun(
-        run.run_id, status.value, tuple(assets), run.tags.get(RESUMES_TAG) or run.root_run_id or run.run_id
-    )
+    return UnfinishedRun(run.run_id, status.value, tuple(assets), chain_of(run))

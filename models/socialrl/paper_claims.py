@@ -115,7 +115,7 @@ def _unified_baseline(snapshot: Snapshot, policy: str) -> str:
     for read in snapshot.values("unified_evaluation"):
         rows = {(r.policy, r.env_id): r for r in read.value.rows}
         mine = rows.get((policy, MEAN))
-        if mine is None or getattr(mine, "vs_best_baseline", None) is None:
+        if mine is None or mine.vs_best_baseline is None:  # (None also on rows stored before the field)
             continue
         rule = rows.get((mine.best_baseline, MEAN))
         reward = Interval.of(rule.estimate) if rule else None
