@@ -286,8 +286,9 @@ CPU_YOAO = YoaoSettings(
     # held-out frame (trade_war), 5-round games (the last counts x3), 8 paired games per arm for k = 0, 1,
     # 1 muted, 3 and 3 removed after round 2, all 40 games in one batch (`batch_arms`, 20 in flight); k = 2, 4, 5, the
     # prompting baseline and Sugarscape are left to the paper profile. The format warm-up and the seed are
-    # trained on whole conversations (1,024-token windows) with the held-out loss every 6 steps; the seed for 36
-    # steps (24 left its held-out loss still falling, 11% over the last 6; 36 still -7%, docs/yoao.md). The 6 GiB KV cache holds the ~100
+    # trained on whole conversations (1,024-token windows) with the held-out loss every 6 steps, the LM head at
+    # the trained positions only (as stage 1's warm-start); the seed for 60 steps (24 left its held-out loss
+    # still falling, 11% over the last 6; 36 still -7%, docs/yoao.md). The 6 GiB KV cache holds the ~100
     # conversations in flight (fp32 on a CPU without native bf16: ~23k tokens per GiB; 2 GiB evicted them).
     heldout_frames=("trade_war",),
     rounds=5,
@@ -300,11 +301,11 @@ CPU_YOAO = YoaoSettings(
     warmup_games=12,
     warmup_sft=SFTSettings(
         learning_rate=1e-3, max_steps=24, batch_size=1, grad_accumulation=4, max_length=1024, bf16=True,
-        checkpoint_every=6, eval_windows=8,
+        checkpoint_every=6, eval_windows=8, trained_positions_only=True,
     ),
     seed_sft=SFTSettings(
-        learning_rate=1e-3, max_steps=36, batch_size=1, grad_accumulation=4, max_length=1024, bf16=True,
-        checkpoint_every=6, eval_windows=8,
+        learning_rate=1e-3, max_steps=60, batch_size=1, grad_accumulation=4, max_length=1024, bf16=True,
+        checkpoint_every=6, eval_windows=8, trained_positions_only=True,
     ),
     kv_cache_gib=6.0,
     seed_counts=(0, 1, 3),
