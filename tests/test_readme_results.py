@@ -87,3 +87,28 @@ def test_a_report_renders_its_policies_pairs_behaviour_imitation_and_curve() -> 
     assert "| agreement | 0.250 [0.100, 0.400] (n=48) | - | - |" in lines
     assert any("command rate 0.930 (teacher 1.000; check >= 0.9: passed)" in line for line in lines)
     assert "| 1 | 0.200 [0.100, 0.300] | 0.50 | 0.10 | 0.0100 | 0.90 | 60 | 90 |" in lines
+
+
+def test_the_test_suite_summary_reads_counts_wall_time_and_the_slowest_tests_from_the_junit_xml(tmp_path) -> None:
+    from benchmarks import bench_test_suite
+
+    cases = "".join(
+        f'<testcase classname="tests.test_{i}" name="test_{i}" time="{t}"/>'
+        for i, t in enumerate([3.0, 120.5, 0.2, 47.0, 9.9, 1.0, 2.0, 4.0, 5.0, 6.0, 7.0, 8.0])
+    )
+    junit = tmp_path / "pytest.xml"
+    junit.write_text(
+        '<?xml version="1.0"?><testsuites><testsuite name="pytest" errors="1" failures="2" skipped="3" '
+        f'tests="12" time="101.25">{cases}</testsuite></testsuites>'
+    )
+    result = bench_test_suite.summarise(junit, workers=2, setup_s=300.0)
+    assert (result["tests"], result["failures"], result["errors"], result["skipped"]) == (12, 2, 1, 3)
+    assert result["wall_s"] == 101.2 and result["summed_test_s"] == 213.6 and result["workers"] == 2
+    assert [row["seconds"] for row in result["slowest"]] == [120.5, 47.0, 9.9, 8.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.0]
+    assert result["slowest"][0]["test"] == "tests.test_1::test_1"
+    text = bench_test_suite.render(result)
+    assert "12 tests (2 failed, 1 errors, 3 skipped) on 2 pytest-xdist workers in 1.7 min" in text
+    assert "5.0 min of setup" in text and "| `tests.test_1::test_1` | 120 |" in text
+    junit.write_text("<report/>")
+    with pytest.raises(ValueError, match="no <testsuite>"):
+        bench_test_suite.summarise(junit, workers=1)

@@ -1,0 +1,88 @@
+"""How long the README's test command takes, read from the JUnit XML that `make test` writes.
+
+`make test` runs the suite on `TEST_WORKERS` pytest-xdist processes and writes every test's time to
+data/logs/pytest.xml. This reads that file (nothing is rerun) and writes benchmarks/results/test_suite.json:
+
+| key | meaning |
+| --- | --- |
+| `workers` | pytest-xdist processes of the run (given on the command line; the XML does not record it) |
+| `wall_s` | the pytest session's wall time (the XML's `testsuite` time) |
+| `summed_test_s` | the tests' own times added up: what one process would need without contention |
+| `tests`, `failures`, `errors`, `skipped` | counts from the XML |
+| `slowest` | the ten slowest tests, `{test, seconds}` |
+| `setup_s` | optional: the seconds `make setup` took before it on a fresh clone (`--setup-s`) |
+| `measured_at` | UTC time this file was written |
+
+    python -m benchmarks.bench_test_suite --workers 2 [--junit data/logs/pytest.xml] [--setup-s 330]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULT = ROOT / "benchmarks" / "results" / "test_suite.json"
+SLOWEST = 10
+
+
+def summarise(junit: Path, workers: int, setup_s: float | None = None) -> dict[str, Any]:
+    """The result file's content for one JUnit XML written by pytest (`--junitxml`)."""
+    root = ET.parse(junit).getroot()
+    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+    if not suites:
+        raise ValueError(f"{junit}: no <testsuite> element (not a pytest JUnit XML?)")
+    cases = [
+        (float(case.get("time") or 0.0), f"{case.get('classname', '')}::{case.get('name', '')}")
+        for case in root.iter("testcase")
+    ]
+    cases.sort(key=lambda c: -c[0])
+    counts = {key: sum(int(s.get(key) or 0) for s in suites) for key in ("tests", "failures", "errors", "skipped")}
+    result: dict[str, Any] = {
+        "workers": workers,
+        "wall_s": round(sum(float(s.get("time") or 0.0) for s in suites), 1),
+        "summed_test_s": round(sum(t for t, _ in cases), 1),
+        **counts,
+        "slowest": [{"test": name, "seconds": round(t, 1)} for t, name in cases[:SLOWEST]],
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    if setup_s is not None:
+        result["setup_s"] = round(setup_s, 1)
+    return result
+
+
+def render(result: dict[str, Any]) -> str:
+    """The README block: the run's wall time, its counts and its ten slowest tests."""
+    setup = f", {result['setup_s'] / 60:.1f} min of setup before it on a fresh clone" if "setup_s" in result else ""
+    lines = [
+        f"The last measured `make test` ran {result['tests']} tests ({result['failures']} failed, {result['errors']} "
+        f"errors, {result['skipped']} skipped) on {result['workers']} pytest-xdist workers in "
+        f"{result['wall_s'] / 60:.1f} min{setup}; the tests' own times add up to {result['summed_test_s'] / 60:.1f} "
+        f"min (measured {result['measured_at']}, benchmarks/results/test_suite.json). The ten slowest:",
+        "",
+        "| test | seconds |",
+        "| --- | --- |",
+        *(f"| `{row['test']}` | {row['seconds']:.0f} |" for row in result["slowest"]),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--junit", type=Path, default=ROOT / "data" / "logs" / "pytest.xml")
+    parser.add_argument("--workers", type=int, required=True, help="TEST_WORKERS of the run")
+    parser.add_argument("--setup-s", type=float, default=None, help="seconds of `make setup` before it")
+    parser.add_argument("--output", type=Path, default=RESULT)
+    args = parser.parse_args(argv)
+    result = summarise(args.junit, args.workers, args.setup_s)
+    args.output.write_text(json.dumps(result, indent=1) + "\n")
+    print(render(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
