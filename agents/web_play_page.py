@@ -86,7 +86,8 @@ let environments = [];
 let game = null;
 let next = 0;
 let polling = null;
-let epoch = 0;  // bumped by each move: an answer to a poll sent before the move is stale
+let epoch = 0;  // bumped by each move and by its answer: an answer to a poll sent before either is stale
+let sending = false;  // a move is in flight: no answer enables the box until the server has it
 let introShown = false;
 
 function showError(message) { $("error").textContent = message || ""; }
@@ -215,7 +216,7 @@ function render(state) {
   if (state.since <= next) state.events.slice(next - state.since).forEach(addEvent);
   next = Math.max(next, state.next);
   if (state.events.length) window.scrollTo(0, document.body.scrollHeight);
-  const mine = state.your_turn && !state.done;
+  const mine = state.your_turn && !state.done && !sending;
   $("move").disabled = !mine; $("send").disabled = !mine;
   $("allowed").textContent = mine ? "allowed: " + state.allowed.join(", ") : "";
   if (state.status === "starting") $("status").textContent = "Preparing the opponent (a model may take a minute to start)...";
@@ -294,11 +295,16 @@ $("move-form").addEventListener("submit", async (ev) => {
   const text = $("move").value;
   showError("");
   epoch++;
+  sending = true;
   $("move").disabled = true; $("send").disabled = true;  // until the answer to this move says whose turn it is
   try {
     await api("POST", "/api/games/" + game + "/moves", {text});
     $("move").value = "";
   } catch (e) { showError(e.message); }
+  // A timer poll sent while the move was in flight may be answered from the state before it (your turn) and
+  // would enable the box for a moment: only polls sent after the move's answer count.
+  sending = false;
+  epoch++;
   await poll();
 });
 

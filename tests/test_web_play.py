@@ -161,8 +161,9 @@ def play_in_page(page, moves, timeout_ms: int = 60_000) -> str:
         )
         if page.is_visible("#outcome"):
             break
-        page.fill("#move", move)
-        page.click("#send")
+        # A model opponent on a loaded machine may take longer than Playwright's 30 s default to answer.
+        page.fill("#move", move, timeout=timeout_ms)
+        page.click("#send", timeout=timeout_ms)
     page.wait_for_selector("#outcome:not([hidden])", timeout=timeout_ms)
     return page.inner_text("#outcome")
 
