@@ -62,7 +62,8 @@ def render(result: dict[str, Any]) -> str:
         f"The last measured `make test` ran {result['tests']} tests ({result['failures']} failed, {result['errors']} "
         f"errors, {result['skipped']} skipped) on {result['workers']} pytest-xdist workers in "
         f"{result['wall_s'] / 60:.1f} min{setup}; the tests' own times add up to {result['summed_test_s'] / 60:.1f} "
-        f"min (measured {result['measured_at']}, benchmarks/results/test_suite.json). The ten slowest:",
+        f"min (measured {result['measured_at']}, benchmarks/results/test_suite.json). The ten slowest, each timed "
+        f"while the other workers ran on the same cores:",
         "",
         "| test | seconds |",
         "| --- | --- |",
