@@ -7,7 +7,7 @@ data/logs/pytest.xml. This reads that file (nothing is rerun) and writes benchma
 | --- | --- |
 | `workers` | pytest-xdist processes of the run (given on the command line; the XML does not record it) |
 | `wall_s` | the pytest session's wall time (the XML's `testsuite` time) |
-| `summed_test_s` | the tests' own times added up: what one process would need without contention |
+| `summed_test_s` | the tests' own times added up (with several workers each time is taken beside the others, so this overstates what one process would need) |
 | `tests`, `failures`, `errors`, `skipped` | counts from the XML |
 | `slowest` | the ten slowest tests, `{test, seconds}` |
 | `setup_s` | optional: the seconds `make setup` took before it on a fresh clone (`--setup-s`) |
