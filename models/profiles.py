@@ -479,7 +479,7 @@ CPU = Profile(
     # One domain: two students and four arms x 12 held-out scenarios x 3 counterparts = 144 evaluation
     # episodes. Measured 45.7 min on 2 cores with 8 scenarios and 24 SFT steps per student (docs/tom.md);
     # 12 scenarios give each scaffolded arm 36 episodes, so a skill-outcome correlation can rest on >= 30
-    # scored episodes (estimated 50-57 min; docs/tom.md).
+    # scored episodes (not timed since; docs/tom.md).
     tom=ToMSettings(
         domains=("craigslist-v0",),
         teacher_episodes=32,

@@ -61,6 +61,11 @@ def test_reference_agreement_by_hand() -> None:
     assert rewards_for_points(SCENARIO, 19, 22) == {A1: pytest.approx(19 / 22), A2: pytest.approx(22 / 23)}
     assert rewards_for_points(SCENARIO, 5, 5) == {A1: pytest.approx(5 / 22), A2: pytest.approx(5 / 23)}  # walk-away
     assert rewards_for_points(SCENARIO, 30, 9)[A1] == 1.0  # clipped
+    # The figures docs/environments.md prints: the deal (1, 3, 1) scores 22 / 18 points, a walk-away 5 / 5.
+    deal = rewards_for_points(SCENARIO, 22, 18)
+    assert deal[A1] == 1.0 and round(deal[A2], 3) == 0.783
+    walk_away = rewards_for_points(SCENARIO, 5, 5)
+    assert (round(walk_away[A1], 3), round(walk_away[A2], 3)) == (0.227, 0.217)
 
 
 def test_identical_priorities_reference_is_an_even_split() -> None:

@@ -40,6 +40,7 @@ def test_reference_agreement_by_hand() -> None:
     assert ref.points == (6.0, 6.0)
     # Deal (1,0,2): alice 8 -> min(1, 8/6) = 1; bob 2 hats + 1 ball = 4 -> 4/6.
     assert rewards_for_split(SCENARIO, (1, 0, 2)) == {"alice": 1.0, "bob": pytest.approx(4 / 6)}
+    assert round(rewards_for_split(SCENARIO, (1, 0, 2))["bob"], 3) == 0.667  # as docs/environments.md prints it
     # Deal (0,2,1): alice 2 -> 2/6; bob 1 book + 2 balls = 6 -> 1.
     assert rewards_for_split(SCENARIO, (0, 2, 1)) == {"alice": pytest.approx(2 / 6), "bob": 1.0}
 

@@ -90,6 +90,11 @@ def test_hand_computed_utilities():
     assert s.utility(CANDIDATE, deal(50, 6)) == pytest.approx(1.0)
     assert s.utility(RECRUITER, deal(20, 2)) == pytest.approx(1.0)
     assert s.utility(CANDIDATE, deal(20, 2, "Designer", "Office", "Initech")) == pytest.approx(0.0)
+    # The figures docs/environments.md prints for these deals, to its precision.
+    assert (round(s.utility(CANDIDATE, d), 3), round(s.utility(RECRUITER, d), 3)) == (0.517, 0.208)
+    rewards = rewards_for_deal(s, d)
+    assert (round(rewards[CANDIDATE], 3), round(rewards[RECRUITER], 3)) == (0.689, 0.278)
+    assert round(rewards_for_deal(s, deal(50, 6))[RECRUITER], 3) == 0.667
 
 
 def test_nash_reference_of_the_hand_built_scenario():

@@ -139,6 +139,9 @@ def test_hand_computed_mixed_game() -> None:
     assert (m["score_A"], m["score_B"], m["welfare"]) == (129, -87, 42)
     assert outcome.roles["A2"].reward == pytest.approx((129 + 150) / 300)
     assert outcome.roles["B2"].reward == pytest.approx((-87 + 150) / 300)
+    # As docs/environments.md prints them: rewards 0.93 and 0.21, normalised welfare 42 / 150 = 0.28.
+    assert (round(outcome.roles["A2"].reward, 2), round(outcome.roles["B2"].reward, 2)) == (0.93, 0.21)
+    assert round(m["welfare_normalised"], 2) == 0.28
     assert m["cooperation_rate_A"] == pytest.approx(0.7)
     assert [e["points"]["A"] for e in m["round_log"]] == [3, 3, 3, 3, 18, 3, 3, 30, 3, 60]
     assert outcome.agreement is True

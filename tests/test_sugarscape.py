@@ -41,7 +41,7 @@ from environments.yoao.sugarscape import (
     run_simulation,
     welfare,
 )
-from environments.yoao.sugarscape_core import SUGAR_MAP_PARTS, gini
+from environments.yoao.sugarscape_core import SUGAR_MAP_PARTS, gini, mrs
 
 SMALL = SugarscapeConfig(max_ticks=12, seed=5)
 
@@ -60,7 +60,7 @@ def test_mrs_trade_matches_the_hand_worked_example() -> None:
     # B: 8 sugar, 6 spice, metabolisms 1 / 1 -> MRS_B = (6/1) / (8/1) = 0.75; W_B = s^0.5 * p^0.5
     # Step 1: price = sqrt(12 * 0.75) = 3 -> A (higher MRS) buys 1 sugar for 3 spice: A (3, 5), B (7, 9).
     #   W_A 2.828 -> 3.409, W_B 6.928 -> 7.937 (both up); MRS_A = 5/(3/3) = 5 > MRS_B = 9/7 = 1.286 (no cross).
-    # Step 2: price = sqrt(5 * 9/7) = 2.536 -> 1 sugar for int(2.536) = 2 spice: A (4, 3), B (6, 11).
+    # Step 2: price = sqrt(5 * 9/7) = 2.535 -> 1 sugar for int(2.535) = 2 spice: A (4, 3), B (6, 11).
     #   W_A 3.409 -> 3.722, W_B 7.937 -> 8.124 (both up); MRS_A = 3/(4/3) = 2.25 > MRS_B = 11/6 = 1.833.
     # Step 3: price = sqrt(2.25 * 1.833) = 2.031 -> 1 sugar for 2 spice would give A (5, 1):
     #   W_A = 5^0.75 * 1 = 3.344 < 3.722, so trading stops. A got 2 sugar and gave 5 spice.
@@ -68,6 +68,16 @@ def test_mrs_trade_matches_the_hand_worked_example() -> None:
     assert mrs_trade((8, 6, 1, 1), (2, 8, 3, 1)) == (2, -5)  # the same trade seen from the other side
     assert welfare(4, 3, 3, 1) == pytest.approx(3.7224, abs=1e-4)
     assert welfare(6, 11, 1, 1) == pytest.approx(math.sqrt(66))
+    # Every figure of the worked example in docs/environments.md, to the 3 decimals it prints.
+    assert (round(welfare(2, 8, 3, 1), 3), round(welfare(8, 6, 1, 1), 3)) == (2.828, 6.928)
+    assert (round(mrs(2, 8, 3, 1), 3), round(mrs(8, 6, 1, 1), 3)) == (12, 0.75)
+    assert (round(welfare(3, 5, 3, 1), 3), round(welfare(7, 9, 1, 1), 3)) == (3.409, 7.937)  # after step 1
+    assert (round(mrs(3, 5, 3, 1), 3), round(mrs(7, 9, 1, 1), 3)) == (5, 1.286)
+    assert round(math.sqrt(mrs(3, 5, 3, 1) * mrs(7, 9, 1, 1)), 3) == 2.535  # step 2's price
+    assert (round(welfare(4, 3, 3, 1), 3), round(welfare(6, 11, 1, 1), 3)) == (3.722, 8.124)  # after step 2
+    assert (round(mrs(4, 3, 3, 1), 3), round(mrs(6, 11, 1, 1), 3)) == (2.25, 1.833)
+    assert round(math.sqrt(mrs(4, 3, 3, 1) * mrs(6, 11, 1, 1)), 3) == 2.031  # step 3's price
+    assert round(welfare(5, 1, 3, 1), 3) == 3.344  # step 3 would lower A's welfare: trading stops
 
 
 def test_mrs_trade_stops_before_the_mrs_cross() -> None:
@@ -104,6 +114,13 @@ def test_best_deal_keeps_the_other_side_whole() -> None:
     assert welfare(other[0] + sugar, other[1] + spice, *other[2:]) > welfare(*other)
     assert w == pytest.approx(welfare(own[0] - sugar, own[1] - spice, *own[2:]))
     assert w >= welfare(2 + 2, 8 - 5, 3, 1)  # at least as good for `own` as the MRS trade
+    # The best deals of docs/environments.md's worked example (the counterpart at least as well off).
+    sugar, spice, w = best_deal(own, other)  # A gets 3 sugar for 4 spice: A (5, 4), B (5, 10)
+    assert (sugar, spice, round(w, 3)) == (-3, 4, 4.729)
+    assert (round(welfare(5, 10, 1, 1), 3), round(welfare(*other), 3)) == (7.071, 6.928)  # B no worse off
+    sugar, spice, w = best_deal(other, own)  # B gets 7 spice for 2 sugar: B (6, 13), A (4, 1)
+    assert (sugar, spice, round(w, 3)) == (2, -7, 8.832)
+    assert round(welfare(4, 1, 3, 1), 3) == round(welfare(*own), 3) == 2.828
 
 
 # ------------------------------------------------------------------------------------------- the world
