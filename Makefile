@@ -57,9 +57,11 @@ yoao: setup
 	$(PY) -m pipelines.run_yoao
 
 # The papers' report (docs/report.md) from what the Dagster instance holds: nothing heavy runs; prints where the
-# HTML is and a short table of verdicts.
+# HTML is and a short table of verdicts. PUBLISH=1 also writes it to benchmarks/results/ (paper_report.md, .html,
+# .json) and renders the README's results block from it.
 report: setup
-	$(PY) -m pipelines.run_report
+	$(PY) -m pipelines.run_report $(if $(PUBLISH),--publish)
+	$(if $(PUBLISH),$(PY) -m benchmarks.readme_results)
 
 # Dagster (webserver + daemon) and MLflow UIs; Ctrl-C stops both.
 ui: setup

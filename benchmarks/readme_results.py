@@ -8,6 +8,7 @@ Each block sits between `<!-- <name>: begin -->` and `<!-- <name>: end -->` in i
 | `yoao_cpu` | docs/yoao.md | benchmarks/results/yoao_cpu.json | `benchmark_markdown` (models/yoao/report.py) |
 | `yoao_tutor_reference` | docs/yoao.md | benchmarks/results/yoao_tutor_reference.json | `benchmark_markdown` |
 | `test_suite` | README.md | benchmarks/results/test_suite.json | `render` (benchmarks/bench_test_suite.py: `make test`'s JUnit XML) |
+| `paper_report` | README.md | benchmarks/results/paper_report.json | `summary_markdown` (models/report/render.py: the verdicts `make report PUBLISH=1` published, linking the whole report beside it) |
 
 A block whose result file does not exist yet is left as it is. tests/test_readme_results.py fails when a
 document and its file disagree.
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import bench_test_suite
+from models.report import summary_markdown
 from models.socialrl.stage1.report import report_markdown
 from models.yoao.report import benchmark_markdown
 
@@ -61,11 +63,19 @@ class Block:
         return f"<!-- {self.name}: begin -->", f"<!-- {self.name}: end -->"
 
 
+def render_paper_report(summary: dict[str, Any]) -> str:
+    """The README's results block: the published report's verdicts, linking the whole report."""
+    return summary_markdown(summary, "benchmarks/results/paper_report.md")
+
+
+PAPER_REPORT = Block("paper_report", README, RESULTS / "paper_report.json", render_paper_report)
+
 BLOCKS = (
     Block("make_run_cpu", README, RESULT, render),
     Block("yoao_cpu", ROOT / "docs" / "yoao.md", RESULTS / "yoao_cpu.json", benchmark_markdown),
     Block("yoao_tutor_reference", ROOT / "docs" / "yoao.md", RESULTS / "yoao_tutor_reference.json", benchmark_markdown),
     Block("test_suite", README, bench_test_suite.RESULT, bench_test_suite.render),
+    PAPER_REPORT,
 )
 
 

@@ -1,12 +1,15 @@
 """`make report`: materialise `paper_report` from what the Dagster instance holds (it runs nothing heavy: no
 engine, no training), then print where the report is and a short table of verdicts.
 
-    python -m pipelines.run_report [--profile smoke|cpu|paper] [--data-dir DIR]
+    python -m pipelines.run_report [--profile smoke|cpu|paper] [--data-dir DIR] [--publish [DIR]]
 
 `report_job` runs through pipelines/launcher.py on the instance `make ui` opens; the report reads the latest
 materialisation of every stage there (a stage never materialised reads "not measured"). Files:
 <data>/reports/paper_report.html (standalone) and paper_report.md (figures in paper_report_figures/);
-docs/report.md.
+docs/report.md. `--publish` (`make report PUBLISH=1`) also writes them, with the verdicts as
+paper_report.json, into the repository's benchmarks/results/ (or DIR): the copy to commit after a cpu run of
+every stage; `make report PUBLISH=1` then renders the README's results block from that JSON
+(benchmarks/readme_results.py).
 """
 
 from __future__ import annotations
@@ -15,10 +18,13 @@ import argparse
 from pathlib import Path
 
 from models.profiles import PROFILE_NAMES, get_profile
-from models.report import PaperReport, verdict_table
+from models.report import PaperReport, publish_report, verdict_table
 from models.settings import DataPaths
 from pipelines.launcher import Launcher
 from pipelines.run_lineage import configure_logging
+
+PUBLISHED = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+"""Where `--publish` writes by default: the repository's result files."""
 
 
 def run_report(
@@ -40,6 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", choices=PROFILE_NAMES, default=None, help="default: $SOCIALRL_PROFILE or cpu")
     parser.add_argument("--data-dir", type=Path, default=None, help="overrides $SOCIALRL_DATA_DIR")
+    parser.add_argument(
+        "--publish", type=Path, nargs="?", const=PUBLISHED, default=None, metavar="DIR",
+        help=f"also write the report and its verdicts (paper_report.json) to DIR (default {PUBLISHED})",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     profile = get_profile(args.profile)
     paths = DataPaths(args.data_dir) if args.data_dir is not None else DataPaths.from_env()
@@ -54,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     print(verdict_table(report) + "\n")
     print(f"Verdicts: {counts}.")
     print(f"Report: {files['html']}\nMarkdown: {files['markdown']} (figures beside it)")
+    if args.publish is not None:
+        published = publish_report(report, args.publish)
+        print(f"Published: {published.markdown}, {published.html} and {args.publish / 'paper_report.json'}")
     print(f"Full log: {log_file}")
     return 0
 

@@ -6,6 +6,7 @@ empty and with a stand-in stage read through its IO manager. No engine, no train
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import tempfile
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from models.report import (
     build_report,
     decide,
     document,
+    publish_report,
     to_markdown,
     write_report,
 )
@@ -175,6 +177,26 @@ def test_the_report_from_stand_in_materialisations(tmp_path: Path) -> None:
     assert page.count("data:image/png;base64,") == 1 and "opposite direction" in page
 
 
+def test_the_published_report_and_the_readme_block_carry_every_claim_row_and_its_verdict(tmp_path: Path) -> None:
+    from benchmarks import readme_results
+
+    report = build_report(PAPERS, Snapshot((_read(stand_in_evaluation()),)), experiment_id="7")
+    files = publish_report(report, tmp_path)
+    assert files.markdown.is_file() and files.html.is_file()
+    data = json.loads((tmp_path / "paper_report.json").read_text())
+    assert data["counts"] == report.counts() and len(data["rows"]) == len(report.rows)
+    leak = next(r for r in data["rows"] if r["claim"] == "leakage" and r["scope"] == "craigslist-v0")
+    assert leak["verdict"] == OPPOSITE and leak["value"].startswith("0.130 [0.050, 0.210]") and leak["n"] == 48
+
+    block = readme_results.PAPER_REPORT.render(data)
+    assert "benchmarks/results/paper_report.md" in block and f"{OPPOSITE} 1" in block
+    rows = [line for line in block.splitlines() if line.startswith(("| SocialRL |", "| YOAO |"))]
+    assert len(rows) == len(report.rows)  # every claim row, none selected
+    leak_line = next(line for line in rows if line.startswith("| SocialRL | leakage | craigslist-v0 |"))
+    assert "0.130 [0.050, 0.210]" in leak_line and leak_line.endswith(f"| {OPPOSITE} |")
+    assert any(line.endswith(f"| {NOT_MEASURED} |") and "| YOAO | one_seed |" in line for line in rows)
+
+
 def test_a_stored_output_of_another_shape_is_named_not_fatal() -> None:
     broken = StageRead("tom_analysis", "craigslist-v0", "r1", 1.7e9, "cpu", {}, object())
     unreadable = StageRead("transfer_matrix", None, "r2", 1.7e9, "cpu", {}, None, "AttributeError: gone")
@@ -302,9 +324,14 @@ def test_make_report_prints_the_verdicts_and_where_the_report_is(
 
     monkeypatch.setattr(MlflowResource, "tracker", lambda self: StandInTracker())  # MLflow's own start is slow
     monkeypatch.setattr(run_report, "configure_logging", lambda log_file: None)  # keep the test's root logger
-    assert run_report.main(["--profile", "smoke", "--data-dir", str(tmp_path / "data")]) == 0
+    published = tmp_path / "published"
+    assert (
+        run_report.main(["--profile", "smoke", "--data-dir", str(tmp_path / "data"), "--publish", str(published)]) == 0
+    )
     out = capsys.readouterr().out
     assert "| SocialRL | leakage | - | not measured |" in out and "| YOAO | one_seed | - | not measured |" in out
     assert f"not measured {len(ALL_CLAIMS)}" in out
     html = tmp_path / "data" / "reports" / "paper_report.html"
     assert f"Report: {html}" in out and html.is_file()
+    verdicts = json.loads((published / "paper_report.json").read_text())
+    assert (published / "paper_report.md").is_file() and verdicts["counts"][NOT_MEASURED] == len(ALL_CLAIMS)

@@ -7,7 +7,7 @@ this project's values with their intervals, a verdict by one rule, and every num
 | sources.py | `StageRead`, `Snapshot`: the latest materialisation of each asset with its stored output |
 | metrics.py | every number (`metric_rows`) and every PNG (`figures`) of a stored output |
 | build.py | `Measurement`, `PaperSpec`, `StageSpec`, `build_report` -> `PaperReport` |
-| render.py | the report as markdown and standalone HTML (`write_report`), the short verdict table |
+| render.py | the report as markdown and standalone HTML (`write_report`), the short verdict table, the published copy with its verdicts as JSON (`publish_report`, `summary`) and the README block (`summary_markdown`) |
 
 Paper-free: each paper's claims and measurers live in its own package (models/socialrl/paper_claims.py,
 models/yoao/paper_claims.py); the asset (assets/report.py) joins them.
@@ -42,6 +42,9 @@ from models.report.render import (
     ReportFiles,
     claims_markdown,
     document,
+    publish_report,
+    summary,
+    summary_markdown,
     to_html,
     to_markdown,
     verdict_table,
@@ -76,6 +79,9 @@ __all__ = [
     "claims_markdown",
     "decide",
     "document",
+    "publish_report",
+    "summary",
+    "summary_markdown",
     "to_html",
     "to_markdown",
     "verdict_table",

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from models.report.build import ClaimRow, Figure, PaperReport, StageSection
 from models.report.claims import MIN_CLUSTERS, VERDICTS
@@ -243,3 +245,57 @@ def write_report(report: PaperReport, directory: Path, stem: str = "paper_report
     page = directory / f"{stem}.html"
     page.write_text(to_html(blocks))
     return ReportFiles(markdown, page, figures)
+
+
+def summary(report: PaperReport) -> dict[str, Any]:
+    """The claim rows as plain data: what `make report PUBLISH=1` writes beside the published report
+    (benchmarks/results/paper_report.json) and the README's results block renders (`summary_markdown`)."""
+    return {
+        "generated_at": report.generated_at,
+        "counts": report.counts(),
+        "rows": [
+            {
+                "paper": r.claim.paper,
+                "claim": r.claim.claim_id,
+                "scope": r.scope,
+                "paper_value": r.claim.paper_value,
+                "value": r.value,
+                "n": r.n,
+                "clusters": r.clusters,
+                "baseline": r.baseline,
+                "scale": r.scale,
+                "source": r.source,
+                "verdict": r.verdict.kind,
+                "reason": r.verdict.reason,
+            }
+            for r in report.rows
+        ],
+    }
+
+
+def summary_markdown(data: Mapping[str, Any], report_link: str = "") -> str:
+    """The README's results block: the verdict counts and one line per claim row (value, n, clusters, verdict)
+    of a published `summary`; `report_link` names the full report."""
+    counts = ", ".join(f"{kind} {n}" for kind, n in data["counts"].items())
+    where = f" (the whole report, with every metric and figure of every stage: {report_link})" if report_link else ""
+    lines = [
+        f"The papers' report of {data['generated_at']}{where}. Verdicts: {counts}.",
+        "",
+        "| paper | claim | scope | paper's value | this project [95% CI] | n | clusters | verdict |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in data["rows"]:
+        n = "-" if r["n"] is None else str(r["n"])
+        lines.append(
+            f"| {r['paper']} | {r['claim']} | {r['scope'] or '-'} | {r['paper_value']} | {r['value']} | {n} "
+            f"| {r['clusters'] or '-'} | {r['verdict']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def publish_report(report: PaperReport, directory: Path, stem: str = "paper_report") -> ReportFiles:
+    """`write_report` into `directory` (the repository's benchmarks/results/ for `make report PUBLISH=1`) and
+    <stem>.json, the `summary` the README's block is rendered from."""
+    files = write_report(report, directory, stem)
+    (directory / f"{stem}.json").write_text(json.dumps(summary(report), indent=1) + "\n")
+    return files
