@@ -15,6 +15,7 @@ benchmarks/results/stage2_cpu.json).
 import argparse
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +77,10 @@ def run_stage2(
     tags = {DOMAINS_TAG: ",".join(domains)}
     done = None if force else launcher.latest("unified_evaluation", tags=tags)
     if done is not None:
-        step = StepResult("stage2_job", "stage2_job", None, True, 0.0, done.run_id, skipped=True)
+        step = StepResult(
+            "stage2_job", "stage2_job", None, True, 0.0, done.run_id, skipped=True,
+            step_seconds=launcher.step_seconds(done.run_id),  # the run that made the outputs reused
+        )  # fmt: skip
         print(
             f"[stage 2] already materialised with this profile and domains (run {done.run_id[:8]}), skipped", flush=True
         )
@@ -88,7 +92,10 @@ def run_stage2(
     # Without `force`, a stage2_job that did not finish (killed, failed) resumes after what it materialised.
     launch = launcher.run if force else launcher.resume
     run = launch("stage2_job", config=config, tags=tags)
-    step = StepResult("stage2_job", "stage2_job", None, run.success, run.seconds, run.run_id, run.error[:2000])
+    step = StepResult(
+        "stage2_job", "stage2_job", None, run.success, run.seconds, run.run_id, run.error[:2000],
+        step_seconds=launcher.step_seconds(run.run_id) if run.run_id else {},
+    )  # fmt: skip
     print(f"[stage 2] {'ok' if run.success else 'FAILED: ' + step.error} ({run.seconds:.0f} s, checks {run.checks})")
     return stage1, step, _outputs(launcher) if run.success else None
 
@@ -101,10 +108,26 @@ def _outputs(launcher: Launcher) -> dict[str, Any] | None:
         return None
 
 
-def result_json(outputs: dict[str, Any], domains: tuple[str, ...], wall_s: float) -> dict[str, Any]:
-    """The stage-2 result file (benchmarks/results/stage2_cpu.json): exactly these keys."""
+def timeline(steps: Sequence[StepResult]) -> list[dict[str, Any]]:
+    """Each Dagster run of a stage-2 invocation (stage 1's, then stage 2's) with its wall seconds and the wall
+    seconds of each of its steps, from Dagster's own step stats (a skipped stage-2 run: the earlier run whose
+    outputs are reused, with its steps)."""
+    return [
+        {"name": s.name, "run_id": s.run_id, "seconds": round(s.seconds, 1), "skipped": s.skipped,
+         "step_seconds": {k: round(v, 1) for k, v in s.step_seconds.items()}}
+        for s in steps
+    ]  # fmt: skip
+
+
+def result_json(
+    outputs: dict[str, Any], domains: tuple[str, ...], wall_s: float, steps: Sequence[StepResult] = ()
+) -> dict[str, Any]:
+    """The stage-2 result file (benchmarks/results/stage2_cpu.json): exactly these keys. `cascade_curve` is each
+    domain's held-out mean after each cascade stage (the forgetting curve), `cascade_stages` each stage's domain,
+    kept checkpoint and wall seconds, `steps` the runs' timeline (`timeline`)."""
     mopd = outputs["mopd_student"]
     matrix = outputs["transfer_matrix"].matrix
+    cascade = outputs["cascade_policy"]
     return {
         "domains": list(domains),
         "specialists_source": outputs["transfer_matrix"].sources_json(),
@@ -117,6 +140,12 @@ def result_json(outputs: dict[str, Any], domains: tuple[str, ...], wall_s: float
         "mopd_steps": mopd.steps,
         "mopd_student_init": mopd.student_init,
         "mopd_curriculum": mopd.curriculum_json(),
+        "cascade_curve": cascade.curve(),
+        "cascade_stages": [
+            {"stage": st.index + 1, "domain": st.domain, "kept": st.chosen, "wall_s": round(st.wall_s, 1)}
+            for st in cascade.stages
+        ],
+        "steps": timeline(steps),
         "wall_s": round(wall_s, 1),
     }
 
@@ -181,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[stage 2] failed: {step.error}")
         return 1
     print(report(outputs))
-    data = result_json(outputs, domains, elapsed)
+    data = result_json(outputs, domains, elapsed, [*stage1, step])
     path = DataPaths(root).report_file("stage2")
     path.write_text(json.dumps(data, indent=1))
     print(f"\nThis run's numbers: {path}")

@@ -51,6 +51,21 @@ def run_tom(
     return out
 
 
+def tom_timeline(profile: str, domains: tuple[str, ...], data: Path) -> dict[str, list[dict[str, object]]]:
+    """Per domain, each `STAGES` run that made the latest materialisation of its last asset: the run id and the
+    wall seconds of each of its steps, from Dagster's own step stats (the run's timeline, never typed)."""
+    launcher = Launcher(profile, DataPaths(data), "run_tom")
+    out: dict[str, list[dict[str, object]]] = {}
+    for domain in domains:
+        out[domain] = []
+        for stage, assets in STAGES:
+            done = launcher.latest(assets[-1], domain)
+            if done is not None:
+                seconds = {k: round(v, 1) for k, v in launcher.step_seconds(done.run_id).items()}
+                out[domain].append({"stage": stage, "run_id": done.run_id, "step_seconds": seconds})
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", choices=PROFILE_NAMES, default=None, help="default: $SOCIALRL_PROFILE or cpu")
@@ -77,7 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     if done:
         write_json(output, result_file(done))
         details = {r.env_id: r.details() for r in done}
-        details["_run"] = {"profile": profile.name, "domains": list(domains), "wall_s": round(elapsed, 1)}
+        details["_run"] = {
+            "profile": profile.name,
+            "domains": list(domains),
+            "wall_s": round(elapsed, 1),
+            "steps": tom_timeline(profile.name, domains, paths.root),
+        }
         write_json(output.with_name(f"{output.stem}_details.json"), details)
         print(f"[tom] results: {output} (details beside it)")
     print(f"[tom] finished in {elapsed / 60:.1f} min")

@@ -43,6 +43,13 @@ def test_the_tom_behaviour_and_leaderboard_assets_materialise_with_real_resource
     # smoke: 4 teacher episodes, traced in the seat the students learn (the buyer) only
     traces = store.query("SELECT seat, count(*) AS n FROM traces WHERE starts_with(run_id, 'tom-') GROUP BY seat")
     assert dict(zip(traces.seat, traces.n.astype(int), strict=True)) == {"buyer": 4}
+    # The details file's timeline is the two runs' own step stats (pipelines/run_tom.py `tom_timeline`).
+    from pipelines.run_tom import tom_timeline
+
+    [(domain, runs)] = tom_timeline("smoke", ("craigslist-v0",), data).items()
+    assert domain == "craigslist-v0" and [r["stage"] for r in runs] == ["students", "analysis"]
+    assert {"tom_traces", "tom_student"} <= set(runs[0]["step_seconds"]) and "tom_analysis" in runs[1]["step_seconds"]
+    assert runs[0]["run_id"] != runs[1]["run_id"]
     adapters = sorted((data / "runs" / "tom" / "craigslist-v0").glob("*/sft_act/adapter"))
     assert len(adapters) == 1 and (adapters[0] / "adapter_config.json").is_file()
 

@@ -522,11 +522,37 @@ def test_run_stage2_writes_the_recovered_share_with_its_interval_and_the_cluster
         "cascade_order": choose_cascade_order(matrix.means(), matrix.domains),
         "unified_evaluation": SimpleNamespace(as_json=lambda: {}, vs_best_baseline_json=lambda: {}),
         "mopd_student": student,
+        "cascade_policy": SimpleNamespace(
+            curve=lambda: {CRAIG: [0.17, 0.04], DNND: [0.0, 0.46]},
+            stages=(
+                SimpleNamespace(index=0, domain=CRAIG, chosen="checkpoint-2", wall_s=519.04),
+                SimpleNamespace(index=1, domain=DNND, chosen="checkpoint-1", wall_s=569.26),
+            ),
+        ),
     }
-    result = result_json(outputs, matrix.domains, 1.0)
+    from pipelines.run_lineage import StepResult
+
+    steps = [
+        StepResult("stage1_job[dnd-v0]", "stage1_job", DNND, True, 692.04, "r1", step_seconds={"specialist": 401.26}),
+        StepResult("stage2_job", "stage2_job", None, True, 1980.0, "r2", step_seconds={"transfer_matrix": 270.44}),
+    ]
+    result = result_json(outputs, matrix.domains, 1.0, steps)
     assert list(result) == [
         "domains", "specialists_source", "transfer_matrix", "clusters_per_cell", "cascade_order", "unified",
-        "unified_vs_best_baseline", "mopd_recovered_share", "mopd_steps", "mopd_student_init", "mopd_curriculum", "wall_s",
+        "unified_vs_best_baseline", "mopd_recovered_share", "mopd_steps", "mopd_student_init", "mopd_curriculum",
+        "cascade_curve", "cascade_stages", "steps", "wall_s",
+    ]  # fmt: skip
+    # The run's own records: the cascade's forgetting curve and stage times, each Dagster run's step times.
+    assert result["cascade_curve"] == {CRAIG: [0.17, 0.04], DNND: [0.0, 0.46]}
+    assert result["cascade_stages"] == [
+        {"stage": 1, "domain": CRAIG, "kept": "checkpoint-2", "wall_s": 519.0},
+        {"stage": 2, "domain": DNND, "kept": "checkpoint-1", "wall_s": 569.3},
+    ]
+    assert result["steps"] == [
+        {"name": "stage1_job[dnd-v0]", "run_id": "r1", "seconds": 692.0, "skipped": False,
+         "step_seconds": {"specialist": 401.3}},
+        {"name": "stage2_job", "run_id": "r2", "seconds": 1980.0, "skipped": False,
+         "step_seconds": {"transfer_matrix": 270.4}},
     ]  # fmt: skip
     assert result["specialists_source"] == used
     # No start recorded (results stored before it was all started fresh) and no curriculum decision.
@@ -543,7 +569,7 @@ def test_run_stage2_writes_the_recovered_share_with_its_interval_and_the_cluster
     older = stage2.MOPDStudentResult(
         matrix.domains, Path("a"), 4, (), {}, (), mopd, share.per_domain, None, None, None, b"", None, 1.0
     )
-    assert result_json({**outputs, "mopd_student": older}, matrix.domains, 1.0) == result
+    assert result_json({**outputs, "mopd_student": older}, matrix.domains, 1.0, steps) == result
 
 
 def test_policy_scores_refuse_unpaired_comparisons() -> None:

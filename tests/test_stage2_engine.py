@@ -268,7 +268,7 @@ LINEAGE_DOMAINS = ("casino-v0", "craigslist-v0", "marketplace-v0")
 def test_the_smoke_lineage_of_stage2_materialises_end_to_end(tmp_path: Path, tiny_model_dir: Path) -> None:
     from models.socialrl import stage2
     from models.tracking import Tracker, TrackingConfig
-    from pipelines.run_stage2 import report, result_json, run_stage2
+    from pipelines.run_stage2 import STAGE2_ASSETS, report, result_json, run_stage2
 
     data = tmp_path / "data"
     (data / "models").mkdir(parents=True)
@@ -304,12 +304,16 @@ def test_the_smoke_lineage_of_stage2_materialises_end_to_end(tmp_path: Path, tin
     # First versions of an empty registry become champions.
     assert unified.promoted == {stage2.CASCADE_MODEL: True, stage2.MOPD_MODEL: True}
 
-    result = result_json(outputs, LINEAGE_DOMAINS, 1.0)
+    result = result_json(outputs, LINEAGE_DOMAINS, 1.0, [step])
     assert list(result) == [
         "domains", "specialists_source", "transfer_matrix", "clusters_per_cell", "cascade_order", "unified",
         "unified_vs_best_baseline", "mopd_recovered_share", "mopd_steps", "mopd_student_init", "mopd_curriculum",
-        "wall_s",
+        "cascade_curve", "cascade_stages", "steps", "wall_s",
     ]  # fmt: skip
+    # The timeline is the run's own: Dagster's step stats of the stage-2 run, one entry per asset step.
+    [timed] = result["steps"]
+    assert timed["run_id"] == step.run_id and set(STAGE2_ASSETS) <= set(timed["step_seconds"])
+    assert {d: len(means) for d, means in result["cascade_curve"].items()} == dict.fromkeys(LINEAGE_DOMAINS, 3)
     # Every domain's specialist is the stand-in `make run` registered (version 1, evaluated on the plan); the
     # registry's other three domains are not used.
     assert {d: (s["version"], s["source"]) for d, s in result["specialists_source"].items()} == {

@@ -275,7 +275,8 @@ SMOKE_YOAO = YoaoSettings(
 
 CPU_SUGARSCAPE_SKIP = (
     "left to the paper profile: zero-shot SmolLM2-135M traders never completed a trade in the last cpu run "
-    "(about 75% invalid actions, 0 trades at every seed share, 21 min of the 71-min run; docs/yoao.md), and a "
+    "(about 75% invalid actions, 0 trades at every seed share, its longest step at 21.0 min; "
+    "benchmarks/results/yoao_cpu_coinflip.json, docs/yoao.md), and a "
     "Sugarscape format warm-up (traces, SFT, worlds) does not fit the cpu run's 75 minutes beside 8 paired "
     "Red-Black games per arm"
 )
