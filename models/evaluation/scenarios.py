@@ -4,9 +4,9 @@ Held-out scenarios (`held_out_scenarios`): the scenario *content* (every field b
 with the environment id, and the lowest `HELD_OUT_FRACTION` of the hash range is the held-out partition.
 Held-out scenarios are drawn from their own random stream (`"<env_id>:heldout:<seed>"`, where
 `sample_scenarios` uses `"<env_id>:<seed>"`), keeping only held-out contents, and get ids
-`heldout:<hash>`. A generator's scenario space can be small (measured: 200 draws of `dnd-v0` and
-`craigslist-v0` share 35% and 23% of contents with 1000 training draws), so a different seed alone
-does not make a held-out set: training must draw from `training_scenarios` (the `sample_scenarios`
+`heldout:<hash>`. A generator's scenario space can be small (200 draws of `dnd-v0` or `craigslist-v0`
+share a large part of their contents with 1000 training draws; the share varies with the seeds), so a
+different seed alone does not make a held-out set: training must draw from `training_scenarios` (the `sample_scenarios`
 stream with held-out contents skipped), or filter with `is_held_out`, for the guarantee to hold.
 An environment that defines its own held-out split (a classmethod `sample_held_out_scenario(rng)`,
 e.g. Red-Black's held-out frames, whose training sampler never draws them) is sampled through it, and
