@@ -66,18 +66,16 @@ _BLOCK = re.compile(r"<!-- (?P<name>[\w-]+): begin -->.*?<!-- (?P=name): end -->
 _INLINE_CODE = re.compile(r"`[^`\n]*`")
 _HEADING = re.compile(r"^(#{1,6}) ", re.M)
 
+# spelled-out units read as their symbol
+_UNIT_SYMBOL = {"minute": "min", "minutes": "min", "hour": "h", "hours": "h", "second": "s", "seconds": "s", "×": "x"}
+# suffixes that multiply the number ("2.7M")
+_MULTIPLIER = {"k": 1e3, "M": 1e6}
 # unit -> the factors a source value is multiplied by to give the figure
 _SCALES: dict[str, tuple[float, ...]] = {
     "%": (100.0, 1.0),
     "min": (1 / 60, 1.0),
-    "minute": (1 / 60, 1.0),
-    "minutes": (1 / 60, 1.0),
     "h": (1 / 3600, 1 / 60, 1.0),
-    "hour": (1 / 3600, 1 / 60, 1.0),
-    "hours": (1 / 3600, 1 / 60, 1.0),
     "s": (1.0, 60.0, 1e-3),
-    "second": (1.0, 60.0, 1e-3),
-    "seconds": (1.0, 60.0, 1e-3),
     "ms": (1e3, 1.0),
     "GiB": (1.0, 2.0**-30, 2.0**-20, 2.0**-10),
     "MiB": (1.0, 2.0**-20, 2.0**10),
@@ -101,7 +99,7 @@ class Figure:
     decimals: int
     """Digits after the decimal point: the printed precision the source must round to."""
     unit: str
-    """The unit read after the number ("" for none)."""
+    """The unit read after the number, as its symbol ("min" for "minutes"; "" for none)."""
     approximate: bool
     """Printed after "~", "about" and the like: 10% tolerance."""
     sources: tuple[str, ...]
@@ -131,7 +129,8 @@ def _blank(match: re.Match[str]) -> str:
 
 
 def prose(text: str) -> str:
-    """`text` with fenced code, rendered result blocks and inline code blanked out (line numbers kept)."""
+    """`text` with fenced code and rendered result blocks blanked out (line numbers kept); inline code is blanked
+    per section after the section's sources are read, since paths are usually quoted."""
     for pattern in (_FENCE, _BLOCK):
         text = pattern.sub(_blank, text)
     return text
@@ -214,16 +213,13 @@ def _near(values: tuple[float, ...], target: float, tolerance: float) -> bool:
 def sourced(figure: Figure, values: tuple[float, ...]) -> bool:
     """Whether some value (or, for an `x` figure, some ratio of two values) gives the figure."""
     x = abs(figure.value)
-    tolerance = 0.5 * 10.0**-figure.decimals * (1e3 if figure.unit == "k" else 1e6 if figure.unit == "M" else 1)
+    tolerance = 0.5 * 10.0**-figure.decimals * _MULTIPLIER.get(figure.unit, 1.0)
     if figure.approximate:
         tolerance = max(tolerance, 0.1 * x)
     tolerance += 1e-9
-    for scale in _SCALES.get(figure.unit, (1.0,)):
-        if scale == 1.0 and _near(values, x, tolerance):
-            return True
-        if scale != 1.0 and _near(values, x / scale, tolerance / scale):
-            return True
-    if figure.unit in ("x", "×"):
+    if any(_near(values, x / scale, tolerance / scale) for scale in _SCALES.get(figure.unit, (1.0,))):
+        return True
+    if figure.unit == "x":
         return any(v > 0 and _near(values, x * v, tolerance * v) for v in values)
     return False
 
@@ -235,13 +231,13 @@ def figures_in(document: Path, root: Path = ROOT) -> list[Figure]:
     starts = [0, *(m.start() for m in headings), len(text)]
     levels = [0, *(len(m.group(1)) for m in headings)]
     found: list[Figure] = []
+    everywhere = [root / name for name in EVERYWHERE if (root / name).is_file()]
     # a section also reads the sources its enclosing sections name ("### Reward" under "## Deal or No Deal")
     enclosing: list[tuple[int, tuple[Path, ...]]] = []
     for level, (begin, end) in zip(levels, itertools.pairwise(starts), strict=True):
         section = text[begin:end]
         enclosing = [(lv, s) for lv, s in enclosing if lv < level]
         own = named_sources(section, root)
-        everywhere = [root / name for name in EVERYWHERE if (root / name).is_file()]
         sources = tuple(dict.fromkeys([*everywhere, *(p for _, s in enclosing for p in s), *own]))
         enclosing.append((level, own))
         body = _INLINE_CODE.sub(_blank, section)
@@ -257,12 +253,13 @@ def figures_in(document: Path, root: Path = ROOT) -> list[Figure]:
                 continue  # a version (0.32.0) or part of an identifier (3rd, 1e-5)
             unit = unit_match.group("unit") if unit_match else ""
             if unit in ("k", "M", "x") and unit_match is not None and unit_match.group("space"):
-                unit = ""  # "4 M" / "3 x" with a space is not a suffix
+                unit = ""  # "4 M" / "3 x" with a space is not a suffix ("3 ×" is a ratio)
+            unit = _UNIT_SYMBOL.get(unit, unit)
             if not ("." in token or "," in token or unit):
                 continue
-            if unit in ("k", "M") and "." not in token and "," not in token:
+            if unit in _MULTIPLIER and "." not in token and "," not in token:
                 continue  # "115k" alone is a count
-            value = float(token.replace(",", "")) * (1e3 if unit == "k" else 1e6 if unit == "M" else 1)
+            value = float(token.replace(",", "")) * _MULTIPLIER.get(unit, 1.0)
             decimals = len(token.split(".")[1]) if "." in token else 0
             approximate = bool(_APPROXIMATE.search(body[max(0, match.start() - 9) : match.start()]))
             found.append(
@@ -283,10 +280,12 @@ def figures_in(document: Path, root: Path = ROOT) -> list[Figure]:
 def check(documents: Iterable[Path] = DOCUMENTS, root: Path = ROOT) -> Check:
     """Every figure of `documents` and those that match no source their section names."""
     figures = [f for d in documents for f in figures_in(d, root)]
+    merged: dict[tuple[str, ...], tuple[float, ...]] = {}  # a section's figures share its sources: merge once
     unsourced = []
     for f in figures:
-        values = tuple(sorted({v for s in f.sources for v in source_values(root / s)}))
-        if not sourced(f, values):
+        if f.sources not in merged:
+            merged[f.sources] = tuple(sorted({v for s in f.sources for v in source_values(root / s)}))
+        if not sourced(f, merged[f.sources]):
             unsourced.append(f)
     return Check(figures=tuple(figures), unsourced=tuple(unsourced))
 
