@@ -398,6 +398,43 @@ def test_allocation_counts_are_read_whole_or_refused(env_id: str, text: str, exp
     _check(env_id, "accept", text.format(i0=items[0], i1=items[1], i2=items[2]), expect)
 
 
+# ------------------------------------------------------------------ issue 43: no count token is skipped
+ALLOCATION_43: list[tuple[str, Expect]] = [
+    # A token holding a digit is a count whatever it starts with: read whole or refused, never skipped.
+    ("PROPOSE 1 $-5 1 1", ("invalid", "not an amount of money: $-5")),
+    ("PROPOSE 1 \u20ac-5 1 1", ("invalid", "not an amount of money: \u20ac-5")),
+    ("PROPOSE 1 $5 1", ("invalid", "not an amount of money: $5")),
+    ("PROPOSE 1 --5 1 1", ("invalid", "two signs: --5")),
+    ("PROPOSE 1 +-5 1 1", ("invalid", "two signs: +-5")),
+    ("PROPOSE 1 ~2 1", ("invalid", "not a number: ~2")),
+    ("PROPOSE 1 -5 1", ("invalid", "cannot be negative")),
+    ("PROPOSE 1 2.5 1", ("invalid", "whole number, got 2.5")),
+    # A placeholder between counts is a count without digits, not a separator.
+    ("PROPOSE 1 x 1", ("invalid", "not a number: x")),
+    ("PROPOSE 1 x 1 1", ("invalid", "not a number: x")),
+    ("PROPOSE 1 ? 1 1", ("invalid", "a count is missing")),
+    ("PROPOSE 1 n/a 1 1", ("invalid", "not a number: n/a")),
+    # The item forms refuse the same tokens.
+    ("PROPOSE {i0}=$-5 {i1}=1 {i2}=1", ("invalid", "not an amount of money: $-5")),
+    ("PROPOSE $-5 {i0}, 1 {i1}, 1 {i2}", ("invalid", "not an amount of money: $-5")),
+    ("PROPOSE ~2 {i0}, 1 {i1}, 1 {i2}", ("invalid", "not a number: ~2")),
+    # Valid proposals still parse, words and joiners between counts included.
+    ("PROPOSE 1 1 1", ("kind", "propose", {"mine": "1 1 1"})),
+    ("PROPOSE +1 2 0", ("kind", "propose", {"mine": "1 2 0"})),
+    ("PROPOSE 1 and 2 and 0", ("kind", "propose", {"mine": "1 2 0"})),
+    ("PROPOSE 1 / 2 / 0", ("kind", "propose", {"mine": "1 2 0"})),
+    ("PROPOSE 1 2 0 - deal?", ("kind", "propose", {"mine": "1 2 0"})),
+    ("PROPOSE (1, 2, 0) please", ("kind", "propose", {"mine": "1 2 0"})),
+    ("PROPOSE 2 {i0}, 1 {i1} and 0 {i2}", ("kind", "propose", {"mine": "2 1 0"})),
+]
+
+
+@pytest.mark.parametrize("env_id", ["dnd-v0", "casino-v0"])
+@pytest.mark.parametrize(("text", "expect"), ALLOCATION_43)
+def test_allocation_never_skips_a_count_token(env_id: str, text: str, expect: Expect) -> None:
+    test_allocation_counts_are_read_whole_or_refused(env_id, text, expect)
+
+
 PRICES_27: list[tuple[str, Expect]] = [
     ("OFFER 1 200", ("invalid", "1 200 (a space splits its digits")),
     ("OFFER 1'000", ("invalid", "1'000 (separate thousands")),

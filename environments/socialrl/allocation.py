@@ -7,8 +7,8 @@ This module holds what they share:
   (what that party gets); a payload writes it as `{"mine": {"book": 1, "hat": 2, "ball": 0}}`;
 * `parse_counts` reads "book=1 hat=2 ball=0", "1 book, 2 hats and 0 balls", "books: 1, hats: 2, balls: 0"
   or "1 2 0" into counts; every count is read whole (the shared number reader of
-  environments/core/grammar.py) or the text is refused with the reason: `-1 books`, `1e308`, `5-`, `-2pm`
-  and `-14:00 books` are never read as other counts;
+  environments/core/grammar.py) or the text is refused with the reason: `-1 books`, `1e308`, `5-`, `-2pm`,
+  `-14:00 books` and `$-5` are never read as other counts, nor skipped;
 * `bare_command` / `args_command` build command patterns for `environments.core.grammar.find_last_command`
   that accept a command word in capitals anywhere ("... ACCEPT") or in any case when it opens its own
   line ("accept", "Propose: book=1 ..."), so that "I can't accept that" stays a message;
@@ -70,14 +70,20 @@ _ARGS_SEPARATOR = r" ?(?:[:=]|-(?![0-9]))? ?"
 before a digit is the first count's minus sign (`PROPOSE -1 1 1` is a negative count, not 1 1 1)."""
 MAX_COUNT_DIGITS = 4
 """A count written with more digits than this is out of range (no pool holds 10,000 items)."""
-_COUNT = rf"[-+\u2212]?{number_token(spaces=False)}"
-"""A count token: the whole number-like run (a space separates counts, so it is not part of one)."""
-_COUNT_START = r"(?<![\w.,:/'\u2019%+\u2212\u2010-\u2015-])"
+_CURRENCY = "$\u20ac\u00a3"
+_COUNT = rf"[~\u2248]?[-+\u2212]?[{_CURRENCY}]?[-+\u2212]?{number_token(spaces=False)}"
+"""A count token: the whole number-like run (a space separates counts, so it is not part of one), with the
+signs, currency symbol and "about" sign written before it, so that `$-5`, `--5` or `~2` is read (and
+refused) whole."""
+_COUNT_START = rf"(?<![\w.,:/'\u2019%+\u2212\u2010-\u2015~\u2248{_CURRENCY}-])"
 """A count never starts inside a number-like run (`14:00 books` holds no count of 0 books)."""
 _POSITIONAL_CHUNK = re.compile(r"[^\s;]+")
 _WRAPPING = "()[]{}<>\"'`\u201c\u201d"
 _THOUSANDS = re.compile(r"[0-9]{1,3}(?:,[0-9]{3})+")
-_NUMBER_LIKE = re.compile(r"[-+\u2212$\u20ac\u00a3]?\.?\d")
+_HAS_DIGIT = re.compile(r"\d")
+"""A token holding a digit is a count to read (whole or refused), whatever it starts with (`$-5`, `~2`)."""
+_WORD_OR_JOINER = re.compile(r"[^\W\d_]{2,}[.,:!?]*|[-+&/|=>\u00b7\u2022\u2010-\u2015]+")
+"""Tokens between bare counts that are not counts: a word of two letters or more, or a joiner."""
 
 
 # ------------------------------------------------------------------------------------------ grammar
@@ -120,7 +126,9 @@ def natural_allocation_pattern() -> str:
 
 def _read_count(token: str, what: str = "a count") -> int | str:
     """One count token read whole (environments/core/grammar.py's `read_number`): a whole number from 0 to
-    `MAX_COUNT_DIGITS` digits, else the reason it is not one."""
+    `MAX_COUNT_DIGITS` digits, written without a currency symbol, else the reason it is not one."""
+    if any(c in token for c in _CURRENCY):
+        return f"{what} is a number of items, not an amount of money: {show(token)}"
     count = read_number(token, what=what, integer=True)
     if isinstance(count, NumberError):
         return count.message
@@ -141,14 +149,25 @@ def _word_count(token: str, count: int) -> int | None:
 def _positional_counts(text: str) -> list[str]:
     """The number-like tokens of text written as bare counts ("1 2 0", "1, 2, 0", "1,2,0", "(1 2 0)"), in
     order: spaces, semicolons and commas separate counts, except that a run shaped like a thousands number
-    ("1,000") stays one token; tokens that start like a word are left out. Each token is whole (`5-`,
-    `-2pm`, `1e308` stay as written), so that reading it either succeeds or says why."""
-    tokens: list[str] = []
+    ("1,000") stays one token. Each token that holds a digit is kept whole, whatever it starts with (`5-`,
+    `-2pm`, `1e308`, `$-5`, `--5`, `~2` stay as written), so that reading it either succeeds or says why.
+    Words ("1 and 2 and 0") and joiners (`-`, `&`, `/`, `|`) are left out; any other token standing between
+    two counts (`x`, `?`, `n/a` in `1 x 1 1`) is a count written without digits, kept so that it is refused
+    rather than skipped."""
+    parts: list[str] = []
     for chunk in _POSITIONAL_CHUNK.findall(text):
         chunk = chunk.strip(_WRAPPING)
-        parts = [chunk] if _THOUSANDS.fullmatch(chunk.rstrip(".,:!?")) else chunk.split(",")
-        tokens += [p.strip(_WRAPPING) for p in parts if _NUMBER_LIKE.match(p.strip(_WRAPPING))]
-    return tokens
+        pieces = [chunk] if _THOUSANDS.fullmatch(chunk.rstrip(".,:!?")) else chunk.split(",")
+        parts += [p for p in (piece.strip(_WRAPPING) for piece in pieces) if p]
+    numbered = [i for i, p in enumerate(parts) if _HAS_DIGIT.search(p)]
+    if not numbered:
+        return []
+    first, last = numbered[0], numbered[-1]
+    return [
+        p
+        for i, p in enumerate(parts)
+        if _HAS_DIGIT.search(p) or (first < i < last and not _WORD_OR_JOINER.fullmatch(p))
+    ]
 
 
 def parse_counts(text: str, names: Mapping[str, str], counts: Sequence[int]) -> Allocation | str:
@@ -159,9 +178,10 @@ def parse_counts(text: str, names: Mapping[str, str], counts: Sequence[int]) -> 
     `N item` ("2 hats", "two hats", "a book", "no balls", "all the hats"), `item N`, and finally bare
     positional numbers in item order ("1 2 0"). Text after the first mention of the counterpart
     ("..., you get the rest") is ignored. Every count is read whole (`_read_count`): a count that is not a
-    whole number (`1e308`, `5-`, `-2pm`, `-14:00`), a negative one or one of more than `MAX_COUNT_DIGITS`
-    digits is an error, never skipped or cut short. Counts are not checked against the pool here. Linear
-    in the length of `text`."""
+    whole number (`1e308`, `5-`, `-2pm`, `-14:00`, `2.5`, `~2`), a negative one (`-5`), one with a currency
+    symbol (`$-5`), one of more than `MAX_COUNT_DIGITS` digits, and between bare counts a placeholder without
+    digits (`1 x 1 1`) is an error, never skipped or cut short. Counts are not checked against the pool
+    here. Linear in the length of `text`."""
     items = list(names)
     text = squeeze(text)
     cut = _COUNTERPART.search(text)
@@ -185,7 +205,7 @@ def parse_counts(text: str, names: Mapping[str, str], counts: Sequence[int]) -> 
             n_text = match["n"]
             if n_text.lower().startswith("all") and n_text[-1:].isdigit():
                 n_text = n_text.rsplit(" ", 1)[-1]  # "all 3 hats"
-            if _NUMBER_LIKE.match(n_text):
+            if _HAS_DIGIT.search(n_text):
                 n: int | str | None = _read_count(n_text, f"the count of {item}")
                 if isinstance(n, str):
                     return n
@@ -203,6 +223,9 @@ def parse_counts(text: str, names: Mapping[str, str], counts: Sequence[int]) -> 
             return tuple(found[i] for i in items)
     tokens = _positional_counts(text)
     # One more token than items is enough to tell a wrong count apart; reading thousands would not be.
+    money = next((t for t in tokens[: len(items) + 1] if any(c in t for c in _CURRENCY)), None)
+    if money is not None:
+        return f"a count is a number of items, not an amount of money: {show(money)}"
     values = [read_number(token, what="a count", integer=True) for token in tokens[: len(items) + 1]]
     unreadable = next((v for v in values if isinstance(v, NumberError)), None)
     if unreadable is not None:
