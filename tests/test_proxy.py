@@ -22,13 +22,22 @@ from models.storage import TableStore
 CHAT = [{"role": "user", "content": "Say something about bicycles."}]
 
 
-def rows(root: Path, where: str = "true", params: list[Any] | None = None) -> list[dict[str, Any]]:
+def stored_rows(root: Path, where: str = "true", params: list[Any] | None = None) -> list[dict[str, Any]]:
+    """The rows on disk as they are: for a stopped proxy (it wrote everything) or to see what is still buffered."""
     frame = TableStore(root).query(f"SELECT * FROM recorded_calls WHERE {where} ORDER BY created_at", params)
     return frame.to_dict("records")
 
 
-def row_for(root: Path, request_id: str) -> dict[str, Any]:
-    found = rows(root, "request_id = ?", [request_id])
+def rows(
+    proxy: ProxyServer | ProxyThread, where: str = "true", params: list[Any] | None = None
+) -> list[dict[str, Any]]:
+    """The rows of a running proxy once it has written every call it received (its flush, never a wait)."""
+    assert proxy.flush()["in_flight"] == 0
+    return stored_rows(proxy.config.table_root, where, params)
+
+
+def row_for(proxy: ProxyServer | ProxyThread, request_id: str) -> dict[str, Any]:
+    found = rows(proxy, "request_id = ?", [request_id])
     assert len(found) == 1, f"expected one row for {request_id}, got {len(found)}"
     return found[0]
 
@@ -81,7 +90,7 @@ def test_chat_is_forwarded_and_recorded_with_the_engines_tokens(
     assert data["choices"][0]["token_ids"] is None
     assert data["prompt_token_ids"] is None
 
-    row = row_for(proxy.config.table_root, request_id)
+    row = row_for(proxy, request_id)
     assert set(row) == set(RECORDED_CALLS_COLUMNS)
     assert (row["episode_id"], row["agent_id"], row["turn_index"], row["attempt"]) == ("ep-chat", "seller", 4, 1)
     assert row["endpoint"] == "chat.completions"
@@ -113,7 +122,7 @@ def test_completions_are_forwarded_and_the_client_gets_what_it_asked(
     response = client.post("/completions", json=body, headers=tags("ep-cmpl"))
     assert response.status_code == 200, response.text
     choice = response.json()["choices"][0]
-    row = row_for(proxy.config.table_root, response.headers["x-request-id"])
+    row = row_for(proxy, response.headers["x-request-id"])
     assert row["endpoint"] == "completions"
     assert json.loads(row["request_messages"]) == body["prompt"]
     assert list(row["completion_token_ids"]) == choice["token_ids"]
@@ -127,7 +136,7 @@ def test_completions_are_forwarded_and_the_client_gets_what_it_asked(
     assert plain.status_code == 200
     choice = plain.json()["choices"][0]
     assert choice["logprobs"] is None and choice["token_ids"] is None and choice["prompt_token_ids"] is None
-    recorded = row_for(proxy.config.table_root, plain.headers["x-request-id"])
+    recorded = row_for(proxy, plain.headers["x-request-id"])
     assert len(recorded["completion_logprobs"]) == len(recorded["completion_token_ids"]) == 10
 
 
@@ -162,7 +171,7 @@ def test_every_call_is_one_row_also_when_concurrent(proxy: ProxyServer) -> None:
             return [r.status_code for r in await asyncio.gather(*calls)]
 
     assert asyncio.run(run()) == [200] * 12
-    found = rows(proxy.config.table_root, "episode_id = 'ep-many'")
+    found = rows(proxy, "episode_id = 'ep-many'")
     assert sorted(r["turn_index"] for r in found) == list(range(12))
     assert len({r["request_id"] for r in found}) == 12
 
@@ -172,7 +181,7 @@ def test_several_choices_are_one_row_each(proxy: ProxyServer, client: httpx.Clie
     response = client.post("/chat/completions", json=body, headers=tags("ep-n"))
     assert response.status_code == 200, response.text
     request_id = response.headers["x-request-id"]
-    found = rows(proxy.config.table_root, "episode_id = 'ep-n'")
+    found = rows(proxy, "episode_id = 'ep-n'")
     assert sorted(r["request_id"] for r in found) == [f"{request_id}/0", f"{request_id}/1"]
     for r in found:
         assert len(r["completion_token_ids"]) == len(r["completion_logprobs"]) == r["completion_tokens"]
@@ -193,7 +202,7 @@ def test_an_upstream_4xx_is_passed_through_and_recorded(proxy: ProxyServer, clie
     assert response.status_code == 404
     error = response.json()["error"]
     assert "no-such-model" in error["message"] and error["code"] == 404
-    row = row_for(proxy.config.table_root, response.headers["x-request-id"])
+    row = row_for(proxy, response.headers["x-request-id"])
     assert row["status_code"] == 404 and "no-such-model" in row["error"]
     assert row["completion_token_ids"] is None or len(row["completion_token_ids"]) == 0
     # base_models is configured and the engine does not list the name, so it counts as an adapter name.
@@ -210,7 +219,7 @@ def test_streaming_and_malformed_requests_get_openai_style_400s(proxy: ProxyServ
     no_model = client.post("/chat/completions", json={"messages": CHAT})
     assert no_model.status_code == 400
     for response in (stream, bad, no_model):
-        assert row_for(proxy.config.table_root, response.headers["x-request-id"])["status_code"] == 400
+        assert row_for(proxy, response.headers["x-request-id"])["status_code"] == 400
 
 
 def test_a_dead_upstream_gives_502_and_the_proxy_keeps_serving(tmp_path: Path) -> None:
@@ -227,8 +236,8 @@ def test_a_dead_upstream_gives_502_and_the_proxy_keeps_serving(tmp_path: Path) -
             assert error["code"] == 502 and dead in error["message"]
             assert httpx.get(f"{server.url}/health").status_code == 200
         assert server.proxy.recorder.rows_written == 0  # still buffered ...
-        assert rows(tmp_path) == []
-    found = rows(tmp_path)  # ... and flushed at shutdown
+        assert stored_rows(tmp_path) == []
+    found = stored_rows(tmp_path)  # ... and flushed at shutdown
     assert [r["status_code"] for r in found] == [502, 502]
     assert all(dead in r["error"] for r in found)
     assert [r["turn_index"] for r in found] == [0, 1]
@@ -272,7 +281,7 @@ def test_an_upstream_timeout_gives_504_and_is_recorded(tmp_path: Path, silent_up
         assert response.status_code == 504
         assert response.json()["error"]["type"] == "upstream_timeout"
         assert httpx.get(f"{server.url}/health").json()["status"] == "ok"
-    (row,) = rows(tmp_path)
+    (row,) = stored_rows(tmp_path)
     assert row["status_code"] == 504 and "timed out" in row["error"]
 
 
@@ -292,7 +301,7 @@ def test_routing_by_model_name_and_failing_over_from_a_dead_replica(vllm_engine:
         assert [c.post("/chat/completions", json=body).status_code for _ in range(4)] == [200] * 4
         replicas = httpx.get(f"{server.url}/health").json()["replicas"]
         assert replicas[dead]["healthy"] is False and replicas[live]["healthy"] is True
-    assert [r["upstream"] for r in rows(tmp_path / "b")] == [live] * 4  # one row per call, naming who answered
+    assert [r["upstream"] for r in stored_rows(tmp_path / "b")] == [live] * 4  # one row per call, naming who answered
 
 
 # ------------------------------------------------------------------------------------ auth and limits
@@ -313,7 +322,7 @@ def test_bearer_token_is_required_when_configured(vllm_engine: Any, tmp_path: Pa
         ok = c.post("/chat/completions", json=body, headers={"Authorization": "Bearer s3cret"})
         assert ok.status_code == 200
         assert httpx.get(f"{server.url}/health").status_code == 200  # liveness needs no token
-    assert len(rows(tmp_path)) == 1  # refused calls never reached an engine and are not recorded
+    assert len(stored_rows(tmp_path)) == 1  # refused calls never reached an engine and are not recorded
 
 
 def test_request_body_size_limit(vllm_engine: Any, tmp_path: Path) -> None:
@@ -362,10 +371,10 @@ def test_an_adapter_loaded_at_run_time_is_served_and_recorded_under_its_name(
         base_reply = client.post("/chat/completions", json=body, headers=tags("ep-lora", turn=1))
     finally:
         vllm_engine.client.unload_adapter("pol-v1")
-    row = row_for(proxy.config.table_root, adapted.headers["x-request-id"])
+    row = row_for(proxy, adapted.headers["x-request-id"])
     assert row["model"] == "pol-v1" and row["adapter_version"] == "pol-v1"
     assert len(row["completion_token_ids"]) == len(row["completion_logprobs"]) > 0
-    base_row = row_for(proxy.config.table_root, base_reply.headers["x-request-id"])
+    base_row = row_for(proxy, base_reply.headers["x-request-id"])
     assert base_row["adapter_version"] is None
     assert list(base_row["completion_token_ids"]) != list(row["completion_token_ids"])
 
@@ -395,7 +404,7 @@ def test_sigkill_loses_at_most_the_unflushed_buffer(
         server.stop()
     shards = sorted((tmp_path / "recorded_calls").glob("*.parquet"))
     assert len(shards) == calls // flush_every
-    found = rows(tmp_path)  # DuckDB reads every shard: none is corrupt
+    found = stored_rows(tmp_path)  # DuckDB reads every shard: none is corrupt
     assert len(found) == calls - calls % flush_every
     assert sorted(r["turn_index"] for r in found) == list(range(calls - calls % flush_every))
 
@@ -414,11 +423,79 @@ def test_admin_flush_writes_the_buffer_now(vllm_engine: Any, tmp_path: Path) -> 
         for _ in range(3):
             body = {"model": "tiny", "messages": CHAT, "max_tokens": 2}
             assert c.post("/chat/completions", json=body).status_code == 200
-        assert rows(tmp_path) == []
+        assert stored_rows(tmp_path) == []
         assert httpx.post(f"{server.url}/admin/flush").status_code == 401
         answer = httpx.post(f"{server.url}/admin/flush", headers=auth).json()
-        assert answer == {"flushed": 3, "rows_written": 3}
-        assert len(rows(tmp_path)) == 3
+        assert answer == {"flushed": 3, "rows_written": 3, "in_flight": 0}
+        assert len(stored_rows(tmp_path)) == 3
+        assert server.flush() == {"flushed": 0, "rows_written": 3, "in_flight": 0}  # the client sends the token
+
+
+def test_a_flush_waits_for_a_call_in_flight_whose_client_gave_up(tmp_path: Path, silent_upstream: str) -> None:
+    """`flush_recorded_calls` returns once every call the proxy received is written: a call whose client gave up
+    is still in flight (the proxy waits for the upstream), and the flush waits for its row; with no time to
+    wait, the answer says the call is still in flight and nothing of it is on disk yet."""
+    config = ProxyConfig(
+        upstreams=(silent_upstream,),
+        table_root=tmp_path,
+        flush_every=1000,
+        flush_interval_s=3600,
+        upstream_timeout_s=1.0,
+        port=0,
+    )
+    with ProxyThread(config) as server:
+        with pytest.raises(httpx.TimeoutException):
+            httpx.post(f"{server.base_url}/completions", json={"model": "tiny", "prompt": "hi"}, timeout=0.2)
+        deadline = time.monotonic() + 30
+        while server.proxy.calls < 1:  # the proxy has read the call (a precondition, not the rows)
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert server.flush(wait_s=0) == {"flushed": 0, "rows_written": 0, "in_flight": 1}
+        assert stored_rows(tmp_path) == []
+        assert server.flush() == {"flushed": 1, "rows_written": 1, "in_flight": 0}
+        (row,) = stored_rows(tmp_path)  # on disk while the proxy still runs
+        assert row["status_code"] == 504
+
+
+def test_drain_waits_for_a_write_started_while_it_waited(tmp_path: Path) -> None:
+    """The recorder's drain (behind every flush) returns only once every row added before it is written, also a
+    row that a flush by size took from the buffer while the drain waited for an earlier write."""
+    from types import SimpleNamespace
+
+    from models.serving.proxy import CallRecorder
+
+    gates = {"r1": threading.Event(), "r3": threading.Event()}
+    written: list[str] = []
+
+    class GatedStore:
+        def append_rows(self, table: str, batch: list[dict[str, Any]]) -> SimpleNamespace:
+            ids = [row["request_id"] for row in batch]
+            for key, gate in gates.items():
+                if key in ids:
+                    assert gate.wait(30)
+            written.extend(ids)
+            return SimpleNamespace(written=len(batch), path=tmp_path, rejected=())
+
+    async def run() -> None:
+        recorder = CallRecorder(GatedStore(), flush_every=2, flush_interval_s=3600)  # type: ignore[arg-type]
+        first = asyncio.create_task(recorder.add([{"request_id": "r1"}, {"request_id": "r2"}]))  # a write, held
+        await asyncio.sleep(0)
+        await recorder.add([{"request_id": "r3"}])  # buffered
+        drain = asyncio.create_task(recorder.drain())
+        await asyncio.sleep(0)
+        later = asyncio.create_task(recorder.add([{"request_id": "r4"}]))  # after the drain began
+        gates["r1"].set()
+        await first
+        await asyncio.wait({drain}, timeout=0.5)
+        assert not drain.done() or "r3" in written, "drain returned before r3, added before it, was written"
+        gates["r3"].set()
+        await drain
+        assert "r3" in written
+        await later
+        await recorder.close()
+        assert sorted(written) == ["r1", "r2", "r3", "r4"]
+
+    asyncio.run(run())
 
 
 def test_rows_are_flushed_by_age(vllm_engine: Any, tmp_path: Path) -> None:
@@ -439,7 +516,7 @@ def test_rows_are_flushed_by_age(vllm_engine: Any, tmp_path: Path) -> None:
         deadline = time.monotonic() + 5
         while server.proxy.recorder.rows_written < 3 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert len(rows(tmp_path)) == 3  # on disk while the proxy still runs
+        assert len(stored_rows(tmp_path)) == 3  # on disk while the proxy still runs
 
 
 # --------------------------------------------------------------------------------------------- config

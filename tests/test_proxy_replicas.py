@@ -29,12 +29,17 @@ from models.storage import TableStore
 CHAT = [{"role": "user", "content": "Say something about bicycles."}]
 
 
-def rows(root: Path) -> list[dict[str, Any]]:
-    return TableStore(root).query("SELECT * FROM recorded_calls ORDER BY created_at").to_dict("records")
+def rows(source: Path | ProxyThread) -> list[dict[str, Any]]:
+    """The recorded rows: of a stopped proxy, from its tables (a path: it wrote everything when it stopped), or of
+    a running proxy once it has written every call it received (its flush, never a wait)."""
+    if isinstance(source, ProxyThread):
+        assert source.flush()["in_flight"] == 0
+        source = source.config.table_root
+    return TableStore(source).query("SELECT * FROM recorded_calls ORDER BY created_at").to_dict("records")
 
 
-def row_for(root: Path, request_id: str) -> dict[str, Any]:
-    found = [r for r in rows(root) if r["request_id"] == request_id]
+def row_for(source: Path | ProxyThread, request_id: str) -> dict[str, Any]:
+    found = [r for r in rows(source) if r["request_id"] == request_id]
     assert len(found) == 1, f"expected one row for {request_id}, got {len(found)}"
     return found[0]
 
@@ -219,12 +224,12 @@ def test_a_5xx_is_retried_only_when_the_replica_is_dead(fakes: tuple[FakeEngine,
     with ProxyThread(config) as proxy, httpx.Client(base_url=proxy.base_url, timeout=30) as c:
         first = chat(c)  # the tie goes to A first
         assert first.status_code == 500 and b.calls == 0
-        assert row_for(tmp_path, first.headers["x-request-id"])["upstream"] == a.base_url
+        assert row_for(proxy, first.headers["x-request-id"])["upstream"] == a.base_url
         a.health_status = 503  # now a dead engine behind a live HTTP server (vLLM's EngineDeadError)
         chat(c)  # to B: the round-robin turn
         retried = chat(c)  # to A, which fails with a 500 and a failing /health: retried on B
         assert retried.status_code == 200 and retried.json()["choices"][0]["message"]["content"] == "B"
-        assert row_for(tmp_path, retried.headers["x-request-id"])["upstream"] == b.base_url
+        assert row_for(proxy, retried.headers["x-request-id"])["upstream"] == b.base_url
         assert proxy.proxy.replicas.snapshot()[a.base_url]["healthy"] is False
 
 
@@ -343,7 +348,7 @@ def test_real_replicas_serve_an_adapter_loaded_through_the_group(
         with httpx.Client(base_url=replicated.base_url, timeout=60) as c:
             answers = [c.post("/chat/completions", json=body) for _ in range(4)]
         assert [r.status_code for r in answers] == [200] * 4
-        found = [row_for(replicated.config.table_root, r.headers["x-request-id"]) for r in answers]
+        found = [row_for(replicated, r.headers["x-request-id"]) for r in answers]
         assert {r["upstream"] for r in found} == {vllm_engine.base_url, second_engine.base_url}
         assert {r["adapter_version"] for r in found} == {"grp-v1"}
         # Same adapter, same greedy prompt: the replicas agree on the tokens too.
@@ -366,7 +371,7 @@ def test_real_replicas_share_the_calls(vllm_engine: VLLMEngine, replicated: Prox
             c.post("/chat/completions", json={"model": "tiny", "messages": CHAT, "max_tokens": 4}) for _ in range(6)
         ]
     assert [r.status_code for r in answers] == [200] * 6
-    upstreams = [row_for(replicated.config.table_root, r.headers["x-request-id"])["upstream"] for r in answers]
+    upstreams = [row_for(replicated, r.headers["x-request-id"])["upstream"] for r in answers]
     assert set(upstreams) == set(replicated.config.upstreams)
 
 
@@ -394,11 +399,11 @@ def test_killing_a_real_replica_mid_batch_loses_no_call(
     tries = sum(s["calls"] for s in proxy.replicas.snapshot().values()) - tries_before
     assert tries > len(answers)  # the calls in flight on the victim were sent again, to the survivor
     assert [r.status_code for r in answers] == [200] * 12, [r.text for r in answers if r.status_code != 200]
-    found = [row_for(replicated.config.table_root, r.headers["x-request-id"]) for r in answers]
+    found = [row_for(replicated, r.headers["x-request-id"]) for r in answers]
     assert all(r["status_code"] == 200 and len(r["completion_token_ids"]) == 64 for r in found)
     assert proxy.replicas.snapshot()[victim]["healthy"] is False
     with httpx.Client(base_url=replicated.base_url, timeout=60) as c:
         later = [c.post("/chat/completions", json=body | {"max_tokens": 4}) for _ in range(4)]
     assert [r.status_code for r in later] == [200] * 4
-    later_rows = [row_for(replicated.config.table_root, r.headers["x-request-id"]) for r in later]
+    later_rows = [row_for(replicated, r.headers["x-request-id"]) for r in later]
     assert {r["upstream"] for r in later_rows} == {survivor}

@@ -146,8 +146,12 @@ def keyed_proxy(vllm_engine: Any, tmp_path: Path) -> Iterator[ProxyThread]:
         yield server
 
 
-def _rows(root: Path) -> list[dict[str, Any]]:
-    return TableStore(root).query("SELECT * FROM recorded_calls ORDER BY created_at").to_dict("records")
+def _rows(proxy: ProxyThread) -> list[dict[str, Any]]:
+    """The running proxy's rows once it has written every call it received (its flush, never a wait)."""
+    assert proxy.flush()["in_flight"] == 0
+    return (
+        TableStore(proxy.config.table_root).query("SELECT * FROM recorded_calls ORDER BY created_at").to_dict("records")
+    )
 
 
 def test_every_proxy_route_but_health_needs_the_token(keyed_proxy: ProxyThread) -> None:
@@ -187,7 +191,7 @@ def test_bad_tags_and_model_names_are_400s_before_the_upstream_and_the_recording
         assert nested.status_code == 400 and "nest" in nested.json()["error"]["message"]
         good = [c.post("/chat/completions", json=body, headers={HEADER_TURN: str(t)}) for t in range(7)]
         assert [r.status_code for r in good] == [200] * 7
-    rows = _rows(root)
+    rows = _rows(keyed_proxy)
     assert sorted(r["turn_index"] for r in rows if r["status_code"] == 200) == list(range(7))  # all 7 written
     refused = (
         TableStore(root)

@@ -34,7 +34,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import torch
 
 from environments.core.runtime import EpisodeResult, progress_logger, run_episodes
@@ -43,6 +42,7 @@ from models.evaluation.stats import mean_estimate
 from models.records import rows_for
 from models.serving.adapters import advance_adapter
 from models.serving.engine import EngineClient
+from models.serving.proxy import flush_recorded_calls
 from models.storage import TableStore
 from models.training.config import PPOConfig, PPOResult, Services, adapter_name, learning_seat
 from models.training.distributed import DataParallelLearner, distributed_rollouts
@@ -63,11 +63,15 @@ class PPOState:
 
 
 def flush_proxy(proxy_base_url: str, api_key: str | None = None) -> None:
-    """Ask the proxy to write its buffered rows now."""
-    root = proxy_base_url.removesuffix("/v1")
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
-    response = httpx.post(f"{root}/admin/flush", timeout=60, headers=headers)
-    response.raise_for_status()
+    """Wait for the proxy to write every call it has received (`flush_recorded_calls`) before the batch is read.
+    A call still in flight after the proxy's wait (its client gave up on it; the upstream has not answered) may
+    be missing from the batch: logged, not fatal."""
+    answer = flush_recorded_calls(proxy_base_url, api_key)
+    if answer.get("in_flight"):
+        log.warning(
+            "the proxy still had %d calls in flight after its flush wait; their rows may be missing from this batch",
+            answer["in_flight"],
+        )
 
 
 def load_recorded_turns(store: TableStore, episode_ids: list[str], seat: str) -> dict[str, list[RecordedTurn]]:

@@ -35,6 +35,11 @@ token (`api_key`) every route but /health needs it; a non-loopback `host` needs 
 Run it as a process: `python -m models.serving.proxy --upstream http://127.0.0.1:8000/v1 --port 8100`, or from
 Python with `ProxyServer(config)` (a subprocess) or `ProxyThread(config)` (uvicorn in a thread).
 
+Reading the rows of calls one has made: call `flush_recorded_calls(url, api_key)` (or `proxy.flush()`) first. It
+returns once every call the proxy has received is written (POST /admin/flush: the calls in flight are waited
+for, then the buffer is written and every write in progress awaited), so a reader never waits for time or
+polls for rows. A stopped proxy has written everything (SIGTERM flushes); a killed one lost its buffer.
+
 Several upstreams are replicas of one engine: each call goes to the replica with the fewest calls in flight,
 a replica that fails in transport or on /health leaves the rotation until a probe succeeds, and a call that
 failed on one replica is retried on another; its row names the replica that answered (docs/scale_out.md).
@@ -59,7 +64,7 @@ from models.serving.proxy.calls import (
 from models.serving.proxy.cli import main, parse_args
 from models.serving.proxy.config import API_KEY_ENV, TABLE, UPSTREAM_API_KEY_ENV, UPSTREAM_KINDS, ProxyConfig
 from models.serving.proxy.recorder import CallRecorder
-from models.serving.proxy.server import ProxyServer, ProxyThread
+from models.serving.proxy.server import ProxyServer, ProxyThread, flush_recorded_calls
 
 __all__ = [
     "API_KEY_ENV",
@@ -77,6 +82,7 @@ __all__ = [
     "check_model_name",
     "create_app",
     "error_body",
+    "flush_recorded_calls",
     "json_depth_exceeds",
     "main",
     "parse_args",

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
 import httpx
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.requests import ClientDisconnect
 
@@ -42,6 +42,9 @@ from models.storage import TableStore
 
 log = logging.getLogger("socialrl.proxy")
 
+FLUSH_WAIT_S = 60.0
+"""How long `POST /admin/flush` waits, unless told (`?wait_s=`), for the calls in flight when it arrives."""
+
 if importlib.util.find_spec("sniffio") is None:
     # httpcore 1.0 runs `import sniffio` on every lock and event it creates (several per request) and
     # falls back to asyncio when that fails; without sniffio installed, each failed import searches
@@ -66,6 +69,8 @@ class RolloutProxy:
         self._pool_cycle: Iterator[httpx.AsyncClient] = iter(())
         self._startup: list[asyncio.Task[bool]] = []
         self.calls = 0
+        self._in_flight: dict[int, asyncio.Event] = {}  # calls received and not yet answered (their rows unadded)
+        self._call_numbers = itertools.count()
 
     # ---------------------------------------------------------------------------------- lifecycle
     async def start(self) -> None:
@@ -236,6 +241,35 @@ class RolloutProxy:
         return b"".join(chunks)
 
     async def handle(self, request: Request, endpoint: str, path: str) -> Response:
+        """Answer one call; while it runs it is in flight (`flush` waits for it: its row is added before the
+        answer, also when the client has gone)."""
+        number, done = next(self._call_numbers), asyncio.Event()
+        self._in_flight[number] = done
+        try:
+            return await self._handle(request, endpoint, path)
+        finally:
+            del self._in_flight[number]
+            done.set()
+
+    async def flush(self, wait_s: float) -> dict[str, int]:
+        """Write every call received so far: wait up to `wait_s` for the calls in flight now to be answered
+        (each adds its row first), then write the buffer and wait for every write in progress (the recorder's
+        `drain`). Calls received meanwhile are not waited for. Answers how many rows this wrote, the rows
+        written in all, and how many of the calls in flight were still unanswered after `wait_s` (their rows
+        are not written yet; an upstream call ends within `upstream_timeout_s` per try)."""
+        before = self.recorder.rows_written
+        waiting = list(self._in_flight.values())
+        if waiting:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*(done.wait() for done in waiting)), wait_s)
+        await self.recorder.drain()
+        return {
+            "flushed": self.recorder.rows_written - before,
+            "rows_written": self.recorder.rows_written,
+            "in_flight": sum(not done.is_set() for done in waiting),
+        }
+
+    async def _handle(self, request: Request, endpoint: str, path: str) -> Response:
         request_id = uuid.uuid4().hex
         started = time.perf_counter()
         try:
@@ -418,13 +452,10 @@ def create_app(config: ProxyConfig) -> FastAPI:
         return proxy.health()
 
     @app.post("/admin/flush")
-    async def flush() -> Response:
-        """Write the buffered rows now (a trainer calls this before reading an iteration's calls)."""
-        before = proxy.recorder.rows_written
-        await proxy.recorder.drain()
-        return JSONResponse(
-            {"flushed": proxy.recorder.rows_written - before, "rows_written": proxy.recorder.rows_written}
-        )
+    async def flush(wait_s: float = Query(FLUSH_WAIT_S, ge=0, le=3600)) -> Response:
+        """Write every call received so far (`RolloutProxy.flush`); a trainer or a test calls this (through
+        `models.serving.proxy.flush_recorded_calls`) before reading the calls it made."""
+        return JSONResponse(await proxy.flush(wait_s))
 
     if config.api_key is not None:
         app.add_middleware(BearerAuth, token=config.api_key)

@@ -108,11 +108,15 @@ class CallRecorder:
             await self.flush()  # never raises: a failed write goes to the dead-letter file
 
     async def drain(self) -> None:
-        """Return once every row buffered so far is in a renamed shard (or in the dead-letter file): waits for
-        the writes in progress, then writes the buffer."""
-        if self._writes:
-            await asyncio.gather(*(asyncio.shield(w) for w in list(self._writes)), return_exceptions=True)
+        """Return once every row added before this call is in a renamed shard (or in the dead-letter file): the
+        buffer becomes one more write, and every write in progress at the call is awaited. The writes are taken
+        before the first await, so a flush that starts meanwhile (by size or by age) holds only rows added
+        later; waiting for the writes first and taking the buffer after (as before) missed the rows that such a
+        flush took from the buffer in between."""
+        in_progress = list(self._writes)
         await self.flush()
+        if in_progress:
+            await asyncio.gather(*(asyncio.shield(w) for w in in_progress), return_exceptions=True)
 
     async def close(self) -> None:
         if self._timer is not None:

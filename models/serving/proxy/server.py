@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 
 from models.serving.process import ServerThread, free_port, kill_server, log_tail, spawn_server, stop_server
-from models.serving.proxy.app import RolloutProxy, create_app
+from models.serving.proxy.app import FLUSH_WAIT_S, RolloutProxy, create_app
 from models.serving.proxy.config import API_KEY_ENV, UPSTREAM_API_KEY_ENV, ProxyConfig
 from models.settings import REPO_ROOT
 
@@ -26,11 +26,37 @@ def _health_ok(url: str) -> bool:
         return False
 
 
+FLUSH_WRITE_S = 60.0
+"""What `flush_recorded_calls` allows, beyond the wait for calls in flight, for the proxy to write its buffer."""
+
+
+def flush_recorded_calls(url: str, api_key: str | None = None, wait_s: float = FLUSH_WAIT_S) -> dict[str, int]:
+    """Make a running proxy write every call it has received so far, and return once it has: the one way to
+    wait for the recorder before reading `recorded_calls` (a trainer before building its batch, a test before
+    checking its rows). `url` is the proxy's root or base URL (`.../v1`); `api_key` its token, when it has one.
+    The proxy waits up to `wait_s` for calls still in flight (a client that gave up on a call does not end it:
+    its row comes when the upstream answers or times out). Returns the proxy's answer: `flushed` (rows this
+    wrote), `rows_written` (in all) and `in_flight` (calls received before the flush still unanswered after
+    `wait_s`, whose rows are not written yet; 0 when every call received is on disk). Raises on an HTTP error."""
+    root = url.rstrip("/").removesuffix("/v1")
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+    response = httpx.post(
+        f"{root}/admin/flush", params={"wait_s": wait_s}, headers=headers, timeout=wait_s + FLUSH_WRITE_S
+    )
+    response.raise_for_status()
+    return response.json()
+
+
 class _ProxyAddress:
     """Where a running proxy listens (`config.host`, `port`)."""
 
     config: ProxyConfig
     port: int
+
+    def flush(self, wait_s: float = FLUSH_WAIT_S) -> dict[str, int]:
+        """`flush_recorded_calls` on this proxy (with its token): every call it has received is written when this
+        returns, unless the answer's `in_flight` counts calls still unanswered after `wait_s`."""
+        return flush_recorded_calls(self.url, self.config.api_key, wait_s)
 
     @property
     def url(self) -> str:
