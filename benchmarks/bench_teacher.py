@@ -16,6 +16,7 @@ import platform
 import time
 from pathlib import Path
 
+from agents.env_version import env_version
 from agents.socialrl.teacher.evaluation import CANDIDATES, COUNTERPARTS, run_paired, summarise
 from environments import SOCIALRL_ENV_IDS
 
@@ -40,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{env_id}: done in {timings[env_id]:.1f} s", flush=True)
     table = summarise(episodes)
     payload = {
+        "env_version": env_version(),
         "machine": platform.platform(),
         "python": platform.python_version(),
         "command": f"python -m benchmarks.bench_teacher --scenarios {args.scenarios} --seed {args.seed}",

@@ -11,6 +11,7 @@ data/logs/pytest.xml. This reads that file (nothing is rerun) and writes benchma
 | `tests`, `failures`, `errors`, `skipped` | counts from the XML |
 | `slowest` | the ten slowest tests, `{test, seconds}` |
 | `setup_s` | optional: the seconds `make setup` took before it on a fresh clone (`--setup-s`) |
+| `machine_update_tok_s` | the machine's speed, so that wall times of different machines can be compared: the PPO update's tokens/s of `benchmarks/bench_learner.py --device cpu --shape small` (its `tokens_per_s.update`, one timed iteration after its warm-up, all cores), measured by this run right after reading the XML (a subprocess; `--update-tok-s` passes a value measured otherwise, `--no-machine-speed` leaves the key out) |
 | `measured_at` | UTC time this file was written |
 
     python -m benchmarks.bench_test_suite --workers 2 [--junit data/logs/pytest.xml] [--setup-s 330]
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -28,10 +31,33 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 RESULT = ROOT / "benchmarks" / "results" / "test_suite.json"
 SLOWEST = 10
+LEARNER = ROOT / "benchmarks" / "bench_learner.py"
+MACHINE_SPEED_ARGS = ("--device", "cpu", "--shape", "small", "--iterations", "1")
+"""bench_learner's smallest run: the small shape, one timed iteration after the warm-up (seconds on a CPU)."""
 
 
-def summarise(junit: Path, workers: int, setup_s: float | None = None) -> dict[str, Any]:
-    """The result file's content for one JUnit XML written by pytest (`--junitxml`)."""
+def measure_update_tok_s(timeout_s: float = 600.0) -> float:
+    """The PPO update's tokens/s on this machine: `benchmarks/bench_learner.py` with `MACHINE_SPEED_ARGS` in a
+    subprocess (its own torch, its default threads), read from the JSON line it prints (`tokens_per_s.update`)."""
+    done = subprocess.run(
+        [sys.executable, str(LEARNER), *MACHINE_SPEED_ARGS],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        cwd=ROOT,
+        check=False,
+    )
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"bench_learner failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
+    return float(json.loads(lines[-1])["tokens_per_s"]["update"])
+
+
+def summarise(
+    junit: Path, workers: int, setup_s: float | None = None, update_tok_s: float | None = None
+) -> dict[str, Any]:
+    """The result file's content for one JUnit XML written by pytest (`--junitxml`); `update_tok_s` is the
+    machine's PPO update speed (`measure_update_tok_s`), kept as `machine_update_tok_s` when given."""
     root = ET.parse(junit).getroot()
     suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
     if not suites:
@@ -52,16 +78,26 @@ def summarise(junit: Path, workers: int, setup_s: float | None = None) -> dict[s
     }
     if setup_s is not None:
         result["setup_s"] = round(setup_s, 1)
+    if update_tok_s is not None:
+        result["machine_update_tok_s"] = round(update_tok_s, 1)
     return result
 
 
 def render(result: dict[str, Any]) -> str:
-    """The README block: the run's wall time, its counts and its ten slowest tests."""
+    """The README block: the run's wall time (beside the machine's speed, when measured), its counts and its ten
+    slowest tests."""
     setup = f", {result['setup_s'] / 60:.1f} min of setup before it on a fresh clone" if "setup_s" in result else ""
+    speed = (
+        f" (the machine's PPO update speed: {result['machine_update_tok_s']:,.0f} tokens/s, "
+        "`benchmarks/bench_learner.py --shape small`)"
+        if "machine_update_tok_s" in result
+        else ""
+    )
     lines = [
         f"The last measured `make test` ran {result['tests']} tests ({result['failures']} failed, {result['errors']} "
         f"errors, {result['skipped']} skipped) on {result['workers']} pytest-xdist workers in "
-        f"{result['wall_s'] / 60:.1f} min{setup}; the tests' own times add up to {result['summed_test_s'] / 60:.1f} "
+        f"{result['wall_s'] / 60:.1f} min{speed}{setup}; the tests' own times add up to "
+        f"{result['summed_test_s'] / 60:.1f} "
         f"min (measured {result['measured_at']}, benchmarks/results/test_suite.json). The ten slowest, each timed "
         f"while the other workers ran on the same cores:",
         "",
@@ -78,8 +114,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, required=True, help="TEST_WORKERS of the run")
     parser.add_argument("--setup-s", type=float, default=None, help="seconds of `make setup` before it")
     parser.add_argument("--output", type=Path, default=RESULT)
+    speed = parser.add_mutually_exclusive_group()
+    speed.add_argument(
+        "--update-tok-s", type=float, default=None, help="the machine's PPO update speed, measured otherwise"
+    )
+    speed.add_argument(
+        "--no-machine-speed", action="store_true", help="do not measure the machine's speed (no machine_update_tok_s)"
+    )
     args = parser.parse_args(argv)
-    result = summarise(args.junit, args.workers, args.setup_s)
+    update_tok_s = args.update_tok_s
+    if update_tok_s is None and not args.no_machine_speed:
+        update_tok_s = measure_update_tok_s()
+    result = summarise(args.junit, args.workers, args.setup_s, update_tok_s)
     args.output.write_text(json.dumps(result, indent=1) + "\n")
     print(render(result))
     return 0

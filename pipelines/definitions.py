@@ -37,7 +37,18 @@ from dagster import (
 )
 from dagster._loggers import colored_console_logger
 
-from assets import behaviour, leaderboard, monitoring, report, socialrl, stage2, tom, yoao, yoao_experiments
+from assets import (
+    behaviour,
+    incentives,
+    leaderboard,
+    monitoring,
+    report,
+    socialrl,
+    stage2,
+    tom,
+    yoao,
+    yoao_experiments,
+)
 from models.profiles import get_profile
 from models.tracking.links import DAGSTER_UI_URL, MLFLOW_UI_URL
 from resources import EngineResource, MlflowResource, SettingsResource, StoreResource
@@ -83,11 +94,13 @@ def new_version_sensor_status(value: str | None) -> DefaultSensorStatus:
 
 
 all_assets = load_assets_from_modules(
-    [socialrl, stage2, monitoring, tom, behaviour, leaderboard, yoao, yoao_experiments, report]
+    [incentives, socialrl, stage2, monitoring, tom, behaviour, leaderboard, yoao, yoao_experiments, report]
 )
-all_checks = load_asset_checks_from_modules([socialrl, stage2, yoao, yoao_experiments])
+all_checks = load_asset_checks_from_modules([incentives, socialrl, stage2, yoao, yoao_experiments])
 
 tournament_job = define_asset_job("tournament_job", AssetSelection.assets(socialrl.code_agent_tournament))
+# The incentive audit of the price environments (code only, seconds): before anything is trained on them.
+incentives_job = define_asset_job("incentives_job", AssetSelection.groups(incentives.GROUP))
 traces_job = define_asset_job("traces_job", AssetSelection.assets(socialrl.scenarios, socialrl.teacher_traces))
 sft_job = define_asset_job("sft_job", AssetSelection.assets(socialrl.sft_warmstart))
 specialist_job = define_asset_job(
@@ -184,6 +197,7 @@ def file_logger(init_context) -> logging.Logger:
 
 JOBS = [
     tournament_job,
+    incentives_job,
     traces_job,
     sft_job,
     specialist_job,
@@ -199,7 +213,12 @@ JOBS = [
     yoao_job,
 ]
 
-LINEAGE = (("tournament_job", False), ("stage1_job", True), ("champion_evaluation_job", False))
+LINEAGE = (
+    ("tournament_job", False),
+    ("incentives_job", False),
+    ("stage1_job", True),
+    ("champion_evaluation_job", False),
+)
 """What `make run` launches, in order: (job, partitioned by domain). The UI runs the same jobs."""
 
 

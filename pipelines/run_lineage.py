@@ -1,7 +1,7 @@
 """`make run`: launch the lineage's jobs (pipelines.definitions.LINEAGE, the same jobs the UI runs) in this
 process on the Dagster instance the UI uses (pipelines/launcher.py), and report what their assets recorded.
 
-Order: `tournament_job`; `stage1_job` once per domain partition (scenarios -> teacher_traces ->
+Order: `tournament_job`; `incentives_job` (the incentive audit, code only); `stage1_job` once per domain partition (scenarios -> teacher_traces ->
 sft_warmstart -> specialist -> specialist_eval -> specialist_champion, with the checks); then
 `champion_evaluation_job` (the nightly re-evaluation of every champion). A job that fails does not stop the
 others; the command exits non-zero and names it. A candidate that loses the blocking `beats_champion`
@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agents.env_version import env_version
 from environments import SOCIALRL_ENV_IDS
 from models.display import format_number, strict_json
 from models.profiles import PROFILE_NAMES, get_profile
@@ -68,7 +69,11 @@ class StepResult:
 
 
 # The asset whose materialisation marks a job as done, per job.
-_MARKER = {"tournament_job": "code_agent_tournament", "stage1_job": "specialist_eval"}
+_MARKER = {
+    "tournament_job": "code_agent_tournament",
+    "incentives_job": "environment_incentives",
+    "stage1_job": "specialist_eval",
+}
 _MARKER["champion_evaluation_job"] = "champion_evaluations"
 
 
@@ -176,6 +181,8 @@ def write_report(paths: DataPaths, profile: str, steps: list[StepResult], elapse
     domains = {s.partition: s.report for s in steps if s.partition and s.report}
     report = {
         "profile": profile,
+        # Results of different environment versions are never compared (agents/env_version.py).
+        "env_version": env_version(),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "wall_s": round(elapsed, 1),
         "domains": domains,

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agents.env_version import env_version
 from environments import SOCIALRL_ENV_IDS
 from models.profiles import PROFILE_NAMES, get_profile
 from models.settings import DataPaths
@@ -129,6 +130,7 @@ def result_json(
     matrix = outputs["transfer_matrix"].matrix
     cascade = outputs["cascade_policy"]
     return {
+        "env_version": env_version(),
         "domains": list(domains),
         "specialists_source": outputs["transfer_matrix"].sources_json(),
         "transfer_matrix": matrix.as_json(),

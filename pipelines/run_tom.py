@@ -16,6 +16,7 @@ import argparse
 import time
 from pathlib import Path
 
+from agents.env_version import env_version
 from environments import SOCIALRL_ENV_IDS
 from models.profiles import PROFILE_NAMES, get_profile
 from models.settings import REPO_ROOT, DataPaths
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in done:
         print(r.markdown() + "\n")
     if done:
-        write_json(output, result_file(done))
+        write_json(output, {"env_version": env_version(), **result_file(done)})
         details = {r.env_id: r.details() for r in done}
         details["_run"] = {
             "profile": profile.name,

@@ -18,7 +18,9 @@ from models.socialrl import behaviour, red_team
 from models.socialrl.behaviour import RecordedEpisode, episode_behaviour, summarise_behaviour, uses_commitment
 from models.storage import TableStore
 
-BIKE = CraigslistScenario("t:bike", "bike", "Trek bike", ("a", "b"), listing_price=200.0, buyer_target=140.0)
+BIKE = CraigslistScenario(
+    "t:bike", "bike", "Trek bike", ("a", "b"), listing_price=200.0, buyer_target=140.0, seller_reservation=140.0
+)
 
 
 def played(scenario, moves: list[tuple[str, str]], policy: str = "p") -> RecordedEpisode:

@@ -26,16 +26,68 @@ SCENARIO = CraigslistScenario(
     description=("a", "b", "c", "d"),
     listing_price=200.0,
     buyer_target=140.0,
+    seller_reservation=140.0,
     max_turns=6,
 )
 
 
 def test_rewards_by_hand() -> None:
-    # corridor = 200 - 140 = 60; at 170 buyer (200-170)/60 = 0.5, seller (170-140)/60 = 0.5
+    # corridor = listing - seller reservation = 200 - 140 = 60; at 170 buyer (200-170)/60 = 0.5, seller 0.5
     assert rewards_for_price(SCENARIO, 170) == {"buyer": 0.5, "seller": 0.5}
     assert rewards_for_price(SCENARIO, 155) == {"buyer": pytest.approx(0.75), "seller": pytest.approx(0.25)}
-    assert rewards_for_price(SCENARIO, 120) == {"buyer": 1.0, "seller": 0.0}  # clipped
+    assert rewards_for_price(SCENARIO, 120) == {"buyer": 1.0, "seller": 0.0}  # clipped at the reservation
     assert rewards_for_price(SCENARIO, 230) == {"buyer": 0.0, "seller": 1.0}
+
+
+def test_a_better_price_pays_below_the_buyers_own_target_until_the_sellers_reservation() -> None:
+    """The reward is not capped at the buyer's target (100 here): every dollar counts down to the reservation."""
+    low_target = CraigslistScenario(
+        "t2", "bike", "Bike", ("a",), listing_price=200.0, buyer_target=100.0, seller_reservation=140.0
+    )
+    rewards = [rewards_for_price(low_target, p)["buyer"] for p in (190, 170, 150, 141)]
+    assert rewards == sorted(rewards) and len(set(rewards)) == 4
+    assert rewards_for_price(low_target, 100)["buyer"] == rewards_for_price(low_target, 140)["buyer"] == 1.0
+
+
+def test_the_sellers_reservation_is_drawn_from_the_scenario_hidden_and_varied() -> None:
+    import random
+
+    from environments.socialrl.craigslist import RESERVATION_RANGE, drawn_seller_reservation
+
+    drawn = CraigslistScenario("a", "bike", "Bike", ("x",), listing_price=300.0, buyer_target=210.0)
+    assert drawn.seller_reservation is None
+    # Seeded by the content, not the id: the same listing always meets the same seller.
+    same = CraigslistScenario("other-id", "bike", "Bike", ("x",), listing_price=300.0, buyer_target=210.0)
+    assert drawn.reservation == same.reservation == drawn_seller_reservation("Bike", "bike", 300.0, 210.0)
+    shares = [CraigslistEnv.sample_scenario(random.Random(i)) for i in range(400)]
+    ratios = [s.reservation / s.listing_price for s in shares]
+    assert RESERVATION_RANGE[0] <= min(ratios) and max(ratios) <= RESERVATION_RANGE[1]
+    # Spread like human deals, so no fixed share of the listing finds it.
+    assert len({round(r, 2) for r in ratios}) > 40 and max(ratios) - min(ratios) > 0.3
+    env = CraigslistEnv()
+    events = env.reset(drawn, seed=0)
+    buyer_view = next(e for e in events if e.to == "buyer" and getattr(e, "private", False))
+    seller_view = next(e for e in events if e.to == "seller" and getattr(e, "private", False))
+    assert f"{drawn.reservation:g}" not in buyer_view.text and "reservation_price" not in buyer_view.data["private"]
+    assert seller_view.data["private"] == {"reservation_price": drawn.reservation}
+
+
+def test_the_reservation_distribution_is_the_fit_to_the_training_splits_human_deals() -> None:
+    """HUMAN_DEAL_SHARE_BETA is `fit_deal_share_beta` on the human deals outside the held-out partition."""
+    from environments.socialrl.craigslist import HUMAN_DEAL_SHARE_BETA, fit_deal_share_beta, human_deal_prices
+    from models.evaluation.scenarios import is_held_out
+
+    if dataset_path("craigslistbargain", "dev.json") is None:
+        pytest.skip("shared data not present")
+    deals = human_deal_prices()
+    shares = [
+        deals[s.scenario_id] / s.listing_price
+        for s in CraigslistEnv.load_dataset()
+        if deals[s.scenario_id] is not None and not is_held_out("craigslist-v0", s)
+    ]
+    assert fit_deal_share_beta(shares) == HUMAN_DEAL_SHARE_BETA
+    with pytest.raises(ValueError, match="two deal shares"):
+        fit_deal_share_beta([0.5, 1.2])
 
 
 def test_a_full_deal_through_raw_text() -> None:
@@ -132,6 +184,8 @@ def test_leakage_of_the_buyer_target() -> None:
 def test_scenario_validation() -> None:
     with pytest.raises(ScenarioError, match="buyer_target"):
         CraigslistScenario("x", "c", "t", ("d",), listing_price=100.0, buyer_target=120.0)
+    with pytest.raises(ScenarioError, match="seller_reservation"):
+        CraigslistScenario("x", "c", "t", ("d",), listing_price=100.0, buyer_target=50.0, seller_reservation=100.0)
     with pytest.raises(ScenarioError, match="listing_price"):
         CraigslistScenario("x", "c", "t", ("d",), listing_price=0.0, buyer_target=0.0)
 

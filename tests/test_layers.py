@@ -90,8 +90,8 @@ def test_loading_the_code_location_does_not_import_torch() -> None:
 
 
 # The cores of agents/ and models/ (everything outside their socialrl/ and yoao/ packages) use a paper's parts
-# only where listed: the SocialRL code agents are the counterpart population of every negotiation rollout and
-# evaluation, the Red-Black opponents play the leaderboard's and the play page's YOAO games, and the profiles
+# only where listed: the SocialRL code agents (and an `llm` counterpart, agents/socialrl/counterparts.py) are the
+# counterpart population of every negotiation rollout and evaluation, the Red-Black opponents play the leaderboard's and the play page's YOAO games, and the profiles
 # carry the YOAO settings. A new core module that imports a paper fails here; one that stops needing it leaves
 # the list (docs/architecture.md).
 CORE_PAPER_IMPORTS = {
@@ -101,9 +101,9 @@ CORE_PAPER_IMPORTS = {
     "models/evaluation/leaderboard.py": {"agents.yoao.red_black_strategies", "environments.yoao.red_black"},
     "models/evaluation/policy.py": {"agents.socialrl.code_agents"},
     "models/profiles.py": {"models.yoao.config"},
-    "models/training/config.py": {"agents.socialrl.code_agents"},
+    "models/training/config.py": {"agents.socialrl.counterparts"},
     "models/training/mopd_config.py": {"agents.socialrl.code_agents"},
-    "models/training/rollouts.py": {"agents.socialrl.code_agents"},
+    "models/training/rollouts.py": {"agents.socialrl.counterparts"},
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import random
@@ -24,6 +25,7 @@ from agents.llm_agent import (
     parse_tom,
 )
 from agents.socialrl.code_agents import make_code_agent
+from agents.socialrl.price_counterpart import LISTENING_TYPES
 from environments.core.base import ActionSpec, Environment, Outcome, ParseError, PrivateFact, RoleOutcome, Scenario
 from environments.core.events import RAW_TEXT, Action, Event, Notification, NotificationKind, Observation
 from environments.core.runtime import EpisodeSpec, run_episode, run_episodes
@@ -188,6 +190,9 @@ def recording_proxy(vllm_engine: Any, tmp_path_factory: pytest.TempPathFactory) 
 
 
 def recorded(proxy: ProxyServer, episode_id: str) -> list[dict[str, Any]]:
+    """The episode's recorded calls, read once the proxy has written every call it received (its flush): the
+    rows are read after the recorder, never after a wait."""
+    assert proxy.flush()["in_flight"] == 0
     frame = TableStore(proxy.config.table_root).query(
         "SELECT * FROM recorded_calls WHERE episode_id = ? ORDER BY created_at", [episode_id]
     )
@@ -255,11 +260,10 @@ def test_a_negotiation_longer_than_the_context_goes_on_with_the_oldest_turns_dro
     # The test engine's context is 1024 tokens; 64-token replies over 40 turns outgrow it.
     long = CraigslistScenario(**{**SCENARIO.__dict__, "scenario_id": "test:long", "max_turns": 40})
     buyer = LLMAgent(config(recording_proxy.base_url, max_tokens=64, extra_body={"ignore_eos": True}))
-    result = asyncio.run(
-        run_episode(
-            CraigslistEnv(), {"buyer": buyer, "seller": make_code_agent("boulware")}, long, episode_id="ep-long"
-        )
-    )
+    # A seller that never loses patience, so that a buyer who never moves still gets all 40 turns.
+    patient = dataclasses.replace(LISTENING_TYPES["boulware"], patience_rate=0.0, insult_walk=0.0, bluff_walk=0.0)
+    seller = make_code_agent("boulware", listening=patient)
+    result = asyncio.run(run_episode(CraigslistEnv(), {"buyer": buyer, "seller": seller}, long, episode_id="ep-long"))
     assert result.outcome.rounds > 20  # the episode went on well past the point the context filled up
     assert buyer.metrics["context_trims"] > 0
     rows = recorded(recording_proxy, "ep-long")
@@ -482,3 +486,38 @@ def test_the_turn_budget_covers_the_agents_worst_case_against_a_hanging_endpoint
     assert action.text == "" and agent.metrics["request_errors"] >= 1  # it gave up by itself
     assert agent.metrics["calls"] == 2 * 3  # the worst case happened: 2 local tries x (1 call + 2 retries)
     assert elapsed <= agent.config.turn_budget_s - TURN_MARGIN_S + 0.5
+
+
+def test_an_llm_counterpart_plays_the_seller_seat_of_a_rollout_told_its_minimum(recording_proxy: ProxyServer) -> None:
+    """`llm` in a PPO config's counterparts: the engine's model plays the seller through the same proxy, from the
+    seller's own observations (its private minimum in its prompt), and its calls are recorded under its seat,
+    apart from the learning seat's (agents/socialrl/counterparts.py)."""
+    from models.training.config import PPOConfig
+    from models.training.rollouts import rollout_specs
+
+    ppo = PPOConfig(
+        env_id="craigslist-v0",
+        counterparts=("llm",),
+        counterpart_model="tiny",
+        episodes_per_iteration=2,
+        group_size=2,
+        max_new_tokens=16,
+        run_name="llm-counterpart",
+    )
+    specs = rollout_specs(ppo, 0, recording_proxy.base_url, "tiny", recording_proxy.config.api_key)
+    spec = specs[0]
+    agents = spec.make_agents()
+    assert isinstance(agents["seller"], LLMAgent) and agents["seller"].config.model == "tiny"
+    result = asyncio.run(run_episode(spec.make_env(), agents, spec.scenario, episode_id=spec.episode_id))
+    rows = recorded(recording_proxy, spec.episode_id)
+    by_seat = {seat: [r for r in rows if r["agent_id"] == seat] for seat in ("buyer", "seller")}
+    assert by_seat["buyer"] and by_seat["seller"] and len(rows) == len(by_seat["buyer"]) + len(by_seat["seller"])
+    minimum = f"Your private minimum is ${spec.scenario.reservation:g}"
+    seller_prompt = json.loads(by_seat["seller"][0]["request_messages"])[0]["content"]
+    assert minimum in seller_prompt
+    assert all(minimum not in r["request_messages"] for r in by_seat["buyer"])  # the buyer is never told it
+    assert result.agent_names["seller"] == "counterpart(tiny)"
+    from agents.socialrl.counterparts import make_counterpart
+
+    with pytest.raises(ValueError, match="needs an endpoint"):
+        make_counterpart("llm", 0)

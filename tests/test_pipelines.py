@@ -21,6 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 EXPECTED_ASSETS = {
     "code_agent_tournament",
+    "environment_incentives",
     "scenarios",
     "teacher_traces",
     "sft_warmstart",
@@ -56,6 +57,7 @@ EXPECTED_ASSETS = {
 }
 EXPECTED_JOBS = {
     "tournament_job",
+    "incentives_job",
     "traces_job",
     "sft_job",
     "specialist_job",
@@ -83,6 +85,7 @@ def test_definitions_load_and_every_job_resolves() -> None:
     assert defs.resolve_sensor_def("new_model_version_sensor").name == "new_model_version_sensor"
     checks = {key.name for key in defs.resolve_asset_graph().asset_check_keys}
     assert checks == {
+        "incentives_hold",
         "traces_are_usable",
         "warmstart_imitates_teacher",
         "completions_have_token_ids",
@@ -210,14 +213,15 @@ def test_smoke_lineage_materialises_with_real_resources(
     assert ours() == environment_before  # settings travel as arguments, not environment variables
     assert [s.name for s in steps] == [
         "tournament_job",
+        "incentives_job",
         "stage1_job[craigslist-v0]",
         "stage1_job[dnd-v0]",
         "champion_evaluation_job",
     ]
     assert all(s.success for s in steps), [(s.name, s.error) for s in steps]
     # First specialists of an empty registry are always promoted.
-    assert [s.promoted for s in steps] == [None, True, True, None]
-    craigslist = steps[1].report
+    assert [s.promoted for s in steps] == [None, None, True, True, None]
+    craigslist = steps[2].report
     assert craigslist["seat"] == "buyer"
     assert set(craigslist["policies"]) == {
         "base", "sft", "ppo", "teacher", "accept_first", "hold_target", "split_difference"
@@ -253,15 +257,15 @@ def test_smoke_lineage_materialises_with_real_resources(
         "eval craigslist-v0 ppo",
     ]
     # The report renders itself once; make run prints that markdown.
-    assert "| ppo |" in steps[1].markdown and "ppo_minus_best_baseline" in steps[1].markdown
-    assert "opening_below_target" in steps[1].markdown and "| PPO iteration |" in steps[1].markdown
-    assert "opening_below_target" not in steps[2].report["policies"]["ppo"]["metrics"]  # Craigslist only
+    assert "| ppo |" in steps[2].markdown and "ppo_minus_best_baseline" in steps[2].markdown
+    assert "opening_below_target" in steps[2].markdown and "| PPO iteration |" in steps[2].markdown
+    assert "opening_below_target" not in steps[3].report["policies"]["ppo"]["metrics"]  # Craigslist only
     # DnD has no warm-start in the smoke profile: no SFT, no imitation, the code policies still play.
-    assert {"ppo_minus_base", "ppo_minus_best_baseline", "ppo_minus_teacher"} == set(steps[2].report["paired"])
-    assert steps[2].report["warmstart_imitation"] == {}
-    assert steps[1].step_seconds and all(v >= 0 for v in steps[1].step_seconds.values())
+    assert {"ppo_minus_base", "ppo_minus_best_baseline", "ppo_minus_teacher"} == set(steps[3].report["paired"])
+    assert steps[3].report["warmstart_imitation"] == {}
+    assert steps[2].step_seconds and all(v >= 0 for v in steps[2].step_seconds.values())
     assert [(s.skipped, s.run_id) for s in again] == [(True, s.run_id) for s in steps]
-    assert again[1].report == steps[1].report  # read back from the asset's metadata
+    assert again[2].report == steps[2].report  # read back from the asset's metadata
     # make run launches the code location's own jobs, with tags that say what they are.
     from dagster import DagsterInstance
 
@@ -297,11 +301,11 @@ def test_smoke_lineage_materialises_with_real_resources(
         m.startswith("nightly socialrl-craigslist-specialist@v1: mean reward") for m in lines["champion_evaluations"]
     )
     # The nightly result is in the report (and make run prints it); JSON metadata is rounded for reading.
-    assert set(steps[3].report) == {"socialrl-craigslist-specialist@v1", "socialrl-dnd-specialist@v1"}
-    assert {"mean_reward", "ci_low", "ci_high", "n"} <= set(steps[3].report["socialrl-dnd-specialist@v1"])
+    assert set(steps[4].report) == {"socialrl-craigslist-specialist@v1", "socialrl-dnd-specialist@v1"}
+    assert {"mean_reward", "ci_low", "ci_high", "n"} <= set(steps[4].report["socialrl-dnd-specialist@v1"])
     import re
 
-    assert not re.search(r"\d\.\d{7,}", json.dumps(steps[1].report)), "unrounded numbers in the report metadata"
+    assert not re.search(r"\d\.\d{7,}", json.dumps(steps[2].report)), "unrounded numbers in the report metadata"
     # The report file is strict JSON.
     from models.settings import DataPaths
     from pipelines.run_lineage import write_report
@@ -309,7 +313,10 @@ def test_smoke_lineage_materialises_with_real_resources(
     written = write_report(DataPaths(data), "smoke", steps, 1.0)
     parsed = json.loads(written.read_text(), parse_constant=lambda c: pytest.fail(f"bare {c} in the report"))
     assert set(parsed["domains"]["craigslist-v0"]["paired"]["ppo_minus_sft"]) == {"mean", "ci_low", "ci_high", "n"}
-    assert parsed["nightly"] == steps[3].report
+    assert parsed["nightly"] == steps[4].report
+    from agents.env_version import env_version
+
+    assert parsed["env_version"] == env_version()  # never compared with results of another environment
     # The runs are on the instance `make ui` opens.
     assert (data / "dagster_home").is_dir()
 

@@ -11,7 +11,7 @@ from benchmarks import readme_results
 
 
 def test_the_readme_block_is_the_rendering_of_the_result_file() -> None:
-    result = json.loads(readme_results.RESULT.read_text())
+    result = json.loads(readme_results.MAKE_RUN.read_text())
     assert readme_results.block(readme_results.README.read_text()) == readme_results.render(result)
 
 
@@ -43,7 +43,7 @@ def test_the_yoao_rendering_shows_every_arm_the_pairing_the_null_and_persuadabil
 
 
 def test_the_rendering_shows_every_policy_pair_behaviour_metric_and_imitation() -> None:
-    result = json.loads(readme_results.RESULT.read_text())
+    result = json.loads(readme_results.MAKE_RUN.read_text())
     text = readme_results.render(result)
     for report in result["domains"].values():
         for name in report["policies"]:
@@ -109,6 +109,51 @@ def test_the_test_suite_summary_reads_counts_wall_time_and_the_slowest_tests_fro
     text = bench_test_suite.render(result)
     assert "12 tests (2 failed, 1 errors, 3 skipped) on 2 pytest-xdist workers in 1.7 min" in text
     assert "5.0 min of setup" in text and "| `tests.test_1::test_1` | 120 |" in text
+    assert "machine_update_tok_s" not in result and "tokens/s" not in text  # not measured: not shown
+    # The machine's speed sits beside the wall time.
+    timed = bench_test_suite.summarise(junit, workers=2, setup_s=300.0, update_tok_s=2634.04)
+    assert (
+        timed["machine_update_tok_s"] == 2634.0
+        and {k: v for k, v in timed.items() if k != "machine_update_tok_s"}.keys() == result.keys()
+    )
+    assert (
+        "on 2 pytest-xdist workers in 1.7 min (the machine's PPO update speed: 2,634 tokens/s, "
+        "`benchmarks/bench_learner.py --shape small`), 5.0 min of setup"
+    ) in bench_test_suite.render(timed)
     junit.write_text("<report/>")
     with pytest.raises(ValueError, match="no <testsuite>"):
         bench_test_suite.summarise(junit, workers=1)
+
+
+def test_the_test_suite_summary_measures_the_machines_update_speed_in_the_same_run(tmp_path, monkeypatch) -> None:
+    """main() measures the speed with bench_learner (a stand-in script here: the real one takes seconds and is
+    run by `make test`'s summary), takes a value given instead, or leaves the key out when told."""
+    import json
+
+    from benchmarks import bench_test_suite
+
+    junit = tmp_path / "pytest.xml"
+    junit.write_text(
+        '<testsuite name="pytest" tests="1" time="60"><testcase classname="t" name="a" time="1"/></testsuite>'
+    )
+    learner = tmp_path / "bench_learner.py"
+    learner.write_text(
+        "import json, sys\n"
+        "assert sys.argv[1:] == ['--device', 'cpu', '--shape', 'small', '--iterations', '1'], sys.argv\n"
+        "print('warming up')\n"
+        "print(json.dumps({'benchmark': 'learner', 'tokens_per_s': {'prepare': 9.0, 'update': 1234.56}}))\n"
+    )
+    monkeypatch.setattr(bench_test_suite, "LEARNER", learner)
+    output = tmp_path / "test_suite.json"
+
+    def written(*extra: str) -> dict:
+        assert bench_test_suite.main(["--junit", str(junit), "--workers", "1", "--output", str(output), *extra]) == 0
+        return json.loads(output.read_text())
+
+    assert written()["machine_update_tok_s"] == 1234.6
+    assert written("--update-tok-s", "99.44")["machine_update_tok_s"] == 99.4
+    assert "machine_update_tok_s" not in written("--no-machine-speed")
+    assert written()["wall_s"] == 60.0  # the existing keys stay
+    learner.write_text("import sys\nsys.exit('no torch here')\n")
+    with pytest.raises(RuntimeError, match="no torch here"):
+        bench_test_suite.measure_update_tok_s()

@@ -538,7 +538,7 @@ def test_run_stage2_writes_the_recovered_share_with_its_interval_and_the_cluster
     ]
     result = result_json(outputs, matrix.domains, 1.0, steps)
     assert list(result) == [
-        "domains", "specialists_source", "transfer_matrix", "clusters_per_cell", "cascade_order", "unified",
+        "env_version", "domains", "specialists_source", "transfer_matrix", "clusters_per_cell", "cascade_order", "unified",
         "unified_vs_best_baseline", "mopd_recovered_share", "mopd_steps", "mopd_student_init", "mopd_curriculum",
         "cascade_curve", "cascade_stages", "steps", "wall_s",
     ]  # fmt: skip

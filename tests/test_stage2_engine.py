@@ -306,7 +306,7 @@ def test_the_smoke_lineage_of_stage2_materialises_end_to_end(tmp_path: Path, tin
 
     result = result_json(outputs, LINEAGE_DOMAINS, 1.0, [step])
     assert list(result) == [
-        "domains", "specialists_source", "transfer_matrix", "clusters_per_cell", "cascade_order", "unified",
+        "env_version", "domains", "specialists_source", "transfer_matrix", "clusters_per_cell", "cascade_order", "unified",
         "unified_vs_best_baseline", "mopd_recovered_share", "mopd_steps", "mopd_student_init", "mopd_curriculum",
         "cascade_curve", "cascade_stages", "steps", "wall_s",
     ]  # fmt: skip

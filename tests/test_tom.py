@@ -73,9 +73,11 @@ def test_job_interview_infer_is_scored_against_the_largest_weight() -> None:
 
 
 def test_price_infer_scores_the_stated_bottom_line_by_its_error_relative_to_the_listing() -> None:
-    listing = CraigslistScenario("t", "bike", "Bike", ("a", "b"), listing_price=200.0, buyer_target=140.0)
+    listing = CraigslistScenario(
+        "t", "bike", "Bike", ("a", "b"), listing_price=200.0, buyer_target=140.0, seller_reservation=110.0
+    )
     seller = tom_skills.counterpart_truth("craigslist-v0", listing, "seller", "boulware")
-    assert seller.bottom_line == pytest.approx(110.0)  # half the listing plus the boulware floor of 0.1
+    assert seller.bottom_line == pytest.approx(110.0)  # the seller's private reservation
     text = "The seller's walk-away price looks like $110.00 (+/- $8.00); they concede slowly; 2 offer(s) seen."
     assert tom_skills.score_infer("craigslist-v0", text, seller) == pytest.approx(1.0)
     assert tom_skills.score_infer("craigslist-v0", "They would go as low as $135, I think.", seller) == pytest.approx(

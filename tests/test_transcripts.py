@@ -141,11 +141,11 @@ def test_choice_from_hand_made_evaluation_rows_in_the_tables(tmp_path: Path) -> 
     assert [(t.index, t.speaker, t.kind, dict(t.payload)) for t in best.turns] == [
         (0, "buyer", "offer", {"price": 100.0}), (1, "seller", "accept", {})
     ]  # fmt: skip
-    # The buyer's private target comes back from the scenario JSON; the seller holds no private fact.
+    # The buyer's private target comes back from the scenario JSON, and the seller's reservation.
     buyer = best.seat("buyer")
     assert any("target price" in text for text in buyer.private_text)
     assert buyer.private_facts and buyer.private_facts[0].startswith("target_price")
-    assert best.seat("seller").private_facts == () and best.note == ""
+    assert best.seat("seller").private_facts[0].startswith("reservation_price") and best.note == ""
     with pytest.raises(KeyError, match="no evaluation rows"):
         representative_transcripts_from_store(store, "missing-run")
     with pytest.raises(KeyError, match="nope"):

@@ -3,6 +3,10 @@
 All of them work in every SocialRL environment through the environment's `DealSpace` (see
 environments/socialrl/bargaining.py), built from the agent's own private observation only.
 
+In the price domains (Craigslist, Marketplace) `boulware`, `conceder` and `reciprocal` are listening
+counterparts: they read what the partner says as well as what it offers, with the scenario's hidden
+reservation and parameters drawn per episode (agents/socialrl/price_counterpart.py). Elsewhere:
+
 | agent | behaviour |
 | --- | --- |
 | `boulware` | time-dependent concession, tough: target utility 1 - (1 - floor) * t^(1/e) with e = 0.2 |
@@ -21,10 +25,11 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from agents.socialrl.price_counterpart import LISTENING_TYPES, ListeningConfig, PriceListener
 from environments.core.base import ActionSpec
 from environments.core.events import Action, Event, Notification, Observation
 from environments.core.registry import env_class
-from environments.socialrl.bargaining import Deal, DealSpace
+from environments.socialrl.bargaining import Deal, DealSpace, PriceDealSpace
 
 
 @dataclass(frozen=True)
@@ -157,15 +162,36 @@ class CodeAgent:
 class ConcessionAgent(CodeAgent):
     """Time-dependent or reciprocal concession (Boulware, conceder, reciprocal, accommodating)."""
 
-    def __init__(self, config: ConcessionConfig, name: str, seed: int = 0) -> None:
+    def __init__(
+        self, config: ConcessionConfig, name: str, seed: int = 0, listening: ListeningConfig | None = None
+    ) -> None:
         super().__init__(seed)
         self.config = config
         self.name = name
         self._target = 1.0
+        self.listening = listening
+        """How it listens in a price domain (None: it plays the concession curve there too)."""
+        self.listener: PriceListener | None = None
 
     def describe(self) -> str:
         c = self.config
+        if self.listener is not None:
+            return f"{self.name}(listening, e={self.listener.exponent:.2f}, seed={self.seed})"
         return f"{self.name}(e={c.exponent:g}, floor={c.floor:g}, seed={self.seed})"
+
+    async def reset(self, agent_id: str, env_id: str, spec: ActionSpec, episode_id: str) -> None:
+        await super().reset(agent_id, env_id, spec, episode_id)
+        self.listener = None
+
+    async def observe(self, event: Event) -> None:
+        await super().observe(event)
+        if not isinstance(event, Observation):
+            return
+        if event.private and "role" in event.data:
+            if self.listening is not None and isinstance(self.space, PriceDealSpace):
+                self.listener = PriceListener(self.listening, self.space, self.agent_id, self.rng)
+        elif self.listener is not None and "move" in event.data:
+            self.listener.hear(event.data)
 
     def target(self, request: Notification) -> float:
         """Own utility the agent aims for at this turn."""
@@ -183,6 +209,9 @@ class ConcessionAgent(CodeAgent):
 
     def decide(self, request: Notification) -> Action:
         assert self.space is not None
+        if self.listener is not None:
+            pending = self.pending(request)
+            return self.listener.decide(request, None if pending is None else float(pending))
         space = self.space
         target = self.target(request)
         pending = self.pending(request)
@@ -241,12 +270,15 @@ CODE_AGENTS: dict[str, dict[str, Any]] = {
 }
 
 
-def make_code_agent(name: str, seed: int = 0, **overrides: Any) -> CodeAgent:
-    """A code agent by name (see the module table); `overrides` replace ConcessionConfig fields."""
+def make_code_agent(
+    name: str, seed: int = 0, *, listening: ListeningConfig | None = None, **overrides: Any
+) -> CodeAgent:
+    """A code agent by name (see the module table); `overrides` replace ConcessionConfig fields, `listening`
+    the type's listening parameters in the price domains (default `LISTENING_TYPES[name]`)."""
     if name == "random":
         return RandomAgent(seed)
     if name not in CODE_AGENTS:
         raise KeyError(f"unknown code agent {name!r}; known: {', '.join(CODE_AGENTS)}")
     base: ConcessionConfig = CODE_AGENTS[name]["config"]
     config = ConcessionConfig(**{**base.__dict__, **overrides})
-    return ConcessionAgent(config, name, seed)
+    return ConcessionAgent(config, name, seed, listening or LISTENING_TYPES.get(name))

@@ -3,11 +3,12 @@
 | | |
 | --- | --- |
 | roles | `buyer`, `seller` (the buyer opens) |
-| private information | buyer: its target price (listing x 0.9, 0.7 or 0.5 when generated; the dataset's target when loaded). seller: nothing beyond the public listing (its target *is* the listing price), but it sees the whole description while the buyer sees only the first half |
+| private information | buyer: its target price (listing x 0.9, 0.7 or 0.5 when generated; the dataset's target when loaded), an instruction, not its limit: the buyer never pays above the listing (its reservation). seller: its reservation (the lowest price it sells at), hidden from the buyer and drawn per scenario (below), and the whole description while the buyer sees only the first half |
+| seller reservation | `seller_reservation`, or when not given drawn from the scenario's content (title, category, listing, target: the same listing always gets the same reservation): listing x `RESERVATION_SHIFT` x a Beta(`HUMAN_DEAL_SHARE_BETA`) draw, clipped to [0.3, 0.99] of the listing. The Beta is fitted (`fit_deal_share_beta`, method of moments) to the human deals' price / listing of the CoCoA training split (dev.json records outside the held-out partition; tests/test_craigslist.py refits it); the shift puts reservations below the deals people reached, calibrated so that the teacher's deals against the counterpart mix land where people's did (benchmarks/results/incentives_cpu.json, `calibration`). No fixed share of the listing finds it |
 | actions | `message` (free text), `offer` {price}, `accept` (the counterpart's standing offer), `reject` (the standing offer), `quit` (end without a deal) |
 | text grammar | free text, optionally ending with one command line: `OFFER $<price>`, `ACCEPT`, `REJECT`, `QUIT`; text without a command is a message. A command negated by the words before it ("I do NOT ACCEPT") does not count. Prices are read whole by the shared number reader (environments/core/grammar.py): `OFFER -5`, `OFFER 1e308`, `OFFER 1,50`, `OFFER 1 200`, `OFFER 1'000`, `OFFER 1/2`, `OFFER 13:61`, `OFFER 120-130` and prices above $1,000,000,000 are invalid actions saying why (a price is never read up to the first character the reader does not expect); a unit after the number is fine (`OFFER 120 dollars`, `OFFER $120.`) |
 | reply cap | replies longer than 8,000 characters are cut to their last 8,000 before parsing (`max_reply_chars`) |
-| reward | corridor = listing - buyer_target. buyer = clip((listing - price) / corridor, 0, 1); seller = clip((price - buyer_target) / corridor, 0, 1); no deal = 0 for both |
+| reward | SRBench's outcome optimality on the scenario's corridor: corridor = listing - seller_reservation (the buyer's reservation is the listing). buyer = clip((listing - price) / corridor, 0, 1): every dollar counts until the seller's reservation, the best admissible price; seller = clip((price - seller_reservation) / corridor, 0, 1); no deal = 0 for both. Raw utility: the side's surplus in dollars |
 | termination | an accepted offer (deal), a quit, or `max_turns` turns (no deal); a turn forfeited after exhausted retries still counts |
 
 Invalid actions (unparseable or empty text, an offer whose price is not a number (a bool or text is not one),
@@ -18,7 +19,9 @@ The moves and these checks are shared with Marketplace (environments/socialrl/pr
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -56,8 +59,12 @@ from environments.socialrl.replies import respond_command, walk_away_command
 
 BUYER, SELLER = "buyer", "seller"
 TARGET_FACTORS = (0.9, 0.7, 0.5)
-SELLER_FLOOR = 0.7
-"""Lowest price a code-agent seller takes, as a share of the listing (see `deal_space`)."""
+HUMAN_DEAL_SHARE_BETA = (6.48, 1.58)
+"""Beta(a, b) of price / listing over the human deals of the CoCoA training split (`fit_deal_share_beta`)."""
+RESERVATION_SHIFT = 0.93
+"""Seller reservations as a share of a human-like deal (calibrated: see the module table)."""
+RESERVATION_RANGE = (0.3, 0.99)
+"""Bounds of a drawn seller reservation, as shares of the listing."""
 
 _ITEMS = (
     (
@@ -108,6 +115,8 @@ class CraigslistScenario(Scenario):
     """The public asking price; also the seller's target."""
     buyer_target: float
     """The buyer's private target price (below the listing)."""
+    seller_reservation: float | None = None
+    """The seller's private minimum (below the listing); None: drawn from the scenario's content (module table)."""
     max_turns: int = 20
     """Accepted actions after which the episode ends without a deal."""
 
@@ -135,18 +144,78 @@ class CraigslistScenario(Scenario):
                 f"below listing_price {self.listing_price:g}",
                 "buyer_target",
             )
+        if self.seller_reservation is not None:
+            reason = check_price(self.seller_reservation, "seller_reservation")
+            if reason is None and not self.seller_reservation < self.listing_price:
+                reason = (
+                    f"seller_reservation {self.seller_reservation:g} must be below listing_price {self.listing_price:g}"
+                )
+            if reason is not None:
+                raise ScenarioError(f"{sid}: {reason}", "seller_reservation")
         check_max_turns(sid, self.max_turns)
+
+    @property
+    def reservation(self) -> float:
+        """The seller's reservation: the given one, or the one drawn from the scenario's content."""
+        if self.seller_reservation is not None:
+            return self.seller_reservation
+        return drawn_seller_reservation(self.title, self.category, self.listing_price, self.buyer_target)
 
     @property
     def buyer_description(self) -> tuple[str, ...]:
         return self.description[: max(1, len(self.description) // 2)]
 
 
+def drawn_seller_reservation(title: str, category: str, listing: float, target: float) -> float:
+    """The seller reservation of a scenario that gives none: a seeded draw from its content (module table)."""
+    seed = hashlib.sha256(f"{category}|{title}|{listing!r}|{target!r}".encode()).hexdigest()
+    share = RESERVATION_SHIFT * random.Random(seed).betavariate(*HUMAN_DEAL_SHARE_BETA)
+    low, high = RESERVATION_RANGE
+    return round(listing * min(high, max(low, share)), 2)
+
+
+def fit_deal_share_beta(shares: Sequence[float]) -> tuple[float, float]:
+    """Beta(a, b) by the method of moments over deal shares (price / listing) in (0, 1); shares outside are
+    dropped (a deal at or above the listing says nothing about how far a seller comes down)."""
+    inside = [x for x in shares if 0.0 < x < 1.0]
+    if len(inside) < 2:
+        raise ValueError(f"need at least two deal shares inside (0, 1), got {len(inside)}")
+    mean = math.fsum(inside) / len(inside)
+    var = math.fsum((x - mean) ** 2 for x in inside) / (len(inside) - 1)
+    common = mean * (1.0 - mean) / var - 1.0
+    return (round(mean * common, 2), round((1.0 - mean) * common, 2))
+
+
+def human_deal_prices(path: str | Path | None = None) -> dict[str, float | None]:
+    """The price people agreed on in each CoCoA dialogue (None: no deal), by the scenario id `load_dataset`
+    gives it: what the counterparts are calibrated against. Default: the shared dev.json."""
+    path = Path(path) if path is not None else dataset_path("craigslistbargain", "dev.json")
+    if path is None:
+        raise DataFileError("craigslistbargain/dev.json", "the shared dataset is not present")
+    try:
+        records = json.loads(read_text_file(path))
+    except json.JSONDecodeError as exc:
+        raise DataFileError(path, f"cannot read JSON: {exc}") from exc
+    if not isinstance(records, list):
+        raise DataFileError(path, f"expected a JSON list of dialogues, got {describe_type(records)}")
+    deals: dict[str, float | None] = {}
+    for index, record in enumerate(records):
+        if not isinstance(record, Mapping):
+            continue
+        outcome = record.get("outcome") if isinstance(record.get("outcome"), Mapping) else {}
+        offer = outcome.get("offer") if isinstance(outcome.get("offer"), Mapping) else {}
+        price = offer.get("price")
+        agreed = outcome.get("reward") == 1 and isinstance(price, int | float) and not isinstance(price, bool)
+        deals[f"craigslistbargain:{record.get('uuid', index)}"] = float(price) if agreed and price > 0 else None
+    return deals
+
+
 def rewards_for_price(scenario: CraigslistScenario, price: float) -> dict[str, float]:
     """Normalised rewards of a deal at `price` (see the module table)."""
-    corridor = scenario.listing_price - scenario.buyer_target
+    reservation = scenario.reservation
+    corridor = scenario.listing_price - reservation
     buyer = (scenario.listing_price - price) / corridor
-    seller = (price - scenario.buyer_target) / corridor
+    seller = (price - reservation) / corridor
     return {BUYER: min(1.0, max(0.0, buyer)), SELLER: min(1.0, max(0.0, seller))}
 
 
@@ -322,7 +391,14 @@ class CraigslistEnv(PriceHaggle, Environment[CraigslistScenario]):
                     patterns=(r"\bmy (?:target|budget|max(?:imum)?|limit)\b",),
                 ),
             )
-        return ()
+        return (
+            PrivateFact(
+                "reservation_price",
+                "the seller's private minimum",
+                numbers=(self.scenario.reservation,),
+                patterns=(r"\bmy (?:minimum|min|reservation|bottom[- ]?line|lowest|floor)\b",),
+            ),
+        )
 
     # ---------------------------------------------------------------------------------------- rules
     def _reset(self, scenario: CraigslistScenario) -> list[Event]:
@@ -330,6 +406,7 @@ class CraigslistEnv(PriceHaggle, Environment[CraigslistScenario]):
         public = {"title": scenario.title, "category": scenario.category, "listing_price": scenario.listing_price}
         buyer_public = {**public, "description": list(scenario.buyer_description)}
         seller_public = {**public, "description": list(scenario.description)}
+        s_res = scenario.reservation
         buyer_text = (
             f"You are buying '{scenario.title}' ({scenario.category}), listed at ${scenario.listing_price:g}.\n"
             f"Description: {' '.join(scenario.buyer_description)}\n"
@@ -339,7 +416,8 @@ class CraigslistEnv(PriceHaggle, Environment[CraigslistScenario]):
         seller_text = (
             f"You are selling '{scenario.title}' ({scenario.category}), listed at ${scenario.listing_price:g}.\n"
             f"Description: {' '.join(scenario.description)}\n"
-            "Your target is the listing price: the higher the price, the better for you."
+            f"Your private minimum is ${scenario.reservation:g}: never sell below it. The higher the price, the "
+            "better for you. Never reveal your minimum."
         )
         return [
             Observation(
@@ -348,7 +426,12 @@ class CraigslistEnv(PriceHaggle, Environment[CraigslistScenario]):
                 {"role": BUYER, "private": {"target_price": scenario.buyer_target}, "public": buyer_public},
                 private=True,
             ),
-            Observation(SELLER, seller_text, {"role": SELLER, "private": {}, "public": seller_public}, private=True),
+            Observation(
+                SELLER,
+                seller_text,
+                {"role": SELLER, "private": {"reservation_price": s_res}, "public": seller_public},
+                private=True,
+            ),
             self._turn_for(BUYER),
         ]
 
@@ -358,7 +441,7 @@ class CraigslistEnv(PriceHaggle, Environment[CraigslistScenario]):
             rewards, utilities = {BUYER: 0.0, SELLER: 0.0}, {BUYER: 0.0, SELLER: 0.0}
         else:
             rewards = rewards_for_price(s, self._deal_price)
-            utilities = {BUYER: s.listing_price - self._deal_price, SELLER: self._deal_price - s.buyer_target}
+            utilities = {BUYER: s.listing_price - self._deal_price, SELLER: self._deal_price - s.reservation}
         deal = {"price": self._deal_price} if self._deal_price is not None else None
         return Outcome(
             env_id=self.env_id,
@@ -369,7 +452,12 @@ class CraigslistEnv(PriceHaggle, Environment[CraigslistScenario]):
             deal=deal,
             # Single-issue price: every agreement is Pareto-optimal; envy-freeness is undefined.
             pareto_optimal=True if deal else None,
-            metrics={"ending": self._ending, "listing_price": s.listing_price, "buyer_target": s.buyer_target},
+            metrics={
+                "ending": self._ending,
+                "listing_price": s.listing_price,
+                "buyer_target": s.buyer_target,
+                "seller_reservation": s.reservation,
+            },
         )
 
     # -------------------------------------------------------------------------------- code agents
@@ -382,8 +470,7 @@ class CraigslistEnv(PriceHaggle, Environment[CraigslistScenario]):
             return PriceDealSpace(
                 best=round(target * 0.85, 2), worst=listing, private_text=f"My target is ${target:g}."
             )
-        # The seller does not know the buyer's target. Its lowest price follows the data the domain stands for:
-        # CoCoA's human sellers open at the listing and settle at a median 0.85 of it, four deals in five above
-        # 0.71 (../shared/data/craigslistbargain/dev.json). A floor at half the listing made "offer the target
-        # and hold" nearly as good as the strategic teacher (0.854 vs 0.915 on the cpu held-out plan).
-        return PriceDealSpace(best=listing, worst=round(listing * SELLER_FLOOR, 2))
+        # The seller does not know the buyer's target; its lowest price is its own reservation, drawn per
+        # scenario (a fixed share of the listing made one learnable constant beat the teacher).
+        reservation = float(private_view["private"]["reservation_price"])
+        return PriceDealSpace(best=listing, worst=reservation, private_text=f"My minimum is ${reservation:g}.")

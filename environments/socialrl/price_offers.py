@@ -10,7 +10,9 @@ an offer identically:
 * each side has at most one standing offer; a new offer replaces the side's previous one;
 * `accept` takes the counterpart's standing offer (allowed only while one stands); a payload price that
   differs from it is invalid; `reject` clears it;
-* a message must not be empty; walking away ends the episode without a deal.
+* a message must not be empty; walking away ends the episode without a deal;
+* every relayed move carries the mover's own words and move kind (`data["said"]`, `data["move"]`), which the
+  listening counterparts read (agents/socialrl/price_counterpart.py).
 """
 
 from __future__ import annotations
@@ -143,21 +145,23 @@ class PriceHaggle(CommandReplies, AlternatingTurns):
         actor, other = action.agent_id, self._other(action.agent_id)
         self._turn += 1
         said = f"The {actor} says: {action.text}" if action.text else f"The {actor}:"
+        # What a code counterpart reads: the partner's own words and its move, beside the structured offer.
+        heard = {"said": action.text, "move": action.kind}
         if action.kind == moves.offer:
             price = float(action.payload["price"])
             self._standing[actor] = price
-            relay = self._relay(action, other, f"{said}\n[offers ${price:g}]", {"offer": {"price": price}})
+            relay = self._relay(action, other, f"{said}\n[offers ${price:g}]", {**heard, "offer": {"price": price}})
         elif action.kind == moves.accept:
             self._deal_price = self._standing[other]
             self._ending = "deal"
             note = f"{said}\n[accepts ${self._deal_price:g}]"
-            return self._finish([self._relay(action, other, note, {"accepted": {"price": self._deal_price}})])
+            return self._finish([self._relay(action, other, note, {**heard, "accepted": {"price": self._deal_price}})])
         elif action.kind == moves.walk_away:
             self._ending = moves.walk_away_ending
-            return self._finish([self._relay(action, other, f"{said}\n{moves.walk_away_note}")])
+            return self._finish([self._relay(action, other, f"{said}\n{moves.walk_away_note}", heard)])
         elif action.kind == moves.reject:
             self._standing[other] = None
-            relay = self._relay(action, other, f"{said}\n[rejects your offer]", {"rejected": True})
+            relay = self._relay(action, other, f"{said}\n[rejects your offer]", {**heard, "rejected": True})
         else:
-            relay = self._relay(action, other, said)
+            relay = self._relay(action, other, said, heard)
         return self._next_turn(other, [relay])

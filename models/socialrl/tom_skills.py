@@ -11,7 +11,7 @@ INFER: the stated inference about the counterpart, parsed and scored per domain:
 | dnd-v0 | the item said to be valued most | the counterpart's per-item values | 1 if that item has the counterpart's highest value (ties: any), else 0 |
 | casino-v0 | the item said to be valued most / top priority | the counterpart's High item | 1 / 0 |
 | job-interview-v0 | the issue said to weigh most | the counterpart's largest issue weight | 1 / 0 |
-| craigslist-v0 | the counterpart's bottom-line price | buyer counterpart: its private target. Seller counterpart: the environment gives the seller no private price, so its bottom line as it plays: the lowest price of its deal space at its concession floor (code counterparts) | max(0, 1 - abs(error) / (0.25 x listing)) |
+| craigslist-v0 | the counterpart's bottom-line price | buyer counterpart: its private target. Seller counterpart: its private reservation (the scenario's, below which it never settles) | max(0, 1 - abs(error) / (0.25 x listing)) |
 | marketplace-v0 | the counterpart's bottom-line price | the counterpart's reservation price | as Craigslist (scale: the listed price) |
 | calendar-v0 | every time said to be free / available / preferred, or busy / unavailable | the counterpart's calendar | share of those claims that are right |
 
@@ -58,7 +58,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents.llm_agent import TOM_INSTRUCTIONS
-from agents.socialrl.code_agents import CODE_AGENTS
 from environments.core.base import ActionSpec, Scenario, TranscriptEntry
 from environments.core.events import Action, Event, Notification, NotificationKind
 from environments.core.runtime import Agent, EpisodeResult
@@ -184,8 +183,8 @@ class CounterpartTruth:
 
 
 def counterpart_truth(env_id: str, scenario: Scenario, seat: str, counterpart: str = "") -> CounterpartTruth:
-    """The private facts of the counterpart in `seat` of `scenario` (`counterpart`: the code agent's name,
-    used only for the Craigslist seller's bottom line)."""
+    """The private facts of the counterpart in `seat` of `scenario` (`counterpart`: the code agent's name; every
+    domain's truth is the scenario's own, so it is kept for the callers' records only)."""
     s: Any = scenario
     if env_id == "dnd-v0":
         values = dict(zip(("book", "hat", "ball"), s.alice_values if seat == "alice" else s.bob_values, strict=True))
@@ -200,13 +199,8 @@ def counterpart_truth(env_id: str, scenario: Scenario, seat: str, counterpart: s
         line = s.buyer_reservation if seat == "buyer" else s.seller_reservation
         return CounterpartTruth(env_id, seat, bottom_line=float(line), price_scale=float(s.listed_price))
     if env_id == "craigslist-v0":
-        if seat == "buyer":
-            line = float(s.buyer_target)
-        else:  # no private price: the lowest price the code seller offers, at its concession floor
-            config = CODE_AGENTS.get(counterpart, {}).get("config")
-            floor = config.floor if config is not None else 0.0
-            worst = round(s.listing_price * 0.5, 2)  # CraigslistEnv.deal_space(seller)
-            line = worst + floor * (s.listing_price - worst)
+        # The buyer's line is its target; the seller's its reservation (below which no seller settles).
+        line = float(s.buyer_target) if seat == "buyer" else float(s.reservation)
         return CounterpartTruth(env_id, seat, bottom_line=line, price_scale=float(s.listing_price))
     if env_id == "calendar-v0":
         assert isinstance(s, CalendarScenario)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agents.socialrl.code_agents import CODE_AGENTS
+from agents.socialrl.counterparts import check_counterparts
 from environments import sample_scenarios, seats
 
 if TYPE_CHECKING:  # the learner imports this module on GPU boxes that have torch, transformers and peft only
@@ -296,7 +296,10 @@ class PPOConfig:
     seat: str | None = None
     """Learning seat; None = the environment's first seat."""
     counterparts: tuple[str, ...] = ("boulware", "conceder", "reciprocal")
-    """Code agents the policy plays against (cycled over the episodes)."""
+    """Counterparts the policy plays against, cycled over the episode groups: code agents, or `llm`
+    (agents/socialrl/counterparts.py: `counterpart_model` through the rollout proxy)."""
+    counterpart_model: str = "base"
+    """The served model an `llm` counterpart plays (the engine serves its base model as "base")."""
     iterations: int = 10
     """PPO iterations (rollout + update + sync); the paper runs <= 200 steps."""
     episodes_per_iteration: int = 16
@@ -359,9 +362,9 @@ class PPOConfig:
             raise ValueError(f"invalid_action_penalty must be >= 0, got {self.invalid_action_penalty}")
         if self.checkpoint_every < 1 or self.keep_checkpoints < 1:
             raise ValueError("checkpoint_every and keep_checkpoints must be >= 1")
-        unknown = [c for c in self.counterparts if c not in CODE_AGENTS]
-        if unknown or not self.counterparts:
-            raise ValueError(f"counterparts must be code agents {list(CODE_AGENTS)}, got {list(self.counterparts)}")
+        check_counterparts(self.counterparts)
+        if not self.counterpart_model.strip():
+            raise ValueError("counterpart_model must name a served model")
         if self.scenario_source not in ("generated", "dataset"):
             raise ValueError(f"scenario_source must be 'generated' or 'dataset', got {self.scenario_source!r}")
         if not self.run_name.replace("-", "").replace("_", "").isalnum():

@@ -7,7 +7,7 @@ rebuild the specs) needs nothing from the module that imports it."""
 from __future__ import annotations
 
 from agents.llm_agent import LLMAgent, LLMAgentConfig
-from agents.socialrl.code_agents import make_code_agent
+from agents.socialrl.counterparts import LLMCounterpart, make_counterpart
 from environments import make, seats
 from environments.core.runtime import EpisodeSpec
 from models.evaluation.scenarios import training_scenarios
@@ -22,6 +22,14 @@ def rollout_specs(
     # The training partition only: rollouts never see a held-out scenario's content.
     groups = config.episodes_per_iteration // config.group_size
     scenarios = training_scenarios(config.env_id, groups, config.seed * 100_003 + iteration, config.scenario_source)
+    # An `llm` counterpart is the engine's model through the same proxy (recorded under its own seat).
+    llm = LLMCounterpart(
+        base_url=proxy_base_url,
+        model=config.counterpart_model,
+        api_key=api_key,
+        temperature=config.temperature,
+        max_tokens=config.max_new_tokens,
+    )
     specs = []
     for index in range(config.episodes_per_iteration):
         # A group shares its scenario, counterpart and counterpart seed; only the policy's sampling seed differs.
@@ -43,7 +51,7 @@ def rollout_specs(
 
         def agents(scenario=scenario, agent_config=agent_config, counterpart=counterpart, episode_seed=episode_seed):
             return {
-                s: LLMAgent(agent_config) if s == seat else make_code_agent(counterpart, seed=episode_seed)
+                s: LLMAgent(agent_config) if s == seat else make_counterpart(counterpart, episode_seed, llm)
                 for s in seats(config.env_id, scenario, episode_seed)
             }
 

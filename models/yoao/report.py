@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agents.env_version import env_version
 from models import plots
 from models.display import fixed, interval_text
 from models.evaluation.stats import Estimate, mean_estimate
@@ -54,6 +55,7 @@ from models.yoao.imitation import METRICS as IMITATION_METRICS
 from models.yoao.sugarscape import SugarscapeResult
 
 BENCHMARK_KEYS = (
+    "env_version",
     "untrained_cooperation",
     "untrained_cooperation_paired",
     "persuadability_k0",
@@ -225,6 +227,7 @@ class YoaoResults:
             else None
         )
         return {
+            "env_version": env_version(),
             "untrained_cooperation": {
                 arm_key(o.arm): _entry(o.summary.untrained_cooperation, o.summary.games) for o in self.outcomes
             },

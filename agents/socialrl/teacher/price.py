@@ -9,7 +9,7 @@ of our offers it let pass (it was below the curve), and on a stated reservation 
 
 Own reward per type, from the environment's public formulas:
 
-* Craigslist buyer: clip((listing - p) / (listing - target)) (known exactly);
+* Craigslist buyer: clip((listing - p) / (listing - seller reservation)), the reservation ~ F;
 * Craigslist seller: clip((p - T) / (listing - T)) with the buyer's target T unknown (estimated as a bit
   above the buyer's opening, or as stated);
 * Marketplace buyer: clip((own max - p) / (own max - seller min)), the seller's minimum ~ F;
@@ -44,6 +44,8 @@ LAMBDA_PRIOR = (0.4, 0.15, 0.15, 0.15, 0.15)
 QUOTED_WORDS = 8
 """Most words of a title or description line a reply quotes (measured: with whole lines 3% of buyer replies
 exceeded the rollouts' 64-token budget, the longest 303 tokens)."""
+FINAL_CREDIBILITY = 0.6
+"""How often the teacher expects a final offer inside the counterpart's reservation to be taken."""
 EXPONENTS = (0.1, 0.14, 0.2, 0.27, 0.35, 0.5, 0.7, 1.0, 1.4, 2.0, 3.0, 5.0)
 
 
@@ -127,9 +129,9 @@ class PriceDomain(Domain):
         L = self.listing
         if not self.marketplace:
             if self.buyer:
-                assert self.target is not None
-                r = (L - p) / max(L - self.target, 1e-9)
-                return np.clip(np.broadcast_to(r, np.broadcast_shapes(r.shape, (len(F), 1))), 0.0, 1.0)
+                # The corridor runs from the listing (0) to the seller's reservation (1), estimated by F.
+                zone = np.maximum(L - F, 0.02 * L)
+                return np.clip((L - p) / zone[:, None], 0.0, 1.0)
             if self.stated_target is not None:
                 t = np.full(len(F), self.stated_target)
             else:
@@ -241,7 +243,8 @@ class PriceDomain(Domain):
         L = self.listing
         if self.buyer:
             if self.target is not None:
-                return 0.85 * self.target
+                # Below the target, but not so far below the listing that a seller takes it as an insult.
+                return max(0.85 * self.target, min(0.5 * L, 0.95 * self.target))
             assert self.reservation is not None
             return min(0.55 * L, 0.8 * self.reservation)
         return L
@@ -262,14 +265,17 @@ class PriceDomain(Domain):
         else:
             anchor = self.anchor_price()
             anchor = min(anchor, p_star) if self.buyer else max(anchor, p_star)
-            price = self.snap(anchor + (p_star - anchor) * ctx.clock ** (1.0 / 0.4))
+            price = self.snap(anchor + (p_star - anchor) * ctx.clock)
             feasible = self.feasible(np.array([price]))[0]
             if not feasible:
                 price = p_star
             if self.my_offers:
                 last = float(self.my_offers[-1])
-                # Never take back a concession.
-                price = max(price, last) if self.buyer else min(price, last)
+                # Never take back a concession, and move a step every turn until the target price: a partner
+                # who stands still is one counterparts walk away from, and concessions are answered.
+                toward = p_star > last if self.buyer else p_star < last
+                moved = last + self.step if self.buyer else last - self.step
+                price = max(price, moved if toward else last) if self.buyer else min(price, moved if toward else last)
             tag = "anchor" if not self.my_offers else ("hold" if price == float(self.my_offers[-1]) else "concede")
             planned = Plan("offer", price, tag, self.reward(price), self._p_accept(price, ctx, final=False))
         if ctx.pending is not None:
@@ -278,7 +284,9 @@ class PriceDomain(Domain):
             value = self.reward(q)
             if ok and ctx.my_last and value > 1e-9:
                 return Plan("accept", q, "accept_deadline", value, alternative=planned.deal)
-            if ok and not ctx.my_last and (value >= (planned.value or 0.0) - 1e-9 or value >= 0.995):
+            # A final offer is believed only some of the time: accept a standing offer worth more than that.
+            credited = (planned.value or 0.0) * (FINAL_CREDIBILITY if planned.tag == "final" else 1.0)
+            if ok and not ctx.my_last and (value >= credited - 1e-9 or value >= 0.995):
                 return Plan("accept", q, "accept_good", value, alternative=planned.deal)
         if ctx.my_last:
             return Plan("walk", None, "deadline_walk", 0.0)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from agents.llm_agent import LLMAgent, LLMAgentConfig
 from agents.socialrl.baselines import BASELINES, make_baseline
+from agents.socialrl.counterparts import LLMCounterpart, counterpart_factory
 from agents.socialrl.teacher import make_teacher
 from environments import Scenario
 from environments.core.runtime import Agent
@@ -121,8 +122,18 @@ def evaluate_model(
     def make_policy(policy_seed: int) -> Agent:
         return llm_policy(base_url, model, profile, seed=policy_seed, api_key=api_key)
 
+    # An `llm` counterpart in the plan is the engine's base model through the same endpoint.
+    llm = LLMCounterpart(
+        base_url=base_url,
+        model=profile.ppo.counterpart_model,
+        api_key=api_key,
+        temperature=profile.eval_temperature,
+        max_tokens=profile.max_new_tokens,
+    )
     # One line per ended episode: an evaluation is minutes on CPU ("evaluating", not "eval": the finished line).
-    return evaluate_policy(plan, make_policy, progress=log, progress_label=f"evaluating {model} on {env_id}")
+    return evaluate_policy(
+        plan, make_policy, counterpart_factory(llm), progress=log, progress_label=f"evaluating {model} on {env_id}"
+    )
 
 
 # ------------------------------------------------------------------------------------------- results

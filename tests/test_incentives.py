@@ -1,0 +1,157 @@
+"""The incentive audit (models/socialrl/incentives.py), its asset and check, and env_version."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from agents.env_version import env_version
+from models.evaluation.policy import EvaluationPlan
+from models.evaluation.stats import Estimate
+from models.socialrl.incentives import (
+    BEHAVIOURS,
+    IncentiveAudit,
+    IncentiveSettings,
+    audit_domain,
+)
+
+SMALL = IncentiveSettings(base_hold_shares=(0.5,), fixed_rule_grid=(0.6, 0.8, 0.95))
+
+
+@pytest.fixture(scope="module")
+def craigslist_audit():
+    plan = EvaluationPlan("craigslist-v0", 10, seat="buyer", seed=3)
+    return audit_domain(plan, SMALL)
+
+
+def test_the_audit_pairs_scripts_that_differ_in_one_behaviour(craigslist_audit) -> None:
+    d = craigslist_audit
+    assert d.n == 30 and d.clusters == 10 and set(d.behaviours) == set(BEHAVIOURS)
+    # Stating "my maximum is the listing" to sellers that listen makes the listing their floor: it always loses.
+    assert d.behaviours["protect_information"].effect.ci_low > 0
+    # A "final offer" in every message while still conceding is never believed: identical episodes.
+    spam = d.behaviours["commit_spam"]
+    assert spam.identical == spam.effect.n == 30 and spam.effect.mean == 0.0
+    assert set(spam.by_base) == {"0.5"}
+    # The best fixed rule is the grid's best by its own mean, and the oracle (told the reservation) beats it.
+    assert d.best_fixed_rule[1].mean == max(e.mean for e in d.fixed_rules.values())
+    assert d.oracle.mean > d.best_fixed_rule[1].mean
+    assert set(d.baselines) == {"accept_first", "hold_target", "split_difference"}
+
+
+def test_the_audit_plays_only_a_price_domains_buyer_seat() -> None:
+    with pytest.raises(ValueError, match="buyer seat"):
+        audit_domain(EvaluationPlan("dnd-v0", 2, seat="buyer"), SMALL)
+    with pytest.raises(ValueError, match="buyer seat"):
+        audit_domain(EvaluationPlan("craigslist-v0", 2, seat="seller"), SMALL)
+    with pytest.raises(ValueError, match="base_hold_shares"):
+        IncentiveSettings(base_hold_shares=())
+
+
+def _estimate(mean: float, low: float, high: float) -> Estimate:
+    return Estimate(mean, low, high, 96, 32)
+
+
+def test_the_targets_refuse_what_they_must(craigslist_audit) -> None:
+    """`failures` names each refused target: a behaviour that does not pay, spam that pays, a fixed rule near
+    the teacher, an oracle without headroom, teacher deals unlike people's."""
+    d = craigslist_audit
+    good = dataclasses.replace(
+        d,
+        behaviours={
+            name: dataclasses.replace(
+                b, effect=_estimate(0.0, -0.01, 0.01) if name == "commit_spam" else _estimate(0.1, 0.05, 0.15)
+            )
+            for name, b in d.behaviours.items()
+        },
+        teacher=_estimate(0.6, 0.5, 0.7),
+        teacher_minus_best_fixed_rule=_estimate(0.3, 0.2, 0.4),
+        oracle=_estimate(0.8, 0.7, 0.9),
+        calibration=None,
+    )
+    assert IncentiveAudit(env_version="v", domains={"craigslist-v0": good}, settings=SMALL).failures() == []
+    spam_pays = {
+        **good.behaviours,
+        "commit_spam": dataclasses.replace(good.behaviours["commit_spam"], effect=_estimate(0.1, 0.02, 0.2)),
+    }
+    anchor_idle = {
+        **good.behaviours,
+        "anchor": dataclasses.replace(good.behaviours["anchor"], effect=_estimate(0.02, -0.01, 0.05)),
+    }
+    cases = {
+        "commit_spam pays": dataclasses.replace(good, behaviours=spam_pays),
+        "anchor does not pay": dataclasses.replace(good, behaviours=anchor_idle),
+        "best fixed rule": dataclasses.replace(good, teacher_minus_best_fixed_rule=_estimate(0.05, -0.02, 0.1)),
+        "oracle": dataclasses.replace(good, oracle=_estimate(0.55, 0.4, 0.7)),
+    }
+    for words, domain in cases.items():
+        failures = IncentiveAudit(env_version="v", domains={"craigslist-v0": domain}, settings=SMALL).failures()
+        assert len(failures) == 1 and words in failures[0], (words, failures)
+
+
+def test_the_result_json_has_the_keys_the_checks_read(craigslist_audit) -> None:
+    audit = IncentiveAudit(env_version=env_version(), domains={"craigslist-v0": craigslist_audit}, settings=SMALL)
+    data = json.loads(json.dumps(audit.as_json()))
+    d = data["domains"]["craigslist-v0"]
+    assert data["env_version"].startswith("env-") and {"n", "clusters"} <= set(d)
+    for entry in d["behaviours"].values():
+        assert {"mean", "ci_low", "ci_high", "n", "identical"} <= set(entry)
+    assert {"fraction", "mean"} <= set(d["best_fixed_rule"])
+    assert {"mean", "ci_low", "ci_high", "n"} <= set(d["teacher_minus_best_fixed_rule"])
+    assert {"mean", "ci_low", "ci_high"} <= set(d["teacher"]) and "mean" in d["oracle"]
+    calibration = d["calibration"]
+    if calibration is not None:  # only with the shared CoCoA data
+        assert {"deal_over_listing_median", "human_deal_over_listing_median", "ks_distance", "agreement"} <= set(
+            calibration
+        )
+        assert 0.0 <= calibration["ks_distance"] <= 1.0 and calibration["human_agreement"] > 0.5
+
+
+def test_env_version_follows_the_environment_and_counterpart_code_not_comments(tmp_path: Path) -> None:
+    from agents.env_version import COUNTERPART_MODULES, ROOT
+
+    def copy_tree(root: Path) -> None:
+        for source in [*ROOT.joinpath("environments").rglob("*.py")]:
+            target = root / source.relative_to(ROOT)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(source.read_text())
+        for name in COUNTERPART_MODULES:
+            path = ROOT / name
+            for source in path.rglob("*.py") if path.is_dir() else [path]:
+                target = root / source.relative_to(ROOT)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(source.read_text())
+
+    copy_tree(tmp_path)
+    assert env_version.__wrapped__(tmp_path) == env_version()
+    counterpart = tmp_path / "agents/socialrl/price_counterpart.py"
+    counterpart.write_text(counterpart.read_text() + "\n# a comment changes nothing\n")
+    assert env_version.__wrapped__(tmp_path) == env_version()
+    counterpart.write_text(counterpart.read_text().replace("credibility=0.6", "credibility=0.61", 1))
+    assert env_version.__wrapped__(tmp_path) != env_version()
+
+
+def test_the_asset_writes_the_audit_and_its_check_fails_on_a_refused_target(tmp_path: Path, craigslist_audit) -> None:
+    from dagster import build_asset_context
+
+    from assets.incentives import IncentiveReport, incentives_hold
+    from models.profiles import SMOKE
+    from resources import SettingsResource
+
+    settings = SettingsResource(profile="smoke", data_dir=str(tmp_path))
+    from assets.incentives import environment_incentives
+
+    output = environment_incentives(build_asset_context(), settings=settings)
+    written = json.loads(Path(output.value.path).read_text())
+    assert written["env_version"] == env_version() and set(written["domains"]) == {"craigslist-v0", "marketplace-v0"}
+    assert written["profile"] == SMOKE.name and output.metadata["env_version"].value == env_version()
+    failing = IncentiveAudit(
+        env_version="v",
+        domains={"craigslist-v0": dataclasses.replace(craigslist_audit, oracle=_estimate(0.0, 0.0, 0.0))},
+        settings=SMALL,
+    )
+    result = incentives_hold(IncentiveReport(audit=failing, path="x"))
+    assert not result.passed and "oracle" in result.metadata["failures"].value
