@@ -339,3 +339,25 @@ def test_deterministic_by_seed(env_id: str) -> None:
     first, second = play(7), play(7)
     assert first == second
     assert first[1], "the teacher acted"
+
+
+def test_the_teacher_buyer_keeps_listening_sellers_talking_and_never_states_its_target() -> None:
+    """Against sellers that leave a partner who stops moving (agents/socialrl/price_counterpart.py), the teacher
+    buyer never offers the same price three turns running while a seller offer stands, anchors below its target
+    and calls at most one offer final; most of its episodes end in a deal."""
+    from agents.socialrl.price_reading import says_final, stated_limits
+    from environments.core.runtime import run_episode
+
+    scenarios = sample_scenarios("craigslist-v0", 12, seed=5)
+    agreements = 0
+    for i, scenario in enumerate(scenarios):
+        seller = make_code_agent(("boulware", "conceder", "reciprocal")[i % 3], seed=i)
+        result = asyncio.run(run_episode(make("craigslist-v0"), {"buyer": make_teacher(i), "seller": seller}, scenario))
+        agreements += result.outcome.agreement
+        mine = [t for t in result.transcript if t.agent_id == "buyer"]
+        offers = [t.payload["price"] for t in mine if t.kind == "offer"]
+        assert offers and offers[0] < scenario.buyer_target
+        assert all(not (a == b == c) for a, b, c in zip(offers, offers[1:], offers[2:], strict=False)), offers
+        assert sum(says_final(t.text) for t in mine) <= 1
+        assert not any(stated_limits(t.text) for t in mine)
+    assert agreements >= 10

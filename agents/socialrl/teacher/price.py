@@ -272,9 +272,14 @@ class PriceDomain(Domain):
             if self.my_offers:
                 last = float(self.my_offers[-1])
                 # Never take back a concession, and move a step every turn until the target price: a partner
-                # who stands still is one counterparts walk away from, and concessions are answered.
-                toward = p_star > last if self.buyer else p_star < last
+                # who stands still is one counterparts walk away from, and concessions are answered. Past the
+                # target price it holds at most one turn in a row, then moves a step towards the standing offer.
+                held = len(self.my_offers) >= 2 and float(self.my_offers[-2]) == last
+                toward = (p_star > last if self.buyer else p_star < last) or (held and ctx.pending is not None)
                 moved = last + self.step if self.buyer else last - self.step
+                if ctx.pending is not None:
+                    q = float(ctx.pending)
+                    moved = min(moved, q) if self.buyer else max(moved, q)
                 price = max(price, moved if toward else last) if self.buyer else min(price, moved if toward else last)
             tag = "anchor" if not self.my_offers else ("hold" if price == float(self.my_offers[-1]) else "concede")
             planned = Plan("offer", price, tag, self.reward(price), self._p_accept(price, ctx, final=False))
