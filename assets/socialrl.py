@@ -31,7 +31,7 @@ from models.records import rows_for
 from models.serving.adapters import serve_adapter
 from models.serving.model_store import resolve_model
 from models.socialrl import stage1, teachers
-from models.socialrl.imitation import MIN_COMMAND_RATE
+from models.socialrl.imitation import MIN_COMMAND_RATE, MIN_REWARD_SHARE
 from models.storage import TableStore
 from models.tracking import Tracker, git_commit, run_tags
 from models.training.config import Services
@@ -345,8 +345,8 @@ def warmstart_imitation(
 
 @asset_check(asset=warmstart_imitation, partitions_def=DOMAINS)
 def warmstart_imitates_teacher(context, warmstart_imitation: stage1.WarmStartImitation | None) -> AssetCheckResult:
-    """At least 90% of the warm-start's held-out replies end in a valid command line (models/socialrl/imitation.py);
-    its reward as a share of the teacher's on the same episodes is reported beside it."""
+    """At least 90% of the warm-start's held-out replies end in a valid command line, and its reward is at least
+    half the teacher's on the same episodes (models/socialrl/imitation.py: a format-only pass is not imitation)."""
     if warmstart_imitation is None:
         return AssetCheckResult(passed=True, metadata={"skipped": "no warm-start in this profile's domain"})
     report = warmstart_imitation.report
@@ -358,6 +358,7 @@ def warmstart_imitates_teacher(context, warmstart_imitation: stage1.WarmStartImi
                 "command_rate": report.command_rate,
                 "min_command_rate": MIN_COMMAND_RATE,
                 "reward_over_teacher": report.reward_over_teacher,
+                "min_reward_share": MIN_REWARD_SHARE,
             }
         ),
     )

@@ -224,3 +224,35 @@ def test_champion_evaluations_has_an_edge_to_what_it_evaluates() -> None:
 
     parents = defs.resolve_asset_graph().get(AssetKey("champion_evaluations")).parent_keys
     assert {AssetKey("specialist_champion"), AssetKey("unified_evaluation")} <= parents
+
+
+def test_the_warm_start_check_refuses_a_format_only_imitation() -> None:
+    """`warmstart_imitates_teacher` needs the reward too: replies that all end in a command but earn 41% of the
+    teacher's reward on the same episodes fail it (a format-only pass is not imitation)."""
+    from models.evaluation.stats import Estimate
+    from models.socialrl.imitation import ImitationReport
+
+    def report(student_reward: float, teacher_reward: float, command_rate: float = 0.95) -> ImitationReport:
+        def metrics(reward: float, commands: float) -> dict[str, Estimate]:
+            return {
+                "reward": Estimate(reward, reward, reward, 48),
+                "command_rate": Estimate(commands, commands, commands, 48),
+            }
+
+        return ImitationReport(
+            env_id="craigslist-v0",
+            seat="buyer",
+            n=48,
+            student=metrics(student_reward, command_rate),
+            teacher=metrics(teacher_reward, 1.0),
+            reward_minus_teacher=Estimate(student_reward - teacher_reward, -1.0, 1.0, 48),
+        )
+
+    def check(r: ImitationReport) -> bool:
+        return r.passed()  # what `warmstart_imitates_teacher` returns as `passed`
+
+    assert check(report(0.40, 0.70))  # 57% of the teacher's reward, 95% commands
+    assert not check(report(0.29, 0.70))  # 41%: the format alone does not pass
+    assert not check(report(0.60, 0.70, command_rate=0.85))  # the format still counts
+    assert not check(report(0.0, 0.0))  # nothing to compare with
+    assert report(0.40, 0.70).as_json()["min_reward_share"] == 0.5

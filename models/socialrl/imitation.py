@@ -22,7 +22,7 @@ from models.socialrl.episode_metrics import EpisodeRecord, episode_records, pair
 MIN_COMMAND_RATE = 0.9
 """The check's threshold: share of the warm-start's replies that end in a valid command line."""
 MIN_REWARD_SHARE = 0.5
-"""The target share of the teacher's reward on the same episodes (reported; the check reads the command rate)."""
+"""The check's second threshold: the warm-start's mean reward as a share of the teacher's on the same episodes."""
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,12 @@ class ImitationReport:
         teacher = self.teacher["reward"].mean
         return self.student["reward"].mean / teacher if teacher > 0 else math.nan
 
-    def passed(self, min_command_rate: float = MIN_COMMAND_RATE) -> bool:
-        return self.command_rate >= min_command_rate
+    def passed(self, min_command_rate: float = MIN_COMMAND_RATE, min_reward_share: float = MIN_REWARD_SHARE) -> bool:
+        """Format and outcome both: replies end in a valid command at `min_command_rate`, and the reward is at
+        least `min_reward_share` of the teacher's on the same episodes (a teacher that scores 0 leaves nothing
+        to compare with: not passed)."""
+        share = self.reward_over_teacher
+        return self.command_rate >= min_command_rate and math.isfinite(share) and share >= min_reward_share
 
     def as_json(self) -> dict[str, Any]:
         """The result file's `warmstart_imitation` block: the issue's keys first, then every metric."""
@@ -74,6 +78,7 @@ class ImitationReport:
             "reward_over_teacher": share if math.isfinite(share) else None,
             "passed": self.passed(),
             "min_command_rate": MIN_COMMAND_RATE,
+            "min_reward_share": MIN_REWARD_SHARE,
             "n": self.n,
             "seat": self.seat,
             "student": {k: v.as_dict() for k, v in self.student.items()},

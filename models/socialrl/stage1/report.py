@@ -155,11 +155,15 @@ def report_markdown(report: Mapping[str, Any]) -> str:
     imitation = report.get("warmstart_imitation") or {}
     if imitation:
         verdict = "passed" if imitation.get("passed") else "failed"
+        # Runs before the reward-share rule recorded the command-rate threshold only.
+        share_rule = (
+            f" and reward / teacher >= {imitation['min_reward_share']}" if "min_reward_share" in imitation else ""
+        )
         lines += [
             "",
             f"Warm-start imitation on the same {imitation.get('n')} episodes: command rate "
             f"{_fmt(imitation.get('command_rate'))} (teacher {_fmt(imitation.get('teacher_command_rate'))}; "
-            f"check >= {imitation.get('min_command_rate')}: {verdict}), median opening / target "
+            f"check >= {imitation.get('min_command_rate')}{share_rule}: {verdict}), median opening / target "
             f"{_fmt(imitation.get('offer_over_target_median'))} (teacher "
             f"{_fmt(imitation.get('teacher_offer_over_target_median'))}), reward - teacher "
             f"{_cell(imitation.get('reward_minus_teacher'))}, reward / teacher "
