@@ -8,7 +8,7 @@ the run's configuration, so the key appears in no log, no UI page and no metadat
 from dagster import Config
 from pydantic import Field
 
-from models.evaluation.leaderboard import Endpoint
+from models.cli.leaderboard import Endpoint
 from models.socialrl.teachers import TeacherConfig
 from models.yoao.config import Endpoint as TeacherEndpoint
 

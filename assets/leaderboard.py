@@ -1,5 +1,5 @@
 """`endpoint_leaderboard`: any OpenAI-compatible endpoint, the engine's base model and the registered champions
-in every SocialRL domain and the Red-Black game (models/evaluation/leaderboard.py)."""
+in every SocialRL domain and the Red-Black game (models/cli/leaderboard.py)."""
 
 import dataclasses
 import json
@@ -9,7 +9,7 @@ from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
 from assets.common import execution_id, mlflow_links
 from assets.configs import LeaderboardConfig
-from models.evaluation.leaderboard import Endpoint, Leaderboard, evaluate_endpoint, markdown_table, merge_rows
+from models.cli.leaderboard import Endpoint, Leaderboard, evaluate_endpoint, markdown_table, merge_rows
 from models.evaluation.policy import store_evaluation
 from models.records import rows_for
 from models.serving.adapters import serve_adapter

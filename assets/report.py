@@ -10,6 +10,7 @@ from dagster import AssetExecutionContext, IOManager, MetadataValue, Output, Res
 
 from assets.common import mlflow_links
 from assets.monitoring import champion_evaluations
+from models.profiles import PROFILES
 from models.report import (
     MIN_CLUSTERS,
     PaperReport,
@@ -44,7 +45,9 @@ def paper_report(
     load = io_manager_loader(io_manager, context.instance)  # the IO manager every stage stored through
     snapshot = read_snapshot(context.instance, load, assets)
     tracker = mlflow.tracker()
-    report = build_report(PAPERS, snapshot, mlflow.links(), tracker.experiment_id, settings.get_profile())
+    report = build_report(
+        PAPERS, snapshot, PROFILES, mlflow.links(), tracker.experiment_id, default_profile=settings.get_profile()
+    )
     files = write_report(report, settings.paths().reports, REPORT_STEM)
     with tracker.start_run("paper-report", params={"profile": settings.get_profile().name}) as run:
         run.log_file(files.markdown.name, files.markdown.read_text(), "report")

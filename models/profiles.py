@@ -175,7 +175,7 @@ class RedTeamSettings:
 
 @dataclass(frozen=True)
 class LeaderboardSettings:
-    """The endpoint leaderboard (models/evaluation/leaderboard.py)."""
+    """The endpoint leaderboard (models/cli/leaderboard.py)."""
 
     heldout_scenarios: int = 8
     """Held-out scenarios per SocialRL domain (each played against every evaluation counterpart)."""

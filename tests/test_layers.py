@@ -89,16 +89,16 @@ def test_loading_the_code_location_does_not_import_torch() -> None:
     assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
-# The cores of agents/ and models/ (everything outside their socialrl/ and yoao/ packages) use a paper's parts
-# only where listed: the SocialRL code agents (and an `llm` counterpart, agents/socialrl/counterparts.py) are the
-# counterpart population of every negotiation rollout and evaluation, the Red-Black opponents play the leaderboard's and the play page's YOAO games, and the profiles
-# carry the YOAO settings. A new core module that imports a paper fails here; one that stops needing it leaves
-# the list (docs/architecture.md).
+# The cores of agents/ and models/ (everything outside their socialrl/ and yoao/ packages and models/cli/) use a
+# paper's parts only where listed: the SocialRL code agents (and an `llm` counterpart, agents/socialrl/counterparts.py)
+# are the counterpart population of every negotiation rollout and evaluation, the Red-Black opponents play the play
+# page's YOAO games (the leaderboard's are played in models/cli/leaderboard.py, an edge), and the profiles carry the
+# YOAO settings. A new core module that imports a paper fails here; one that stops needing it leaves the list
+# (docs/architecture.md).
 CORE_PAPER_IMPORTS = {
     "agents/play.py": {"agents.socialrl.code_agents"},
     "agents/traces.py": {"agents.socialrl.code_agents"},
     "agents/web_play.py": {"agents.socialrl.code_agents", "agents.yoao.red_black_strategies"},
-    "models/evaluation/leaderboard.py": {"agents.yoao.red_black_strategies", "environments.yoao.red_black"},
     "models/evaluation/policy.py": {"agents.socialrl.code_agents"},
     "models/profiles.py": {"models.yoao.config"},
     "models/training/config.py": {"agents.socialrl.counterparts"},
@@ -108,8 +108,10 @@ CORE_PAPER_IMPORTS = {
 
 
 EDGES = {"models": "cli"}
-"""models/cli/: the command lines that need no Dagster. Like pipelines/ they are edges that wire a paper's parts
-to the shell (the tournament command runs the SocialRL code agents), not core library code."""
+"""models/cli/: the command lines that need no Dagster and the leaderboard (leaderboard.py: every SocialRL domain
+and the Red-Black game, which assets/leaderboard.py and the evaluate_endpoint command run). Like pipelines/ they are
+edges that join both papers' parts and wire them to the shell (the tournament command runs the SocialRL code
+agents), not core library code."""
 
 
 def test_core_modules_use_a_paper_only_where_listed() -> None:
@@ -203,6 +205,75 @@ def test_no_import_cycle() -> None:
 def test_the_cycle_finder_finds_a_cycle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
     assert import_cycles(graph) == [{"a", "b", "c"}]
+
+
+# Inside models/ the packages (and the modules at its top) are layered too, lowest floor first: a module imports
+# its own package and those of lower floors only, never one of its floor or above (module-level and function-level
+# imports both, as `_module_graph` reads them). evaluation/ (plans, statistics, scenario splits) sits below tracking/
+# (the promotion rule's paired bootstrap) and training/ (rollouts, PPO's intervals); report/ below the papers, whose
+# paper_claims.py fill its `PaperSpec` (it takes the profiles as an argument); yoao/ below profiles.py, which carries
+# its settings (it reads its `YoaoSettings`, never the profile); socialrl/ above profiles.py; cli/ (the command lines
+# and the leaderboard, which join both papers) on top (docs/architecture.md).
+MODELS_FLOORS = (
+    ("hub", "settings", "hardware", "display", "records", "plots", "progress"),  # import nothing of models/
+    ("storage", "__init__"),  # models/__init__.py imports hub
+    ("evaluation",),
+    ("tracking",),
+    ("serving", "report"),
+    ("training", "play"),
+    ("yoao",),
+    ("profiles",),
+    ("socialrl",),
+    ("cli",),
+)
+
+
+def _models_unit(module: str) -> str | None:
+    """The package (or top-level module) of models/ that `module` belongs to; None outside models/."""
+    parts = module.split(".")
+    if parts[0] != "models":
+        return None
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def models_back_edges(graph: dict[str, set[str]]) -> list[str]:
+    """'module -> imported' for every import of a models/ module that reaches its own floor or one above (another
+    package) or a package no floor lists."""
+    floor = {unit: i for i, units in enumerate(MODELS_FLOORS) for unit in units}
+    found = []
+    for module, targets in sorted(graph.items()):
+        own = _models_unit(module)
+        if own is None:
+            continue
+        for target in sorted(targets):
+            other = _models_unit(target)
+            if other is not None and other != own and floor.get(other, len(floor)) >= floor.get(own, -1):
+                found.append(f"{module} -> {target}")
+    return found
+
+
+def test_every_models_package_has_one_floor() -> None:
+    listed = [unit for units in MODELS_FLOORS for unit in units]
+    assert len(listed) == len(set(listed))
+    assert {_models_unit(m) for m in _module_graph()} - {None} == set(listed)
+
+
+def test_models_packages_import_only_lower_floors() -> None:
+    assert models_back_edges(_module_graph()) == []
+
+
+def test_the_floor_check_catches_an_upward_import() -> None:
+    graph = {
+        "models.report.build": {"models.profiles", "models.report.claims", "models.tracking.links"},
+        "models.storage": {"models.records"},
+        "models.records": {"models.settings"},  # the same floor
+        "models.evaluation.policy": {"models.newcomer", "agents.llm_agent"},  # a package no floor lists
+    }
+    assert models_back_edges(graph) == [
+        "models.evaluation.policy -> models.newcomer",
+        "models.records -> models.settings",
+        "models.report.build -> models.profiles",
+    ]
 
 
 SIZE_RULED = ("models", "assets", "pipelines", "resources")

@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse
 
 from agents.llm_agent import MAX_BACKOFF_S
 from environments import SOCIALRL_ENV_IDS
-from models.evaluation.leaderboard import Endpoint, evaluate_endpoint, markdown_table, merge_rows
+from models.cli.leaderboard import Endpoint, evaluate_endpoint, markdown_table, merge_rows
 from models.profiles import get_profile
 from models.serving.process import ServerThread
 

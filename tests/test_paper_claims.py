@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from models.evaluation.stats import Estimate
+from models.profiles import PROFILES
 from models.report import NOT_MEASURED, NOT_SHOWN, OPPOSITE, REPRODUCED, Snapshot, StageRead, build_report
 from models.socialrl import behaviour, red_team, stage2, tom
 from models.socialrl import paper_claims as socialrl_claims
@@ -87,7 +88,7 @@ def socialrl_snapshot() -> Snapshot:
 
 
 def test_the_socialrl_measurers_read_every_stage_they_name() -> None:
-    report = build_report([socialrl_claims.SPEC], socialrl_snapshot())
+    report = build_report([socialrl_claims.SPEC], socialrl_snapshot(), PROFILES)
     rows = {(r.claim.claim_id, r.scope): r for r in report.rows}
     assert not [r for r in report.rows if "could not be read" in r.verdict.reason]
     # stage 1 is absent here: its claims say so
@@ -148,7 +149,7 @@ def yoao_snapshot(skipped_sugarscape: str = "") -> Snapshot:
 
 
 def test_the_yoao_measurers_read_every_stage_they_name() -> None:
-    report = build_report([yoao_claims.SPEC], yoao_snapshot())
+    report = build_report([yoao_claims.SPEC], yoao_snapshot(), PROFILES)
     rows = {(r.claim.claim_id, r.scope): r for r in report.rows}
     assert not [r for r in report.rows if "could not be read" in r.verdict.reason]
     assert rows[("one_seed", "k=1, frames trade_war")].verdict.kind == REPRODUCED
@@ -166,6 +167,6 @@ def test_the_yoao_measurers_read_every_stage_they_name() -> None:
         assert rows[(claim_id, "")].verdict.kind == NOT_MEASURED and "no asset" in rows[(claim_id, "")].verdict.reason
     assert rows[("persistence", "")].verdict.kind == NOT_MEASURED  # not in the snapshot
 
-    skipped = build_report([yoao_claims.SPEC], yoao_snapshot("left to the paper profile"))
+    skipped = build_report([yoao_claims.SPEC], yoao_snapshot("left to the paper profile"), PROFILES)
     survival = next(r for r in skipped.rows if r.claim.claim_id == "survival")
     assert survival.verdict.kind == NOT_MEASURED and "left to the paper profile" in survival.verdict.reason

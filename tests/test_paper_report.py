@@ -16,6 +16,7 @@ import pytest
 
 from models.evaluation.policy import EvaluationSummary
 from models.evaluation.stats import Estimate
+from models.profiles import PROFILES
 from models.report import (
     HIGHER,
     LOWER,
@@ -136,7 +137,7 @@ def _row(report, claim_id: str, scope: str = "craigslist-v0"):
 
 def test_the_report_from_stand_in_materialisations(tmp_path: Path) -> None:
     snapshot = Snapshot((_read(stand_in_evaluation()),))
-    report = build_report(PAPERS, snapshot, experiment_id="7")
+    report = build_report(PAPERS, snapshot, PROFILES, experiment_id="7")
     # every claim of both papers has a row, and every row a verdict of the rule
     assert {(r.claim.paper, r.claim.claim_id) for r in report.rows} == ALL_CLAIMS
     assert all(r.verdict.kind in VERDICTS and r.verdict.reason for r in report.rows)
@@ -180,7 +181,7 @@ def test_the_report_from_stand_in_materialisations(tmp_path: Path) -> None:
 def test_the_published_report_and_the_readme_block_carry_every_claim_row_and_its_verdict(tmp_path: Path) -> None:
     from benchmarks import readme_results
 
-    report = build_report(PAPERS, Snapshot((_read(stand_in_evaluation()),)), experiment_id="7")
+    report = build_report(PAPERS, Snapshot((_read(stand_in_evaluation()),)), PROFILES, experiment_id="7")
     files = publish_report(report, tmp_path)
     assert files.markdown.is_file() and files.html.is_file()
     data = json.loads((tmp_path / "paper_report.json").read_text())
@@ -200,7 +201,7 @@ def test_the_published_report_and_the_readme_block_carry_every_claim_row_and_its
 def test_a_stored_output_of_another_shape_is_named_not_fatal() -> None:
     broken = StageRead("tom_analysis", "craigslist-v0", "r1", 1.7e9, "cpu", {}, object())
     unreadable = StageRead("transfer_matrix", None, "r2", 1.7e9, "cpu", {}, None, "AttributeError: gone")
-    report = build_report(PAPERS, Snapshot((broken, unreadable)))
+    report = build_report(PAPERS, Snapshot((broken, unreadable)), PROFILES)
     prompt = next(r for r in report.rows if r.claim.claim_id == "tom_prompt")
     assert prompt.verdict.kind == NOT_MEASURED and "could not be read" in prompt.verdict.reason
     asymmetry = next(r for r in report.rows if r.claim.claim_id == "transfer_asymmetry")

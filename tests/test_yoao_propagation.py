@@ -305,7 +305,7 @@ def test_sugarscape_reports_trades_and_invalid_rate() -> None:
 
 # ------------------------------------------------------------------------------------------- leaderboard
 def test_leaderboard_red_black_plays_the_paper_order_and_reports_decided_cooperation_and_abstention() -> None:
-    from models.evaluation.leaderboard import red_black_game_rates, red_black_scenarios
+    from models.cli.leaderboard import red_black_game_rates, red_black_scenarios
 
     assert {s.discussion_order for s in red_black_scenarios(get_profile("smoke"))} == {"rotating"}
     sc = dataclasses.replace(game(2), team_size=3)

@@ -1,4 +1,4 @@
-"""Put any OpenAI-compatible endpoint on the leaderboard (models/evaluation/leaderboard.py).
+"""Put any OpenAI-compatible endpoint on the leaderboard (models/cli/leaderboard.py).
 
     python -m models.cli.evaluate_endpoint --base-url https://api.example.com/v1 --model gpt-4.1 \\
         --api-key-env OPENAI_API_KEY
@@ -23,7 +23,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from environments import SOCIALRL_ENV_IDS
-from models.evaluation.leaderboard import Endpoint, evaluate_endpoint, markdown_table, merge_rows
+from models.cli.leaderboard import Endpoint, evaluate_endpoint, markdown_table, merge_rows
 from models.profiles import PROFILE_NAMES, get_profile
 from models.settings import REPO_ROOT, DataPaths
 

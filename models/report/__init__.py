@@ -6,11 +6,11 @@ this project's values with their intervals, a verdict by one rule, and every num
 | claims.py | `Claim`, `Interval`, `Verdict` and the verdict rule `decide` (at least `MIN_CLUSTERS` clusters) |
 | sources.py | `StageRead`, `Snapshot`: the latest materialisation of each asset with its stored output |
 | metrics.py | every number (`metric_rows`) and every PNG (`figures`) of a stored output |
-| build.py | `Measurement`, `PaperSpec`, `StageSpec`, `build_report` -> `PaperReport` |
+| build.py | `Measurement`, `PaperSpec`, `StageSpec`, `build_report` (given the profiles by the caller) -> `PaperReport` |
 | render.py | the report as markdown and standalone HTML (`write_report`), the short verdict table, the published copy with its verdicts as JSON (`publish_report`, `summary`) and the README block (`summary_markdown`) |
 
 Paper-free: each paper's claims and measurers live in its own package (models/socialrl/paper_claims.py,
-models/yoao/paper_claims.py); the asset (assets/report.py) joins them.
+models/yoao/paper_claims.py); the asset (assets/report.py) joins them and passes the profiles.
 """
 
 from models.report.build import (

@@ -4,7 +4,9 @@ and figures, built from a `Snapshot` of the instance.
 A paper is a `PaperSpec` (models/socialrl/paper_claims.py, models/yoao/paper_claims.py): its claims, for each a
 *measurer* that finds this project's value in the snapshot, and its stages (the assets whose every number and
 figure the report lists). `build_report` applies the verdict rule (models/report/claims.py `decide`) to each
-measurement; a claim nothing measured gets one "not measured" row with the reason.
+measurement; a claim nothing measured gets one "not measured" row with the reason. The caller passes the profiles
+(the scale column: a run's model by its profile tag): the report sits below the papers in models/ and does not
+import models/profiles.py, which carries the YOAO paper's settings (tests/test_layers.py `MODELS_FLOORS`).
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
-from models.profiles import PROFILES, Profile
 from models.report.claims import VERDICTS, Claim, Interval, Verdict, decide
 from models.report.metrics import MetricRow, figures, metric_rows
 from models.report.sources import Snapshot, StageRead
@@ -38,6 +40,17 @@ class Measurement:
     """Why nothing was measured (non-empty: not measured)."""
     baseline: str = ""
     """The best trivial baseline on the same episodes, where one applies."""
+
+
+class ProfileLike(Protocol):
+    """What the report reads of a profile (models/profiles.py `Profile`). The caller passes the profiles: the report
+    sits below the papers, whose settings a profile carries, so it does not import them (tests/test_layers.py)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def base_model(self) -> str: ...
 
 
 Measurer = Callable[[Snapshot], Sequence[Measurement]]
@@ -66,8 +79,8 @@ class PaperSpec:
     measurers: Mapping[str, Measurer] = field(repr=False)
     """claim_id -> its measurer."""
     stages: tuple[StageSpec, ...]
-    model_of: Callable[[Profile], str] = field(default=lambda p: p.base_model, repr=False)
-    """The model this paper's runs use under a profile."""
+    model_of: Callable[[Any], str] = field(default=lambda p: p.base_model, repr=False)
+    """The model this paper's runs use under a profile (one of those `build_report` is given)."""
 
     def __post_init__(self) -> None:
         ids = [c.claim_id for c in self.claims]
@@ -138,17 +151,26 @@ class PaperReport:
 
 
 # ------------------------------------------------------------------------------------------------ scale, links
-def _profile(read: StageRead | None, default: Profile | None) -> tuple[Profile | None, str]:
-    if read is not None and read.profile_name in PROFILES:
-        return PROFILES[read.profile_name], read.profile
+def _profile(
+    read: StageRead | None, profiles: Mapping[str, ProfileLike], default: ProfileLike | None
+) -> tuple[ProfileLike | None, str]:
+    if read is not None and read.profile_name in profiles:
+        return profiles[read.profile_name], read.profile
     if default is not None:
         return default, f"{default.name} (the run carries no profile tag: the code location's)"
     return None, "unknown"
 
 
-def scale(read: StageRead | None, n: int | None, model_of: Callable[[Profile], str], default: Profile | None) -> str:
-    """'model, n = .., profile ..' of a measurement (without n when None)."""
-    profile, label = _profile(read, default)
+def scale(
+    read: StageRead | None,
+    n: int | None,
+    model_of: Callable[[Any], str],
+    profiles: Mapping[str, ProfileLike],
+    default: ProfileLike | None,
+) -> str:
+    """'model, n = .., profile ..' of a measurement (without n when None): the profile of the run's tag among
+    `profiles`, else `default`."""
+    profile, label = _profile(read, profiles, default)
     model = model_of(profile) if profile is not None else "unknown model"
     return ", ".join([model, *([f"n = {n}"] if n is not None else []), f"profile {label}"])
 
@@ -183,10 +205,11 @@ class _Context:
     snapshot: Snapshot
     links: UiLinks
     experiment_id: str
-    default: Profile | None
+    profiles: Mapping[str, ProfileLike]
+    default: ProfileLike | None
 
 
-def _row(claim: Claim, m: Measurement, model_of: Callable[[Profile], str], ctx: _Context) -> ClaimRow:
+def _row(claim: Claim, m: Measurement, model_of: Callable[[Any], str], ctx: _Context) -> ClaimRow:
     verdict = decide(claim.direction, claim.null, m.estimate, m.missing, m.no_interval)
     e = m.estimate
     value = e.text() if e is not None else ""
@@ -199,7 +222,7 @@ def _row(claim: Claim, m: Measurement, model_of: Callable[[Profile], str], ctx: 
     dagster, mlflow = links_of(m.read, ctx.links, ctx.experiment_id)
     return ClaimRow(
         claim, m.scope, value if not m.missing else "-", n, clusters, m.baseline or "-",
-        scale(m.read, n, model_of, ctx.default) if not m.missing else "-", source, dagster, mlflow, verdict,
+        scale(m.read, n, model_of, ctx.profiles, ctx.default) if not m.missing else "-", source, dagster, mlflow, verdict,
     )  # fmt: skip
 
 
@@ -238,7 +261,7 @@ def _section(paper: PaperSpec, stage: StageSpec, read: StageRead, ctx: _Context)
     status = (read.error or empty) if read.value is None else ""
     rows, cut = metric_rows(read.value) if read.value is not None else ((), 0)
     return StageSection(
-        paper.name, stage.title, replace(read, value=None, metadata={}), status, scale(read, None, paper.model_of, ctx.default), dagster, mlflow,
+        paper.name, stage.title, replace(read, value=None, metadata={}), status, scale(read, None, paper.model_of, ctx.profiles, ctx.default), dagster, mlflow,
         rows, cut, _figures(stage, read),
     )  # fmt: skip
 
@@ -259,14 +282,16 @@ def stage_sections(paper: PaperSpec, ctx: _Context) -> list[StageSection]:
 def build_report(
     papers: Sequence[PaperSpec],
     snapshot: Snapshot,
+    profiles: Mapping[str, ProfileLike],
     links: UiLinks | None = None,
     experiment_id: str = "",
-    default_profile: Profile | None = None,
+    default_profile: ProfileLike | None = None,
     generated_at: str | None = None,
 ) -> PaperReport:
-    """The report of `papers` over `snapshot` (module docstring); `experiment_id` makes MLflow links from run
-    ids; `default_profile` is the scale of runs without a profile tag (launched from the UI)."""
-    ctx = _Context(snapshot, links or UiLinks(), experiment_id, default_profile)
+    """The report of `papers` over `snapshot` (module docstring). `profiles` (name -> profile: models/profiles.py
+    `PROFILES`) give the scale of a run by its profile tag, `default_profile` that of runs without one (launched
+    from the UI); `experiment_id` makes MLflow links from run ids."""
+    ctx = _Context(snapshot, links or UiLinks(), experiment_id, profiles, default_profile)
     rows: list[ClaimRow] = []
     sections: list[StageSection] = []
     for paper in papers:

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
-from models.profiles import Profile
 from models.report import (
     HIGHER,
     LOWER,
@@ -26,6 +25,7 @@ from models.report import (
     StageSpec,
 )
 from models.yoao import report as yoao_report
+from models.yoao.config import YoaoSettings
 
 PAPER = "YOAO"
 HEADLINE = "the paper's headline, as quoted in ../shared/ARCHITECTURE.md"
@@ -211,7 +211,18 @@ def _sugarscape_figure(read: StageRead) -> Mapping[str, bytes]:
     return {} if read.value.skipped else {"trade success and survival": yoao_report.sugarscape_plot(read.value)}
 
 
-def yoao_model(profile: Profile) -> str:
+class YoaoProfile(Protocol):
+    """What `yoao_model` reads of a profile (models/profiles.py `Profile`, which carries this package's settings:
+    the package sits below the profiles and does not import them, tests/test_layers.py)."""
+
+    @property
+    def base_model(self) -> str: ...
+
+    @property
+    def yoao(self) -> YoaoSettings: ...
+
+
+def yoao_model(profile: YoaoProfile) -> str:
     """The model the YOAO group trains its seeds on under `profile`."""
     return profile.yoao.resolved(profile.base_model).model or profile.base_model
 
