@@ -602,3 +602,27 @@ def test_the_subprocess_command_carries_every_setting(tmp_path: Path) -> None:
     command = server.command()
     back = parse_args(command[command.index("models.serving.proxy") + 1 :])
     assert back == dataclasses.replace(config, port=server.port)
+
+
+def test_a_proxy_never_takes_another_servers_port_for_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two test workers once started proxies on the same default port: one failed to bind, saw the other answer
+    /health and recorded nothing while its calls went to the other. A proxy now picks a free port unless told
+    one, checks that /health answers with its own instance, and tries another port when it picked one that
+    another server took first."""
+    import models.serving.proxy.server as server_module
+
+    dead = ("http://127.0.0.1:9/v1",)
+    assert ProxyConfig(upstreams=dead, table_root=tmp_path).port == 0
+    with ProxyServer(ProxyConfig(upstreams=dead, table_root=tmp_path / "a"), log_path=tmp_path / "a.log") as first:
+        assert first.port != 8100 and httpx.get(f"{first.url}/health").json()["instance"] == first.instance
+        told = ProxyServer(
+            ProxyConfig(upstreams=dead, table_root=tmp_path / "b", port=first.port), log_path=tmp_path / "b.log"
+        )
+        with pytest.raises(RuntimeError, match=f"port {first.port} is taken by another server"):
+            told.start()
+        assert not told.alive()
+        # A proxy that picked the taken port by chance moves to another one.
+        ports = iter([first.port, free_port()])
+        monkeypatch.setattr(server_module, "free_port", lambda: next(ports))
+        with ProxyServer(ProxyConfig(upstreams=dead, table_root=tmp_path / "c"), log_path=tmp_path / "c.log") as moved:
+            assert moved.port != first.port and httpx.get(f"{moved.url}/health").json()["instance"] == moved.instance

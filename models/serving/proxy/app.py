@@ -391,6 +391,7 @@ class RolloutProxy:
     def health(self) -> dict[str, Any]:
         return {
             "status": "ok",
+            "instance": self.config.instance,
             "calls": self.calls,
             **self.recorder.counters(),
             "upstreams": list(self.config.upstreams),

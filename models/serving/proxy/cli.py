@@ -14,7 +14,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from models.serving.proxy.app import create_app
-from models.serving.proxy.config import API_KEY_ENV, UPSTREAM_API_KEY_ENV, UPSTREAM_KINDS, ProxyConfig
+from models.serving.proxy.config import (
+    API_KEY_ENV,
+    CLI_PORT,
+    INSTANCE_ENV,
+    UPSTREAM_API_KEY_ENV,
+    UPSTREAM_KINDS,
+    ProxyConfig,
+)
 
 DESCRIPTION = "The rollout proxy: an OpenAI-compatible server that records every call."
 
@@ -39,7 +46,7 @@ def parse_args(argv: Sequence[str] | None = None) -> ProxyConfig:
     p.add_argument("--api-key-env", default=API_KEY_ENV, help="env var holding the clients' bearer token")
     p.add_argument("--upstream-api-key-env", default=UPSTREAM_API_KEY_ENV, help="env var holding the upstreams' token")
     p.add_argument("--host", default=ProxyConfig.host, help="bind address; other than loopback needs a token")
-    p.add_argument("--port", type=int, default=ProxyConfig.port)
+    p.add_argument("--port", type=int, default=CLI_PORT)
     p.add_argument("--log-level", default=ProxyConfig.log_level)
     args = p.parse_args(argv)
     routes = {}
@@ -69,6 +76,7 @@ def parse_args(argv: Sequence[str] | None = None) -> ProxyConfig:
         host=args.host,
         port=args.port,
         log_level=args.log_level,
+        instance=os.environ.get(INSTANCE_ENV, ""),
     )
 
 

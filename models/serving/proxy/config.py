@@ -8,6 +8,10 @@ from pathlib import Path
 
 from models.serving.process import is_loopback
 
+CLI_PORT = 8100
+"""The command line's default port (`python -m models.serving.proxy`)."""
+INSTANCE_ENV = "SOCIALRL_PROXY_INSTANCE"
+"""The environment variable the command line reads `ProxyConfig.instance` from."""
 API_KEY_ENV = "SOCIALRL_PROXY_API_KEY"
 """Environment variable the proxy process reads its bearer token from (never put on a command line)."""
 UPSTREAM_API_KEY_ENV = "SOCIALRL_UPSTREAM_API_KEY"
@@ -69,8 +73,13 @@ class ProxyConfig:
     nest 4 levels; 1,000 levels made the JSON decoder raise RecursionError, a 500)."""
     host: str = "127.0.0.1"
     """Bind address; loopback by default. Any other address needs an `api_key`."""
-    port: int = 8100
-    """TCP port (ProxyServer/ProxyThread pick a free one when 0)."""
+    port: int = 0
+    """TCP port; 0 (the default): ProxyServer/ProxyThread pick a free one (the command line's default is
+    `CLI_PORT`). A fixed default made every proxy a test started without a port bind 8100, so two test workers
+    collided and one talked to the other's proxy."""
+    instance: str = ""
+    """An identifier `/health` echoes, so that a launcher can tell its own process from another server that
+    answers on the same port (ProxyServer sets a fresh one per start)."""
     log_level: str = "warning"
     """uvicorn log level."""
 

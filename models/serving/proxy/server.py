@@ -9,21 +9,24 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import httpx
 
 from models.serving.process import ServerThread, free_port, kill_server, log_tail, spawn_server, stop_server
 from models.serving.proxy.app import FLUSH_WAIT_S, RolloutProxy, create_app
-from models.serving.proxy.config import API_KEY_ENV, UPSTREAM_API_KEY_ENV, ProxyConfig
+from models.serving.proxy.config import API_KEY_ENV, INSTANCE_ENV, UPSTREAM_API_KEY_ENV, ProxyConfig
 from models.settings import REPO_ROOT
 
 
-def _health_ok(url: str) -> bool:
+def _health_instance(url: str) -> str | None:
+    """The `instance` a healthy server at `url` reports ("" when it names none), or None when none answers."""
     try:
-        return httpx.get(f"{url}/health", timeout=2.0).status_code == 200
-    except httpx.HTTPError:
-        return False
+        response = httpx.get(f"{url}/health", timeout=2.0)
+        return str(response.json().get("instance", "")) if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
 
 
 FLUSH_WRITE_S = 60.0
@@ -74,6 +77,10 @@ class ProxyServer(_ProxyAddress):
     after `grace_s`; `kill()` is an immediate SIGKILL (used to test the crash-loss bound).
     """
 
+    START_ATTEMPTS = 3
+    """Ports tried when the proxy picks its own and another server takes one first (a free port is only free
+    until someone binds it)."""
+
     def __init__(
         self,
         config: ProxyConfig,
@@ -83,6 +90,8 @@ class ProxyServer(_ProxyAddress):
     ) -> None:
         self.config = config
         self.port = config.port or free_port()
+        self.instance = ""
+        """This start's identifier, which the process's `/health` must echo."""
         self.python = str(python or sys.executable)
         self.log_path = log_path or Path(tempfile.gettempdir()) / "socialrl-logs" / f"proxy-{self.port}.log"
         self.startup_timeout_s = startup_timeout_s
@@ -120,6 +129,7 @@ class ProxyServer(_ProxyAddress):
         env = dict(os.environ)
         env.pop(API_KEY_ENV, None)
         env.pop(UPSTREAM_API_KEY_ENV, None)
+        env[INSTANCE_ENV] = self.instance
         if self.config.api_key:
             env[API_KEY_ENV] = self.config.api_key
         if self.config.upstream_api_key:
@@ -127,17 +137,41 @@ class ProxyServer(_ProxyAddress):
         return env
 
     def start(self) -> ProxyServer:
+        """Start the process and return once it, not another server on the port, answers `/health`. When the
+        proxy picked its port and another server took it first, it tries another (`START_ATTEMPTS`)."""
+        for attempt in range(1, self.START_ATTEMPTS + 1):
+            taken = self._start_once()
+            if not taken:
+                return self
+            if self.config.port or attempt == self.START_ATTEMPTS:
+                raise RuntimeError(
+                    f"port {self.port} is taken by another server: the proxy could not bind it; log:\n{self.log_tail()}"
+                )
+            self.port = free_port()
+        raise AssertionError("unreachable")
+
+    def _start_once(self) -> bool:
+        """One start on `self.port`: False once this process is healthy, True when another server holds the port
+        (this process then stopped); raises on any other failure."""
+        self.instance = uuid.uuid4().hex
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log_file = self.log_path.open("wb")
         self.process = spawn_server(self.command(), log_file, self.environment(), cwd=REPO_ROOT)
         log_file.close()
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
+            exited = self.process.poll() is not None
+            answer = _health_instance(self.url)
+            if answer == self.instance and not exited:
+                return False
+            if answer is not None and answer != self.instance:
+                self.stop()  # someone else answers on our port: this process failed to bind it
+                return True
+            if exited:
+                if "address already in use" in self.log_tail():
+                    return True  # another server (not a proxy) holds the port
                 code = self.process.returncode
                 raise RuntimeError(f"the proxy exited with code {code} during start-up; log:\n{self.log_tail()}")
-            if _health_ok(self.url):
-                return self
             time.sleep(0.1)
         self.stop()
         raise RuntimeError(f"the proxy was not healthy within {self.startup_timeout_s:.0f} s; log:\n{self.log_tail()}")
