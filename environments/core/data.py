@@ -26,6 +26,7 @@ Loaders share one discipline (`load_records`):
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -220,6 +221,22 @@ def dataset_path(*parts: str) -> Path | None:
         return None
     path = root.joinpath(*parts)
     return path if path.exists() else None
+
+
+def read_json_list(path: str | Path | None, default: tuple[str, ...], what: str = "dialogue") -> tuple[Path, list[Any]]:
+    """(the file, its records) of a JSON file holding a list (the CoCoA and CaSiNo layout). `path` None reads the
+    shared dataset file `default` (folder parts then the file name); a missing, unreadable or non-JSON file, or
+    one that is not a list, is a DataFileError naming it."""
+    resolved = Path(path) if path is not None else dataset_path(*default)
+    if resolved is None:
+        raise DataFileError("/".join(default), "the shared dataset is not present")
+    try:
+        records = json.loads(read_text_file(resolved))
+    except json.JSONDecodeError as exc:
+        raise DataFileError(resolved, f"cannot read JSON: {exc}") from exc
+    if not isinstance(records, list):
+        raise DataFileError(resolved, f"expected a JSON list of {what}s, got {describe_type(records)}")
+    return resolved, records
 
 
 def load_yaml_tasks(

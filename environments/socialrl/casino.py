@@ -17,7 +17,6 @@ and passes to the other side (it still counts as a turn).
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from collections.abc import Mapping
@@ -37,14 +36,12 @@ from environments.core.base import (
     check_max_turns,
 )
 from environments.core.data import (
-    DataFileError,
     Loaded,
     RecordError,
-    dataset_path,
     describe_type,
     get_field,
     load_records,
-    read_text_file,
+    read_json_list,
 )
 from environments.core.events import Action, Event, Observation
 from environments.core.grammar import CommandMatch, find_last_command, squeeze
@@ -306,15 +303,7 @@ class CasinoEnv(CommandReplies, Environment[CasinoScenario]):
         Records are the dialogues of the JSON list, numbered from 0. Every priority (`value2issue`) and reason
         (`value2reason`) of both participants must be text; errors name the file, the record and the field;
         `skip_bad` loads the good records and reports the bad ones (environments/core/data.py)."""
-        path = Path(path) if path is not None else dataset_path("casino", f"casino_{split}.json")
-        if path is None:
-            raise DataFileError(f"casino/casino_{split}.json", "the shared dataset is not present")
-        try:
-            records = json.loads(read_text_file(path))
-        except json.JSONDecodeError as exc:
-            raise DataFileError(path, f"cannot read JSON: {exc}") from exc
-        if not isinstance(records, list):
-            raise DataFileError(path, f"expected a JSON list of dialogues, got {describe_type(records)}")
+        path, records = read_json_list(path, ("casino", f"casino_{split}.json"))
 
         def build(record: Any, index: int | str) -> CasinoScenario:
             fields: dict[str, Any] = {}

@@ -20,7 +20,6 @@ The moves and these checks are shared with Marketplace (environments/socialrl/pr
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import random
 from collections.abc import Mapping, Sequence
@@ -40,14 +39,12 @@ from environments.core.base import (
     check_max_turns,
 )
 from environments.core.data import (
-    DataFileError,
     Loaded,
     RecordError,
-    dataset_path,
     describe_type,
     get_field,
     load_records,
-    read_text_file,
+    read_json_list,
 )
 from environments.core.events import Event, Observation
 from environments.core.grammar import NUMBER
@@ -63,6 +60,8 @@ HUMAN_DEAL_SHARE_BETA = (6.48, 1.58)
 """Beta(a, b) of price / listing over the human deals of the CoCoA training split (`fit_deal_share_beta`)."""
 RESERVATION_SHIFT = 0.93
 """Seller reservations as a share of a human-like deal (calibrated: see the module table)."""
+DEV_FILE = ("craigslistbargain", "dev.json")
+"""The shared CoCoA file the loaders read by default."""
 RESERVATION_RANGE = (0.3, 0.99)
 """Bounds of a drawn seller reservation, as shares of the listing."""
 
@@ -189,15 +188,7 @@ def fit_deal_share_beta(shares: Sequence[float]) -> tuple[float, float]:
 def human_deal_prices(path: str | Path | None = None) -> dict[str, float | None]:
     """The price people agreed on in each CoCoA dialogue (None: no deal), by the scenario id `load_dataset`
     gives it: what the counterparts are calibrated against. Default: the shared dev.json."""
-    path = Path(path) if path is not None else dataset_path("craigslistbargain", "dev.json")
-    if path is None:
-        raise DataFileError("craigslistbargain/dev.json", "the shared dataset is not present")
-    try:
-        records = json.loads(read_text_file(path))
-    except json.JSONDecodeError as exc:
-        raise DataFileError(path, f"cannot read JSON: {exc}") from exc
-    if not isinstance(records, list):
-        raise DataFileError(path, f"expected a JSON list of dialogues, got {describe_type(records)}")
+    _, records = read_json_list(path, DEV_FILE)
     deals: dict[str, float | None] = {}
     for index, record in enumerate(records):
         if not isinstance(record, Mapping):
@@ -294,15 +285,7 @@ class CraigslistEnv(PriceHaggle, Environment[CraigslistScenario]):
         number) below that price, and the buyer's item Price, when given, must be the seller's (a record
         whose two prices disagree says so). Errors name the file, the record and the field; `skip_bad` loads
         the good records and reports the bad ones (environments/core/data.py)."""
-        path = Path(path) if path is not None else dataset_path("craigslistbargain", "dev.json")
-        if path is None:
-            raise DataFileError("craigslistbargain/dev.json", "the shared dataset is not present")
-        try:
-            records = json.loads(read_text_file(path))
-        except json.JSONDecodeError as exc:
-            raise DataFileError(path, f"cannot read JSON: {exc}") from exc
-        if not isinstance(records, list):
-            raise DataFileError(path, f"expected a JSON list of dialogues, got {describe_type(records)}")
+        path, records = read_json_list(path, DEV_FILE)
 
         def build(record: Any, index: int | str) -> CraigslistScenario:
             kbs = get_field(record, "scenario.kbs", "list")

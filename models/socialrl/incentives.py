@@ -303,9 +303,9 @@ def audit_domain(
 
     results: dict[tuple[str, float], EvaluationResult] = {}
     base_means: dict[str, Estimate] = {}
+    variants = sorted({changes_key(c) for pair in BEHAVIOURS.values() for c in pair})
     for share in settings.base_hold_shares:
-        variants = {changes_key(c) for pair in BEHAVIOURS.values() for c in pair}
-        for key in sorted(variants):
+        for key in variants:
             results[(key, share)] = scripted(hold_share=share, **dict(key))
         base_means[f"{share:g}"] = _own_mean(results[((), share)], seed)
 
