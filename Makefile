@@ -45,7 +45,9 @@ endif
 
 engine: $(ENGINE_VENV)/.installed
 
-setup: $(VENV)/.installed engine
+# The two environments install side by side (each is mostly waiting on downloads and unpacking).
+setup:
+	@$(MAKE) --no-print-directory -j2 $(VENV)/.installed $(ENGINE_VENV)/.installed
 
 # The whole lineage on the default profile ($SOCIALRL_PROFILE, default cpu); DOMAINS=a-v0,b-v0 overrides
 # the profile's domains; what is already materialised is skipped unless FORCE=1.

@@ -24,6 +24,7 @@ import re
 import threading
 import urllib.parse
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -227,8 +228,8 @@ class ModelOpponents:
 
 
 class LocalServing:
-    """A vLLM engine serving `model_dir` as "base" (LoRA enabled) and the rollout proxy recording into
-    `table_root`, started by `start()` (the factory `ModelOpponents` calls on the first model game) and
+    """The serving stack (models/serving/stack.py): the profile's engine serving `model_dir` as "base" (LoRA
+    enabled) and the rollout proxy recording into `table_root`, started by `start()` (the factory `ModelOpponents` calls on the first model game) and
     stopped by `stop()`. With `remote_base_url` no engine starts: the proxy forwards to that endpoint."""
 
     def __init__(
@@ -243,43 +244,40 @@ class LocalServing:
         self.model_dir, self.table_root, self.log_dir = model_dir, table_root, log_dir
         self.engine = engine or EngineSettings()
         self.remote_base_url = remote_base_url
-        self._engine: Any = None
-        self._proxy: Any = None
+        self._servers: ExitStack | None = None
 
     def start(self) -> ModelServing:
-        from models.serving.engine import EngineClient, VLLMEngine, new_token
-        from models.serving.proxy import ProxyConfig, ProxyServer
+        from models.serving.stack import serve_stack
 
-        upstream_key = None
-        if self.remote_base_url:
-            upstream, client, kind = self.remote_base_url, EngineClient(self.remote_base_url), "openai"
-        else:
-            if self.model_dir is None:
-                raise RuntimeError("no model to serve: give a model directory or a remote base URL")
-            # like the pipeline's: adapters load only through this client
-            config = self.engine.engine_config(self.model_dir(), served_model_name=BASE, api_key=new_token())
-            self._engine = VLLMEngine(config, log_path=self.log_dir / "vllm-play.log").start()
-            upstream, client, kind, upstream_key = self._engine.base_url, self._engine.client, "vllm", config.api_key
-        proxy_config = ProxyConfig(
-            upstreams=(upstream,),
-            base_models=(BASE,),
-            table_root=self.table_root,
-            upstream_kind=kind,
-            port=0,
-            api_key=new_token(),
-            upstream_api_key=upstream_key,
-        )
-        self._proxy = ProxyServer(proxy_config, log_path=self.log_dir / "proxy-play.log").start()
-        return ModelServing(client, self._proxy.base_url, proxy_api_key=proxy_config.api_key)
+        if not self.remote_base_url and self.model_dir is None:
+            raise RuntimeError("no model to serve: give a model directory or a remote base URL")
+        servers = ExitStack()
+        try:
+            stack = servers.enter_context(
+                serve_stack(
+                    settings=self.engine,
+                    weights=None if self.remote_base_url else self.model_dir(),  # type: ignore[misc]
+                    remote_base_url=self.remote_base_url,
+                    base_name=BASE,
+                    table_root=self.table_root,
+                    log_dir=self.log_dir,
+                    log_tag="play",
+                    on_start=log.info,
+                )
+            )
+        except BaseException:
+            servers.close()
+            raise
+        self._servers = servers
+        return ModelServing(stack.client, stack.proxy_base_url, proxy_api_key=stack.proxy_api_key)
 
     def stop(self) -> None:
-        for server in (self._proxy, self._engine):
-            if server is not None:
-                try:
-                    server.stop()
-                except Exception:  # stop the other one anyway
-                    log.exception("stopping %s failed", type(server).__name__)
-        self._proxy = self._engine = None
+        if self._servers is not None:
+            try:
+                self._servers.close()
+            except Exception:  # a server that failed to stop must not hide the game's own outcome
+                log.exception("stopping the play servers failed")
+        self._servers = None
 
 
 def record_played_episode(store: TableStore, result: EpisodeResult, run_id: str) -> None:

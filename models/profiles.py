@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 
 from agents.llm_agent import check_retry_backoff
 from environments import SOCIALRL_ENV_IDS
-from models.serving.engine_settings import EngineSettings
+from models.serving.engine_settings import ENGINE_KIND_ENV, EngineSettings
 from models.training.config import (
     ComputeSettings,
     DataParallelSettings,
@@ -351,7 +351,9 @@ SMOKE = Profile(
     tom=ToMSettings(
         teacher_episodes=4,
         heldout_scenarios=2,
-        # Two students per domain: the smallest SFT that trains an adapter (numbers meaningless on this model).
+        # Two students per domain: the smallest SFT that trains an adapter (numbers meaningless on this model),
+        # a tenth of a pass each (a few steps; two passes took 70 steps, 88 s of the ToM lineage test).
+        passes=0.1,
         sft=SFTSettings(
             learning_rate=1e-3,
             max_steps=2,
@@ -578,9 +580,12 @@ PROFILES = {p.name: p for p in (SMOKE, CPU, PAPER)}
 
 
 def get_profile(name: str | None = None) -> Profile:
-    """A profile by name; default $SOCIALRL_PROFILE, else `cpu`."""
+    """A profile by name; default $SOCIALRL_PROFILE, else `cpu`. $SOCIALRL_ENGINE, when set, names the kind of
+    engine it serves with (`EngineSettings.kind`: the pipeline's tests set "standin")."""
     name = name or os.environ.get("SOCIALRL_PROFILE", "cpu")
     try:
-        return PROFILES[name]
+        profile = PROFILES[name]
     except KeyError:
         raise ValueError(f"unknown profile {name!r}; choose one of {', '.join(PROFILE_NAMES)}") from None
+    kind = os.environ.get(ENGINE_KIND_ENV, "")
+    return replace(profile, engine=replace(profile.engine, kind=kind)) if kind else profile

@@ -19,19 +19,13 @@ from pathlib import Path
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import Field, PrivateAttr
 
-from models.serving.engine import EngineClient, EngineConfig, VLLMEngine, new_token
+from models.serving.engine import EngineClient
 from models.serving.model_store import resolve_model
-from models.serving.proxy import ProxyConfig, ProxyServer
-from models.settings import DataPaths
+from models.serving.stack import ServingStack, serve_stack
 from resources.settings import SettingsResource
 from resources.tracking import MlflowResource
 
 BASE_MODEL_NAME = "base"
-
-
-def _log_path(paths: DataPaths, server: str, context: InitResourceContext) -> Path:
-    """<data>/logs/<server>-<run id prefix>.log: one log per server and Dagster run."""
-    return paths.logs / f"{server}-{(context.run_id or 'adhoc')[:8]}.log"
 
 
 class EngineResource(ConfigurableResource):
@@ -55,28 +49,38 @@ class EngineResource(ConfigurableResource):
 
     _client: EngineClient | None = PrivateAttr(default=None)
     _model_dir: Path | None = PrivateAttr(default=None)
-    _proxy: ProxyServer | None = PrivateAttr(default=None)
-    _proxy_api_key: str | None = PrivateAttr(default=None)
+    _stack: ServingStack | None = PrivateAttr(default=None)
 
     @contextmanager
     def yield_for_execution(self, context: InitResourceContext) -> Iterator["EngineResource"]:
         paths = self.settings.paths()
-        self._proxy_api_key = new_token()  # per run: what the agents send to the proxy
+        profile = self.settings.get_profile()
+        say = context.log.info if context.log else None
+        tag = (context.run.run_id if context.run else "adhoc")[:8]  # one log per server and Dagster run
+        common = {"table_root": paths.tables, "log_dir": paths.logs, "log_tag": tag, "base_name": BASE_MODEL_NAME}
+        flush = {"flush_every": self.proxy_flush_every, "flush_interval_s": self.proxy_flush_interval_s}
         if self.remote_base_url:
-            self._client = EngineClient(self.remote_base_url, api_key=self.remote_api_key or None)
-            with self._start_proxy(
-                self.remote_base_url, "openai", context, paths, upstream_api_key=self.remote_api_key or None
-            ):
-                yield self
-            return
-        self._model_dir = resolve_model(self.model_reference(), paths.models, self.mlflow.config())
-        config = self.engine_config(self._model_dir, api_key=new_token())  # per run: engine client and proxy only
-        with VLLMEngine(config, log_path=_log_path(paths, "vllm", context)) as engine:
-            self._client = engine.client
-            if context.log:
-                context.log.info(f"vLLM serving {self._model_dir} at {engine.base_url} (log {engine.log_path})")
-            with self._start_proxy(engine.base_url, "vllm", context, paths, upstream_api_key=config.api_key):
-                yield self
+            serving = serve_stack(
+                settings=profile.engine,
+                remote_base_url=self.remote_base_url,
+                remote_api_key=self.remote_api_key or None,
+                on_start=say,
+                **common,
+                **flush,
+            )
+        else:
+            self._model_dir = resolve_model(self.model_reference(), paths.models, self.mlflow.config())
+            serving = serve_stack(
+                settings=profile.engine,
+                weights=self._model_dir,
+                engine_overrides=self.engine_overrides(),
+                on_start=say,
+                **common,
+                **flush,
+            )
+        with serving as stack:
+            self._stack, self._client = stack, stack.client
+            yield self
 
     def model_reference(self) -> str:
         """What this engine serves: `model`, else the profile's base model (YOAO's with `for_yoao`)."""
@@ -85,40 +89,13 @@ class EngineResource(ConfigurableResource):
             return self.model
         return str(profile.yoao.resolved(profile.base_model).model) if self.for_yoao else profile.base_model
 
-    def engine_config(self, model_dir: Path, api_key: str | None = None) -> EngineConfig:
-        """The engine this resource starts for the resolved `model_dir` (every setting from the profile; the
-        YOAO engine's KV cache from `yoao.kv_cache_gib` when set)."""
+    def engine_overrides(self) -> dict[str, object]:
+        """Engine fields beyond the profile's engine settings: the YOAO engine's KV cache from
+        `yoao.kv_cache_gib` when set."""
         profile = self.settings.get_profile()
-        overrides: dict[str, object] = {"served_model_name": BASE_MODEL_NAME, "api_key": api_key}
         if self.for_yoao and profile.yoao.kv_cache_gib is not None:
-            overrides["kv_cache_gib"] = profile.yoao.kv_cache_gib
-        return profile.engine.engine_config(model_dir, **overrides)
-
-    @contextmanager
-    def _start_proxy(
-        self,
-        upstream: str,
-        kind: str,
-        context: InitResourceContext,
-        paths: DataPaths,
-        upstream_api_key: str | None = None,
-    ) -> Iterator[ProxyServer]:
-        config = ProxyConfig(
-            upstreams=(upstream,),
-            base_models=(BASE_MODEL_NAME,),
-            table_root=paths.tables,
-            flush_every=self.proxy_flush_every,
-            flush_interval_s=self.proxy_flush_interval_s,
-            upstream_kind=kind,
-            api_key=self._proxy_api_key,
-            upstream_api_key=upstream_api_key,
-            port=0,
-        )
-        with ProxyServer(config, log_path=_log_path(paths, "proxy", context)) as server:
-            self._proxy = server
-            if context.log:
-                context.log.info(f"rollout proxy at {server.base_url}, recording to {paths.tables}")
-            yield server
+            return {"kv_cache_gib": profile.yoao.kv_cache_gib}
+        return {}
 
     @property
     def client(self) -> EngineClient:
@@ -133,16 +110,16 @@ class EngineResource(ConfigurableResource):
     @property
     def proxy_base_url(self) -> str:
         """Where agents send their calls (recorded)."""
-        if self._proxy is None:
+        if self._stack is None:
             raise RuntimeError("the proxy is not started (use it inside a run)")
-        return self._proxy.base_url
+        return self._stack.proxy_base_url
 
     @property
     def proxy_api_key(self) -> str:
         """The proxy's bearer token for this run (pass it to LLMAgentConfig.api_key / Services.proxy_api_key)."""
-        if self._proxy_api_key is None:
+        if self._stack is None:
             raise RuntimeError("the proxy is not started (use it inside a run)")
-        return self._proxy_api_key
+        return self._stack.proxy_api_key
 
     @property
     def model_dir(self) -> Path:

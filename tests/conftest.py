@@ -73,6 +73,18 @@ def rollout_proxy(vllm_engine: Any, tmp_path_factory: pytest.TempPathFactory) ->
         yield server
 
 
+@pytest.fixture
+def standin_engine(monkeypatch: pytest.MonkeyPatch) -> str:
+    """Serve every engine the pipeline starts in this test with the stand-in (models/serving/standin.py): an
+    in-process server with scripted replies and the served model's own log-probs, up in a second where vLLM takes
+    15-45 s. The asset and lineage tests of stage 2, ToM, behaviour, leaderboard and YOAO use it; the stage-1
+    lineage (tests/test_pipelines.py) and the engine's own tests keep the real vLLM."""
+    from models.serving.engine_settings import ENGINE_KIND_ENV
+
+    monkeypatch.setenv(ENGINE_KIND_ENV, "standin")
+    return "standin"
+
+
 @pytest.fixture(scope="module")
 def yes_no_ids(tiny_model_dir: Path) -> list[int]:
     """The tiny tokenizer's ids of " yes" and " no" (the keyword tasks' allowed tokens)."""

@@ -1,5 +1,6 @@
 """The ToM study, behaviour report, privacy red team and endpoint leaderboard assets on the smoke profile with
-the real resources (vLLM with the tiny model, the rollout proxy, DuckDB tables, MLflow on sqlite)."""
+the real resources (the rollout proxy, DuckDB tables, MLflow on sqlite) but the stand-in engine serving the tiny
+model (tests/conftest.py `standin_engine`; the stage-1 lineage keeps the real vLLM)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 @pytest.mark.slow
 def test_the_tom_behaviour_and_leaderboard_assets_materialise_with_real_resources(
-    tmp_path: Path, tiny_model_dir: Path
+    tmp_path: Path, tiny_model_dir: Path, standin_engine: str
 ) -> None:
     from dagster import AssetSelection, DagsterInstance, RunConfig, materialize
 

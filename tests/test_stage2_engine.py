@@ -265,7 +265,10 @@ def _stand_in_stage1(data: Path, base: Path, profile_name: str) -> None:
 LINEAGE_DOMAINS = ("casino-v0", "craigslist-v0", "marketplace-v0")
 
 
-def test_the_smoke_lineage_of_stage2_materialises_end_to_end(tmp_path: Path, tiny_model_dir: Path) -> None:
+def test_the_smoke_lineage_of_stage2_materialises_end_to_end(
+    tmp_path: Path, tiny_model_dir: Path, standin_engine: str
+) -> None:
+    """The lineage's wiring on the stand-in engine (tests/conftest.py); the engine-level tests above keep vLLM."""
     from models.socialrl import stage2
     from models.tracking import Tracker, TrackingConfig
     from pipelines.run_stage2 import STAGE2_ASSETS, report, result_json, run_stage2

@@ -1,5 +1,6 @@
-"""The YOAO group's smoke lineage end to end with the real resources: the tiny model on vLLM behind the rollout
-proxy, Parquet/DuckDB tables, MLflow on sqlite, the Dagster instance (pipelines/run_yoao.py)."""
+"""The YOAO group's smoke lineage end to end with the real resources: the tiny model on the stand-in engine
+(tests/conftest.py `standin_engine`) behind the rollout proxy, Parquet/DuckDB tables, MLflow on sqlite, the Dagster
+instance (pipelines/run_yoao.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 
 @pytest.mark.slow
-def test_smoke_yoao_group_materialises_end_to_end(tmp_path: Path, tiny_model_dir: Path) -> None:
+def test_smoke_yoao_group_materialises_end_to_end(tmp_path: Path, tiny_model_dir: Path, standin_engine: str) -> None:
     from models.profiles import get_profile
     from models.storage import TableStore
     from models.tracking import Tracker, TrackingConfig

@@ -15,6 +15,7 @@ benchmarks/results/leaderboard.json): a row of the same endpoint name and profil
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -60,13 +61,14 @@ def main(argv: list[str] | None = None) -> int:
         from models.serving.local import serve_local
         from models.tracking import TrackingConfig
 
-        engine = profile.engine.engine_config(paths.models)  # model_path: replaced by the resolved weights
-        serving = serve_local(args.model, profile.base_model, paths, engine, TrackingConfig.from_env(paths))
+        serving = serve_local(args.model, profile.base_model, paths, profile.engine, TrackingConfig.from_env(paths))
     else:
         serving = nullcontext(None)
     with serving as served:
         url = served.base_url if served is not None else None
         model = served.model if served is not None else None
+        if served is not None:  # the serving stack's proxy records the calls and wants its per-start token
+            endpoint = dataclasses.replace(endpoint, api_key=served.api_key or "")
         evaluation = evaluate_endpoint(
             endpoint, profile, url, model, seed=args.seed, domains=domains, red_black=not args.no_red_black
         )

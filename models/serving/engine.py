@@ -163,6 +163,9 @@ class EngineConfig:
     """Model replicas one server runs and balances over (vLLM --data-parallel-size); 1 on CPU."""
     extra_args: tuple[str, ...] = ()
     """More command-line arguments for the server."""
+    kind: str = "vllm"
+    """Which server `models.serving.stack.local_engine` starts: "vllm", or "standin" (models/serving/standin.py:
+    scripted replies carrying the model's own log-probs; for the pipeline's asset and lineage tests)."""
     env: dict[str, str] = field(default_factory=dict)
     """Extra environment variables for the server (on top of the minimal environment it gets)."""
     api_key: str | None = field(default=None, repr=False)

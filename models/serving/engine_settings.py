@@ -11,6 +11,12 @@ if TYPE_CHECKING:
     from models.serving.engine import EngineConfig
 
 
+ENGINE_KINDS = ("vllm", "standin")
+"""The servers `models.serving.engine.local_engine` can start (`kind`)."""
+ENGINE_KIND_ENV = "SOCIALRL_ENGINE"
+"""Environment variable an edge reads to serve with another kind (the pipeline's tests: "standin")."""
+
+
 @dataclass(frozen=True)
 class EngineSettings:
     """How the profile's engine is started."""
@@ -30,12 +36,17 @@ class EngineSettings:
 
     max_logprobs: int = 20
     """Most log-probs per position a request may ask for (vLLM's --max-logprobs; MOPD's teacher top-k)."""
+    kind: str = "vllm"
+    """"vllm", or "standin": the in-process stand-in of the pipeline's tests (models/serving/standin.py), chosen at
+    an edge with $SOCIALRL_ENGINE (models/profiles.py `get_profile`)."""
 
     def __post_init__(self) -> None:
         if self.tensor_parallel_size < 1 or self.data_parallel_size < 1:
             raise ValueError("tensor_parallel_size and data_parallel_size must be >= 1")
         if self.max_logprobs < 1:
             raise ValueError(f"max_logprobs must be >= 1, got {self.max_logprobs}")
+        if self.kind not in ENGINE_KINDS:
+            raise ValueError(f"kind must be one of {ENGINE_KINDS}, got {self.kind!r}")
 
     def engine_config(self, model_path: Path, **overrides: Any) -> EngineConfig:
         """The engine these settings describe, every field carried over (the one mapping from a profile to an

@@ -164,13 +164,16 @@ class TraceCollection:
 
 
 # ------------------------------------------------------------------------------------------ resolution
-def llm_teacher_config(config: TeacherConfig, base_url: str, model: str, seed: int) -> LLMAgentConfig:
-    """The LLM agent settings of an LLM teacher for one episode."""
+def llm_teacher_config(
+    config: TeacherConfig, base_url: str, model: str, seed: int, api_key: str | None = None
+) -> LLMAgentConfig:
+    """The LLM agent settings of an LLM teacher for one episode (`api_key`: the local serving stack's proxy token,
+    else the teacher's own key)."""
     return LLMAgentConfig(
         base_url=base_url,
         model=model,
         api_key_env=None,
-        api_key=config.api_key or None,
+        api_key=api_key or config.api_key or None,
         temperature=config.temperature,
         max_tokens=config.max_tokens,
         seed=seed,
@@ -211,7 +214,7 @@ def open_teacher(
         log.info("local teacher %s served at %s as %r", reference, served.base_url, served.model)
 
         def make_local(seed: int) -> Agent:
-            return LLMAgent(llm_teacher_config(config, served.base_url, served.model, seed))
+            return LLMAgent(llm_teacher_config(config, served.base_url, served.model, seed, api_key=served.api_key))
 
         yield TeacherSource(config.describe(), make_local, llm=True)
 
@@ -222,10 +225,9 @@ def _default_server(profile: Profile, paths: DataPaths) -> Callable[[str], Any]:
     from models.serving.local import serve_local
     from models.tracking import TrackingConfig
 
-    engine = profile.engine.engine_config(paths.models)  # model_path: replaced by the resolved weights
     tracking = TrackingConfig.from_env(paths)
     return lambda reference: serve_local(
-        reference, profile.base_model, paths, engine, tracking, base_name="teacher", adapter_name="teacher"
+        reference, profile.base_model, paths, profile.engine, tracking, base_name="teacher", adapter_name="teacher"
     )
 
 

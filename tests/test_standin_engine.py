@@ -1,0 +1,170 @@
+"""The stand-in engine (models/serving/standin.py) answers as the project's vLLM server does, behind the real
+rollout proxy: the recorded prompt ids are the chat template's, the recorded log-probs are the served model's
+own (base or adapter) for the tokens it returned, and prompt log-probs match a forward pass of transformers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from models.serving.engine import EngineConfig, EngineError, new_token
+from models.serving.proxy import ProxyConfig, ProxyServer
+from models.serving.stack import local_engine
+from models.storage import TableStore
+
+MESSAGES = [
+    {"role": "system", "content": "You are the buyer. Your target is $40."},
+    {"role": "user", "content": "I'm asking $60 for the lamp."},
+]
+
+
+@pytest.fixture(scope="module")
+def standin(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    config = EngineConfig(model_path=tiny_model_dir, served_model_name="base", api_key=new_token(), kind="standin")
+    with local_engine(config, log_path=tmp_path_factory.mktemp("standin") / "engine.log") as engine:
+        yield engine
+
+
+@pytest.fixture(scope="module")
+def hf_model(tiny_model_dir: Path) -> tuple[Any, Any]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    return AutoModelForCausalLM.from_pretrained(
+        tiny_model_dir, dtype=torch.float32
+    ).eval(), AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+def log_softmax_rows(model: Any, ids: list[int]) -> Any:
+    import torch
+
+    with torch.no_grad():
+        return torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0].float(), dim=-1)
+
+
+def test_local_engine_starts_the_kind_its_config_names(tiny_model_dir: Path) -> None:
+    from models.serving.engine import VLLMEngine
+    from models.serving.standin import StandInEngine
+
+    assert isinstance(local_engine(EngineConfig(model_path=tiny_model_dir)), VLLMEngine)
+    assert isinstance(local_engine(EngineConfig(model_path=tiny_model_dir, kind="standin")), StandInEngine)
+    with pytest.raises(ValueError, match="kind"):
+        local_engine(EngineConfig(model_path=tiny_model_dir, kind="llama.cpp"))
+
+
+def test_the_engine_kind_comes_from_the_environment_at_the_edge(monkeypatch: pytest.MonkeyPatch) -> None:
+    from models.profiles import get_profile
+    from models.serving.engine_settings import ENGINE_KIND_ENV
+
+    monkeypatch.delenv(ENGINE_KIND_ENV, raising=False)
+    assert get_profile("smoke").engine.kind == "vllm"
+    monkeypatch.setenv(ENGINE_KIND_ENV, "standin")
+    profile = get_profile("smoke")
+    assert profile.engine.kind == "standin"
+    assert profile.engine.engine_config(Path("m")).kind == "standin"  # carried to the engine's config
+    monkeypatch.setenv(ENGINE_KIND_ENV, "tgi")
+    with pytest.raises(ValueError, match="kind"):
+        get_profile("smoke")
+
+
+def test_chat_through_the_proxy_records_the_templates_ids_and_the_models_log_probs(
+    standin: Any, hf_model: tuple[Any, Any], tmp_path: Path
+) -> None:
+    model, tokenizer = hf_model
+    config = ProxyConfig(
+        upstreams=(standin.base_url,),
+        base_models=("base",),
+        table_root=tmp_path,
+        port=0,
+        api_key=new_token(),
+        upstream_api_key=standin.config.api_key,
+    )
+    with ProxyServer(config, log_path=tmp_path / "proxy.log") as proxy:
+        body = {"model": "base", "messages": MESSAGES, "max_tokens": 8, "temperature": 0.7, "seed": 3}
+        headers = {"Authorization": f"Bearer {config.api_key}", "X-Episode-Id": "ep-standin"}
+        answer = httpx.post(f"{proxy.base_url}/chat/completions", json=body, headers=headers, timeout=30)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["choices"][0]["logprobs"] is None  # the client did not ask
+        again = httpx.post(f"{proxy.base_url}/chat/completions", json=body, headers=headers, timeout=30)
+        assert again.json()["choices"][0]["message"] == answer.json()["choices"][0]["message"]  # same seed
+        assert proxy.flush()["in_flight"] == 0
+    rows = TableStore(tmp_path).query("SELECT * FROM recorded_calls ORDER BY created_at")
+    assert len(rows) == 2
+    row = rows.iloc[0]
+    expected_prompt = tokenizer.apply_chat_template(MESSAGES, add_generation_prompt=True, tokenize=True)["input_ids"]
+    assert list(row.prompt_token_ids) == list(expected_prompt)
+    completion = [int(t) for t in row.completion_token_ids]
+    assert len(completion) == 8 and row.finish_reason == "length"
+    assert row.completion_text == tokenizer.decode(completion)
+    ids = list(expected_prompt) + completion
+    rows_lp = log_softmax_rows(model, ids)  # temperature 0.7: the sampled distribution's log-probs
+    import torch
+
+    scaled = torch.log_softmax(torch.log_softmax(rows_lp, -1) / 0.7, -1)
+    expected = [float(scaled[len(expected_prompt) - 1 + i, t]) for i, t in enumerate(completion)]
+    assert list(row.completion_logprobs) == pytest.approx(expected, abs=1e-4)
+
+
+def test_prompt_log_probs_match_a_transformers_forward_pass(standin: Any, hf_model: tuple[Any, Any]) -> None:
+    model, _ = hf_model
+    ids = [1, 504, 3458, 314, 260, 2365, 30]
+    scored = standin.client.prompt_logprobs("base", ids, top_k=3)
+    rows = log_softmax_rows(model, ids)
+    assert scored[0] is None and len(scored) == len(ids)
+    for i in range(1, len(ids)):
+        top = set(rows[i - 1].topk(3).indices.tolist())
+        assert set(scored[i]) == top | {ids[i]}
+        for token, value in scored[i].items():
+            assert value == pytest.approx(float(rows[i - 1, token]), abs=1e-4)
+    with pytest.raises(EngineError, match="prompt_logprobs"):
+        standin.client.prompt_logprobs("base", ids, top_k=standin.config.max_logprobs + 1)
+
+
+def test_adapters_load_change_the_log_probs_and_unload(
+    standin: Any, tiny_lora_adapter: Path, tiny_model_dir: Path
+) -> None:
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    client = standin.client
+    client.load_adapter("student", tiny_lora_adapter)
+    try:
+        listing = httpx.get(
+            f"{standin.base_url}/models", headers={"Authorization": f"Bearer {standin.config.api_key}"}
+        ).json()["data"]
+        assert {m["id"]: m["parent"] for m in listing} == {"base": None, "student": "base"}
+        with pytest.raises(EngineError, match="already"):
+            client.load_adapter("student", tiny_lora_adapter)
+        ids = [1, 504, 3458, 314, 260]
+        adapted = client.prompt_logprobs("student", ids, top_k=1)
+        base = client.prompt_logprobs("base", ids, top_k=1)
+        peft = PeftModel.from_pretrained(
+            AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32), tiny_lora_adapter
+        ).eval()
+        rows = log_softmax_rows(peft, ids)
+        assert adapted[4][ids[4]] == pytest.approx(float(rows[3, ids[4]]), abs=1e-4)
+        assert adapted[4][ids[4]] != pytest.approx(base[4][ids[4]], abs=1e-4)  # the adapter changes the model
+    finally:
+        client.unload_adapter("student")
+    assert client.models() == ["base"]
+    with pytest.raises(EngineError, match="cannot be found"):
+        client.unload_adapter("student")
+    with pytest.raises(EngineError, match="no LoRA adapter"):
+        client.load_adapter("nothing", tiny_model_dir / "missing")
+
+
+def test_only_health_answers_without_the_token(standin: Any) -> None:
+    root = standin.base_url.removesuffix("/v1")
+    assert httpx.get(f"{root}/health").status_code == 200
+    assert httpx.get(f"{standin.base_url}/models").status_code == 401
+    body = {"model": "base", "messages": MESSAGES, "max_tokens": 2}
+    assert httpx.post(f"{standin.base_url}/chat/completions", json=body).status_code == 401
+    wrong = {"Authorization": "Bearer nope"}
+    assert httpx.post(f"{standin.base_url}/load_lora_adapter", json={}, headers=wrong).status_code == 401
+    unknown = standin.client.http.post("/chat/completions", json={**body, "model": "ghost"})
+    assert unknown.status_code == 404 and "ghost" in unknown.text
