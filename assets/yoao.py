@@ -195,10 +195,10 @@ def seed_data_has_no_held_out_frames(context, store: StoreResource) -> AssetChec
 def yoao_format_warmup(
     context: AssetExecutionContext, settings: SettingsResource, mlflow: MlflowResource
 ) -> Output[FormatWarmup]:
-    """The untrained teammates' format warm-up: LoRA SFT of the base model on format-tutor games (tutors that
-    vote with what the discussion said, or with a prior of their own; votes balanced between colours) so that
-    they vote validly and can be moved by words without learning to cooperate; the same adapter for every arm,
-    and the one the seed continues. Held-out games give the learning curve. Registered as `yoao-format-warmup`."""
+    """The untrained teammates' format warm-up: LoRA SFT of the base model on format-tutor games (by default,
+    teammates who lean selfish and are moved by grounded reasons, not by a bare vote or length:
+    agents/yoao/persuasion.py) so that they vote validly and can be moved by what is argued; the same adapter for
+    every arm, and the one the seed continues. Held-out games give the learning curve. Registered as `yoao-format-warmup`."""
     _, yoao = yoao_settings(settings)
     output = settings.paths().run_dir("yoao", "warmup", execution_id(context))
     warmup = format_warmup(yoao, _base_model_dir(settings), output, mlflow.tracker())

@@ -30,6 +30,7 @@ from models.yoao import experiments, report
 from models.yoao.experiments import PROMPTING_BASELINE_OFF, ExperimentResult, ExperimentSetup, PlayerModels
 from models.yoao.games import summarise_records
 from models.yoao.imitation import WarmstartImitation
+from models.yoao.incentives import run_yoao_incentives
 from models.yoao.seed import (
     SEED_MODEL_NAME,
     FormatWarmup,
@@ -268,8 +269,8 @@ def yoao_results(
     settings: SettingsResource,
     mlflow: MlflowResource,
 ) -> Output[report.YoaoResults]:
-    """The profile's held-out frames pooled: the result file's content (`benchmark`, exactly the keys of
-    models/yoao/report.py) and the full report, written under <data>/reports; plots to MLflow; the seed's
+    """The profile's held-out frames pooled, and the tutors' incentive audit (models/yoao/incentives.py): the
+    result file's content (`benchmark`, exactly the keys of models/yoao/report.py) and the full report, written under <data>/reports; plots to MLflow; the seed's
     `champion` alias moves when its pooled k=1 cooperation beats the champion's."""
     start = time.perf_counter()
     profile, yoao = yoao_settings(settings)
@@ -295,7 +296,7 @@ def yoao_results(
     }
     results = report.build_results(
         profile.name, yoao.heldout_frames, version, *experiments.values(), sugarscape_zero_shot, wall, extra,
-        warmstarts=yoao_warmstart_imitation.summary(),
+        warmstarts=yoao_warmstart_imitation.summary(), incentives=run_yoao_incentives(yoao).as_json(),
     )  # fmt: skip
     wall["yoao_results"] = time.perf_counter() - start
     results = replace(results, wall_s=wall)

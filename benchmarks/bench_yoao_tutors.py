@@ -78,7 +78,11 @@ def main(argv: list[str] | None = None) -> int:
         "profile": profile.name,
         "frames": list(settings.heldout_frames),
         "games_per_arm": settings.games_per_arm,
-        **{k: benchmark[k] for k in report.BENCHMARK_KEYS if k not in ("sugarscape", "warmstarts", "wall_s")},
+        **{
+            k: benchmark[k]
+            for k in report.BENCHMARK_KEYS
+            if k not in ("yoao_incentives", "sugarscape", "warmstarts", "wall_s")
+        },
         "wall_s": round(time.perf_counter() - start, 1),
     }
     print(report.outcomes_table(results.outcomes))

@@ -8,6 +8,7 @@ Each block sits between `<!-- <name>: begin -->` and `<!-- <name>: end -->` in i
 | `incentives_cpu` | README.md | benchmarks/results/incentives_cpu.json | `incentives_markdown` (below: the audit's behaviours and reference policies per price domain) |
 | `yoao_cpu` | docs/yoao.md | benchmarks/results/yoao_cpu.json | `benchmark_markdown` (models/yoao/report.py) |
 | `yoao_tutor_reference` | docs/yoao.md | benchmarks/results/yoao_tutor_reference.json | `benchmark_markdown` |
+| `yoao_incentives_cpu` | docs/yoao.md | benchmarks/results/yoao_incentives_cpu.json | `audit_markdown` (models/yoao/incentives.py: the YOAO incentive audit and the tutors' prior calibration) |
 | `test_suite` | README.md | benchmarks/results/test_suite.json | `render` (benchmarks/bench_test_suite.py: `make test`'s JUnit XML) |
 | `paper_report` | README.md | benchmarks/results/paper_report.json | `summary_markdown` (models/report/render.py: the verdicts `make report PUBLISH=1` published, linking the whole report beside it) |
 
@@ -30,6 +31,7 @@ from agents.env_version import env_version
 from benchmarks import bench_test_suite
 from models.report import summary_markdown
 from models.socialrl.stage1.report import report_markdown
+from models.yoao.incentives import audit_markdown
 from models.yoao.report import benchmark_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -126,6 +128,7 @@ BLOCKS = (
     Block("incentives_cpu", README, RESULTS / "incentives_cpu.json", incentives_markdown),
     Block("yoao_cpu", ROOT / "docs" / "yoao.md", RESULTS / "yoao_cpu.json", benchmark_markdown),
     Block("yoao_tutor_reference", ROOT / "docs" / "yoao.md", RESULTS / "yoao_tutor_reference.json", benchmark_markdown),
+    Block("yoao_incentives_cpu", ROOT / "docs" / "yoao.md", RESULTS / "yoao_incentives_cpu.json", audit_markdown),
     Block("test_suite", README, bench_test_suite.RESULT, bench_test_suite.render),
     PAPER_REPORT,
 )

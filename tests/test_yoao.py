@@ -20,7 +20,7 @@ from agents.yoao.red_black_strategies import (
     get_strategy,
     make_strategy_team,
 )
-from agents.yoao.red_black_teacher import FormatTutor, PrincipledCooperator, quote_of
+from agents.yoao.red_black_teacher import VOTE_FOLLOWING_TUTORS, FormatTutor, PrincipledCooperator, quote_of
 from environments.core.base import ActionSpec
 from environments.core.events import RAW_TEXT, Action, Event, Notification, NotificationKind, Observation
 from environments.core.runtime import Agent, EpisodeResult, run_episode
@@ -246,7 +246,10 @@ def test_quote_of_drops_vote_commands() -> None:
 
 
 def test_format_tutor_data_is_balanced_and_without_rationale() -> None:
-    settings = dataclasses.replace(SMOKE, warmup_games=30, rounds=10, team_size=5)
+    # The vote-following tutor mix, mirrored (the default leans selfish and argues: test_yoao_persuasion.py).
+    settings = dataclasses.replace(
+        SMOKE, warmup_games=30, rounds=10, team_size=5, warmup_tutors=VOTE_FOLLOWING_TUTORS, warmup_mirror=True
+    )
     traces = seed.format_warmup_traces(settings)
     black, red = seed.vote_balance(traces.traces)
     assert black + red == 30 * 5 * 10

@@ -1,4 +1,4 @@
-"""YOAO propagation that can propagate (issue 30): warm-up tutors whose votes depend on what they hear, the
+"""YOAO propagation that can propagate: warm-up tutors whose votes depend on what they hear, the
 untrained players' outcomes and the vote-arithmetic null, mute that can differ from unmuted, the warm-starts'
 imitation measures, the result file's keys, Sugarscape left out with its reason, the leaderboard's Red-Black
 order and rates."""
@@ -14,8 +14,8 @@ import pytest
 from agents.yoao.llm_players import SwapAgent
 from agents.yoao.red_black_strategies import MuteWrapper, make_strategy_team
 from agents.yoao.red_black_teacher import (
-    TUTOR_KINDS,
     TUTOR_REASONS,
+    VOTE_FOLLOWING_TUTORS,
     FormatTutor,
     PrincipledCooperator,
     argument_words,
@@ -114,12 +114,15 @@ def test_each_tutor_kind_votes_by_its_rule(kind: str, expected: str) -> None:
 
 
 def test_warmup_data_mixes_listening_tutors_balanced_by_mirrored_games() -> None:
-    settings = dataclasses.replace(SMOKE, warmup_games=16, rounds=5, team_size=5)
+    # The vote-following mix, mirrored (the default is the persuadable tutors, tests/test_yoao_persuasion.py).
+    settings = dataclasses.replace(
+        SMOKE, warmup_games=16, rounds=5, team_size=5, warmup_tutors=VOTE_FOLLOWING_TUTORS, warmup_mirror=True
+    )
     traces = seed.format_warmup_traces(settings)
     black, red = seed.vote_balance(traces.traces)
     assert black == red == 16 * 5 * 5 // 2  # a game and its mirror: exactly balanced
     kinds = [t.agent.split("kind=")[1].split(",")[0] for t in traces.traces]
-    assert {k: kinds.count(k) for k in TUTOR_KINDS} == dict.fromkeys(TUTOR_KINDS, 20)
+    assert {k: kinds.count(k) for k in VOTE_FOLLOWING_TUTORS} == dict.fromkeys(VOTE_FOLLOWING_TUTORS, 20)
     # The data's votes depend on what was said: most follow the teammates' stated majority, not all.
     assert 0.7 < traces.follows_majority < 0.98
     # A prior-only mix hears nothing: its votes follow the stated majority about half the time.
@@ -271,16 +274,26 @@ def test_heldout_split_and_learning_curve() -> None:
 
 
 def test_replayed_turns_are_scored_against_the_teacher() -> None:
-    traces = seed.format_warmup_traces(dataclasses.replace(SMOKE, warmup_games=2))
+    vote_following = dataclasses.replace(SMOKE, warmup_games=2, warmup_tutors=VOTE_FOLLOWING_TUTORS, warmup_mirror=True)
+    traces = seed.format_warmup_traces(vote_following)
     conversations = [t.messages for t in traces.traces]
     turns = replay_turns(conversations)
     assert {t.kind for t in turns} == {"vote", "opinion"} and {t.frame for t in turns} <= set(SMOKE.train_frames)
     assert all(t.context[-1]["role"] == "user" for t in turns)
     perfect = score_replies(turns, [t.teacher for t in turns])
     assert perfect["valid_vote_rate"].mean == 1.0 and perfect["vote_follows_teacher"].mean == 1.0
-    assert perfect["principled_rate"].mean == 0.0  # the tutors give no welfare reasons
+    assert perfect["principled_rate"].mean == 0.0  # the vote-following tutors give no welfare reasons
     off = score_replies(turns, ["Hmm." for _ in turns])
     assert off["valid_vote_rate"].mean == 0.0 and off["states_choice_rate"].mean == 0.0
+    # The default (persuadable) tutors argue, some BLACK statements from the group's welfare: a perfect replay
+    # scores the share of their statements the seed-data filter keeps.
+    turns = replay_turns(
+        [t.messages for t in seed.format_warmup_traces(dataclasses.replace(SMOKE, warmup_games=4)).traces]
+    )
+    opinions = [t for t in turns if t.kind == "opinion"]
+    kept = [seed.classify_turn(t.teacher, "opinion", t.frame).kept for t in opinions]
+    perfect = score_replies(turns, [t.teacher for t in turns])
+    assert perfect["principled_rate"].mean == pytest.approx(sum(kept) / len(kept))
 
 
 # ------------------------------------------------------------------------------ profiles and Sugarscape

@@ -15,23 +15,36 @@ their games as the chat an LLM agent in the same seat sees (SFT data and deploym
 | persuades rather than retaliates | after an exploitation it argues for breaking the spiral and winning the other side back; its sentences never use the words of retaliation (punish, revenge, pay back, ...) that the seed-data filter drops |
 
 `FormatTutor` writes the untrained teammates' format warm-up data: the answer format, and votes that depend
-on what the tutor heard, but no disposition of its own to cooperate or defect. Each tutor seat has a *kind*
-and a *prior* (its probability of BLACK when nothing it heard decides; drawn per seat from `TUTOR_PRIORS`,
-mean 1/2):
+on what the tutor heard. Each tutor seat has a *kind* and a *prior* (its probability of BLACK when nothing it
+heard decides). The default kind of the warm-up is `persuadable`: a teammate that leans selfish
+(prior drawn per seat from `PERSUADABLE_PRIORS`, mean 0.3, so that such teammates among themselves cooperate
+near the paper's untrained 24.8%) and is moved by the grounded reasons it hears, weighed against that prior,
+and little by a bare vote or by length (agents/yoao/persuasion.py). The four vote-following kinds
+(`VOTE_FOLLOWING_TUTORS`, priors from `TUTOR_PRIORS`, mean 1/2) follow stated votes or argument length and stay
+available:
 
 | kind | what it states in the discussion | what it votes |
 | --- | --- | --- |
+| `persuadable` | the choice `Persuasion.decide` gives from its prior and the statements heard so far (this round's; earlier rounds' only with `Persuasion.memory` > 0), with its draw for the round | the same rule over the whole round's discussion, with the same draw |
 | `majority` | the strict majority of the choices its teammates stated before it this round, else its prior | the strict majority of every choice stated this round (its own included), else its own statement |
 | `last_speaker` | the choice of the last teammate who stated one before it this round, else its prior | the last choice a teammate stated this round, else its own statement |
 | `strongest_argument` | the choice of the teammate with the strongest argument so far (`argument_words`: words outside the sentences that state a vote; a bare "I vote X." weighs 0; ties between choices or no argument: its prior) | the same rule over the whole round (its own statement included), else its own statement |
 | `prior` | a draw from its prior every round, whatever it heard | its own statement |
 
-With `reason_rate` > 0 a statement carries, with that probability, one short reason from pools of equal size
-for either choice (`TUTOR_REASONS`: no welfare, trust, points or retaliation words, so the seed-data filter
-reads them as `no_rationale` or `defects`). `mirror` swaps the colour of every prior draw (the generator's
-draws are the same), so a game and its mirror have exactly opposite votes: warm-up data built from game
-pairs is balanced between colours by construction. The default tutor (`prior`, prior 1/2, no reasons) is a
-fair coin per round.
+With `reason_rate` > 0 a statement carries, with that probability, reasons: a `persuadable` tutor gives one or
+two grounded reasons for the choice it states (`REASON_SENTENCES` of persuasion.py, a `history` reason only
+when it is true), and with `filler_rate` one or two long sentences that give no reason (`FILLER_SENTENCES`),
+otherwise a bare vote; the vote-following kinds give one short reason from pools of equal size for either choice
+(`TUTOR_REASONS`: no welfare, trust, points or retaliation words, so the seed-data filter reads them as
+`no_rationale` or `defects`). `mirror` (vote-following kinds only) swaps the colour of every prior draw (the
+generator's draws are the same), so a game and its mirror have exactly opposite votes: warm-up data built
+from game pairs is balanced between colours by construction. A `persuadable` tutor cannot be mirrored: its
+reasons are not symmetric (the group's welfare argues for BLACK only). The default tutor (`prior`, prior 1/2,
+no reasons) is a fair coin per round.
+
+`ScriptedSeed` is the incentive audit's seed that differs from the principled cooperator in one behaviour: it
+states and votes a fixed choice with every grounded reason it can truthfully give for it (`reasons`) or with
+long text that gives none (`filler`).
 """
 
 from __future__ import annotations
@@ -41,6 +54,16 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agents.yoao.persuasion import (
+    FILLER_SENTENCES,
+    REASON_KINDS,
+    REASON_SENTENCES,
+    Heard,
+    Persuasion,
+    Reading,
+    available_reasons,
+    read_argument,
+)
 from environments.core.base import ActionSpec
 from environments.core.events import RAW_TEXT, Action, Event, Notification, Observation
 from environments.yoao.red_black import BLACK, CHOICES, RED, VOTE, other_team, team_of
@@ -257,10 +280,20 @@ class PrincipledCooperator(_RedBlackCodeAgent):
 
 
 TUTOR_OPINIONS = ("I vote {choice}.", "For this round, I vote {choice}.", "Round {round}: I vote {choice}.")
-TUTOR_KINDS = ("majority", "last_speaker", "strongest_argument", "prior")
-"""The format tutors' kinds (module docstring); the warm-up data cycles through them in equal shares."""
+PERSUADABLE = "persuadable"
+VOTE_FOLLOWING_TUTORS = ("majority", "last_speaker", "strongest_argument", "prior")
+"""The vote-following tutor mix: votes follow stated votes, argument length, or a prior of mean 1/2."""
+TUTOR_KINDS = (*VOTE_FOLLOWING_TUTORS, PERSUADABLE)
+"""The format tutors' kinds (module docstring); the warm-up data cycles through its mix in equal shares."""
+DEFAULT_TUTORS = (PERSUADABLE,)
+"""The warm-up's default mix: teammates who lean selfish and weigh arguments."""
 TUTOR_PRIORS = (0.2, 0.5, 0.8)
-"""A tutor's probability of BLACK when nothing it heard decides, drawn per seat (mean 1/2)."""
+"""A vote-following tutor's probability of BLACK when nothing it heard decides, drawn per seat (mean 1/2)."""
+PERSUADABLE_PRIORS = (0.15, 0.3, 0.45)
+"""A persuadable tutor's probability of BLACK with nothing heard, drawn per seat (mean 0.3, spread so that
+teammates differ in leaning): the mean of the grid 0.25, 0.3, ..., 0.5 whose tutors, discussing among
+themselves in the cpu profile's warm-up games on the training frames, cooperate closest to the paper's
+untrained 24.8% (models/yoao/paper_claims.py; `prior_calibration` of models/yoao/incentives.py, docs/yoao.md)."""
 TUTOR_REASONS: dict[str, tuple[str, ...]] = {
     BLACK: (
         "{them} has played fair with us so far.",
@@ -309,40 +342,82 @@ class FormatTutor(_RedBlackCodeAgent):
     """Format warm-up data whose votes depend on what the tutor heard (module docstring)."""
 
     def __init__(
-        self, seed: int = 0, kind: str = "prior", prior: float = 0.5, reason_rate: float = 0.0, mirror: bool = False
+        self,
+        seed: int = 0,
+        kind: str = "prior",
+        prior: float = 0.5,
+        reason_rate: float = 0.0,
+        mirror: bool = False,
+        filler_rate: float = 0.0,
+        persuasion: Persuasion | None = None,
     ) -> None:
         if kind not in TUTOR_KINDS:
             raise ValueError(f"unknown tutor kind {kind!r}; known: {', '.join(TUTOR_KINDS)}")
-        if not 0.0 <= prior <= 1.0 or not 0.0 <= reason_rate <= 1.0:
-            raise ValueError(f"prior and reason_rate must lie in [0, 1], got {prior}, {reason_rate}")
+        if not all(0.0 <= x <= 1.0 for x in (prior, reason_rate, filler_rate)) or reason_rate + filler_rate > 1.0:
+            raise ValueError(
+                f"prior, reason_rate and filler_rate must lie in [0, 1] (reason_rate + filler_rate <= 1), got "
+                f"{prior}, {reason_rate}, {filler_rate}"
+            )
+        if mirror and kind == PERSUADABLE:
+            raise ValueError("a persuadable tutor cannot be mirrored: its reasons are not symmetric between colours")
+        if filler_rate and kind != PERSUADABLE:
+            raise ValueError(f"filler_rate is for the {PERSUADABLE} tutor only, got kind {kind!r}")
         super().__init__(seed)
         self.kind, self.prior, self.reason_rate, self.mirror = kind, prior, reason_rate, mirror
-        self.draws: dict[int, str] = {}
+        self.filler_rate = filler_rate
+        self.persuasion = persuasion or Persuasion()
+        self.uniforms: dict[int, float] = {}
         self.stated: dict[int, tuple[str, str]] = {}
+        self.readings: dict[tuple[int, int], Reading] = {}
 
     def describe(self) -> str:
+        filler = f", filler={self.filler_rate:g}" if self.kind == PERSUADABLE else ""
         return (
-            f"FormatTutor(kind={self.kind}, prior={self.prior:g}, reasons={self.reason_rate:g}, "
+            f"FormatTutor(kind={self.kind}, prior={self.prior:g}, reasons={self.reason_rate:g}{filler}, "
             f"mirror={self.mirror}, seed={self.seed})"
         )
 
     async def reset(self, agent_id: str, env_id: str, spec: ActionSpec, episode_id: str) -> None:
         await super().reset(agent_id, env_id, spec, episode_id)
-        self.draws, self.stated = {}, {}
+        self.uniforms, self.stated, self.readings = {}, {}, {}
+
+    def uniform(self, round_: int) -> float:
+        """The round's uniform draw in [0, 1), made once per round in round order."""
+        for r in range(len(self.uniforms) + 1, round_ + 1):
+            self.uniforms[r] = self.rng.random()
+        return self.uniforms[round_]
 
     def own_draw(self, round_: int) -> str:
-        """The round's draw from the prior, made once per round in round order (colour swapped when mirrored)."""
-        for r in range(len(self.draws) + 1, round_ + 1):
-            choice = BLACK if self.rng.random() < self.prior else RED
-            self.draws[r] = (RED if choice == BLACK else BLACK) if self.mirror else choice
-        return self.draws[round_]
+        """The round's draw from the prior (colour swapped when mirrored)."""
+        choice = BLACK if self.uniform(round_) < self.prior else RED
+        return (RED if choice == BLACK else BLACK) if self.mirror else choice
 
     def heard_in(self, round_: int) -> list[tuple[str, str]]:
         """(text, choice) of the teammates' statements of a round that stated a choice, in the order heard."""
         return [(t, c) for _, t, c in self.heard.get(round_, []) if c in CHOICES]
 
+    def heard_until(self, round_: int) -> list[Heard]:
+        """Every statement with a choice heard up to now, read (`read_argument`) and aged from `round_`."""
+        out = []
+        labels = (self.words["coop"], self.words["defect"])
+        for r in range(1, round_ + 1):
+            for i, (_, text, choice) in enumerate(self.heard.get(r, [])):
+                if choice not in CHOICES:
+                    continue
+                reading = self.readings.get((r, i))
+                if reading is None:
+                    reading = self.readings[r, i] = read_argument(text, ignore=labels, has_history=r > 1)
+                out.append(Heard(choice=choice, reading=reading, age=round_ - r))
+        return out
+
+    def persuaded(self, round_: int) -> str:
+        """A persuadable tutor's choice now: its prior against everything heard, with the round's draw."""
+        return self.persuasion.decide(self.prior, self.heard_until(round_), self.uniform(round_))
+
     def lean(self, round_: int) -> str:
         """What this tutor states: its kind's rule on what it heard so far this round, else its prior."""
+        if self.kind == PERSUADABLE:
+            return self.persuaded(round_)
         heard = self.heard_in(round_)
         own = self.own_draw(round_)
         if self.kind == "majority":
@@ -354,7 +429,10 @@ class FormatTutor(_RedBlackCodeAgent):
         return own
 
     def vote(self, round_: int) -> str:
-        """Its kind's rule over the whole round's discussion (its own statement included), else its statement."""
+        """Its kind's rule over the whole round's discussion (its own statement included, except for the
+        persuadable tutor, who is not persuaded by itself), else its statement."""
+        if self.kind == PERSUADABLE:
+            return self.persuaded(round_)
         own_text, own = self.stated.get(round_) or ("", self.own_draw(round_))
         heard = self.heard_in(round_)
         if self.kind == "majority":
@@ -370,12 +448,75 @@ class FormatTutor(_RedBlackCodeAgent):
         if VOTE in request.allowed:
             return Action(self.agent_id, RAW_TEXT, f"VOTE: {self.label(self.vote(round_))}")
         choice = self.lean(round_)
-        # Every draw is made whatever the colours, so a mirrored tutor's generator stays in step with its twin.
-        give_reason = self.rng.random() < self.reason_rate
-        reason = TUTOR_REASONS[choice][self.rng.randrange(len(TUTOR_REASONS[BLACK]))]
-        template = TUTOR_OPINIONS[self.rng.randrange(len(TUTOR_OPINIONS))]
-        text = template.format(choice=self.label(choice), round=round_)
-        if give_reason:
-            text = f"{reason.format(**self.words)} {text}"
+        if self.kind == PERSUADABLE:
+            text = self.argued(round_, choice)
+        else:
+            # Every draw is made whatever the colours, so a mirrored tutor's generator stays in step with its twin.
+            give_reason = self.rng.random() < self.reason_rate
+            reason = TUTOR_REASONS[choice][self.rng.randrange(len(TUTOR_REASONS[BLACK]))]
+            template = TUTOR_OPINIONS[self.rng.randrange(len(TUTOR_OPINIONS))]
+            text = template.format(choice=self.label(choice), round=round_)
+            if give_reason:
+                text = f"{reason.format(**self.words)} {text}"
         self.stated[round_] = (text, choice)
         return Action(self.agent_id, RAW_TEXT, text)
+
+    def argued(self, round_: int, choice: str) -> str:
+        """A persuadable tutor's statement: one or two grounded reasons for `choice` (with `reason_rate`), one or
+        two sentences without a reason (with `filler_rate`), or a bare vote. The same number of draws is made
+        whatever is said, so the tutor's later rounds do not depend on its words (paired games stay paired)."""
+        style, two = self.rng.random(), self.rng.random() < 0.5
+        order = [self.rng.random() for _ in REASON_KINDS]
+        variants = [self.rng.random() for _ in REASON_KINDS]
+        fillers = self.rng.sample(range(len(FILLER_SENTENCES)), 2)
+        template = TUTOR_OPINIONS[self.rng.randrange(len(TUTOR_OPINIONS))]
+        sentences: list[str] = []
+        if style < self.reason_rate:
+            last = self.results.get(round_ - 1)
+            other_last = last["choices"][other_team(team_of(self.agent_id))] if last else None
+            ranked = sorted(available_reasons(choice, other_last), key=lambda k: order[REASON_KINDS.index(k)])
+            for kind in ranked[: 2 if two else 1]:
+                pool = REASON_SENTENCES[choice][kind]
+                sentences.append(pool[int(variants[REASON_KINDS.index(kind)] * len(pool))])
+        elif style < self.reason_rate + self.filler_rate:
+            sentences = [FILLER_SENTENCES[i] for i in fillers[: 2 if two else 1]]
+        fill = dict(self.words)
+        parts = [x.format(**fill) for x in sentences]
+        parts.append(template.format(choice=self.label(choice), round=round_))
+        return " ".join(parts)
+
+
+class ScriptedSeed(_RedBlackCodeAgent):
+    """The incentive audit's scripted seed (module docstring): states and votes `choice` every round, with
+    every grounded reason it can truthfully give for it (`speech="reasons"`, `REASON_SENTENCES`) or with three
+    sentences that give none (`speech="filler"`, about as long as the principled cooperator's argument)."""
+
+    SPEECHES = ("reasons", "filler")
+
+    def __init__(self, seed: int = 0, *, choice: str = RED, speech: str = "reasons") -> None:
+        if choice not in CHOICES or speech not in self.SPEECHES:
+            raise ValueError(f"choice must be one of {CHOICES} and speech one of {self.SPEECHES}")
+        super().__init__(seed)
+        self.choice, self.speech = choice, speech
+
+    def describe(self) -> str:
+        return f"ScriptedSeed(choice={self.choice}, speech={self.speech}, seed={self.seed})"
+
+    async def act(self, request: Notification) -> Action:
+        if VOTE in request.allowed:
+            return Action(self.agent_id, RAW_TEXT, f"VOTE: {self.label(self.choice)}")
+        round_ = int(request.data.get("round", 1))
+        start = self.rng.randrange(len(FILLER_SENTENCES))
+        variant = self.rng.randrange(2)
+        if self.speech == "filler":
+            sentences = [FILLER_SENTENCES[(start + i) % len(FILLER_SENTENCES)] for i in range(3)]
+        else:
+            last = self.results.get(round_ - 1)
+            other_last = last["choices"][other_team(team_of(self.agent_id))] if last else None
+            sentences = [
+                REASON_SENTENCES[self.choice][k][variant % len(REASON_SENTENCES[self.choice][k])]
+                for k in available_reasons(self.choice, other_last)
+            ]
+        parts = [x.format(**self.words) for x in sentences]
+        parts.append(f"I vote {self.label(self.choice)}.")
+        return Action(self.agent_id, RAW_TEXT, " ".join(parts))

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from agents.yoao.red_black_strategies import PAPER_OPPONENTS
-from agents.yoao.red_black_teacher import TUTOR_KINDS
+from agents.yoao.red_black_teacher import DEFAULT_TUTORS, PERSUADABLE, TUTOR_KINDS
 from environments.yoao.red_black import DISCUSSION_ORDERS, list_frames, load_frame
 from models.training.config import LoraSettings, SFTSettings
 
@@ -136,11 +136,25 @@ class YoaoSettings:
     judge: Endpoint | None = None
     """Optional LLM judge of the seed-data filter (None: the rule-based classifier alone)."""
     warmup_games: int = 40
-    """Format-tutor games of the untrained teammates' format-only warm-up (in pairs: a game and its mirror)."""
-    warmup_tutors: tuple[str, ...] = TUTOR_KINDS
-    """Tutor kinds of the warm-up data (agents/yoao/red_black_teacher.py), cycled over seats and games."""
+    """Format-tutor games of the untrained teammates' format-only warm-up (with `warmup_mirror`, in pairs: a
+    game and its mirror)."""
+    warmup_tutors: tuple[str, ...] = DEFAULT_TUTORS
+    """Tutor kinds of the warm-up data (agents/yoao/red_black_teacher.py), cycled over seats and games; the
+    default: `persuadable` teammates who lean selfish and weigh grounded reasons
+    (agents/yoao/persuasion.py); the vote-following mix is `VOTE_FOLLOWING_TUTORS`."""
     warmup_reason_rate: float = 0.5
-    """Share of the warm-up tutors' statements that carry a short reason (either colour alike)."""
+    """Share of the warm-up tutors' statements that carry reasons (persuadable: one or two grounded reasons for
+    the stated choice; vote-following kinds: one short reason, either colour alike)."""
+    warmup_filler_rate: float = 0.25
+    """Share of the persuadable tutors' statements that carry one or two long sentences without a reason, so
+    that the data shows length alone moving nobody (the rest are bare votes; ignored by the vote-following kinds)."""
+    warmup_priors: tuple[float, ...] = ()
+    """The warm-up tutors' priors (P(BLACK) with nothing heard), one drawn per seat; empty: the kind's own
+    (`PERSUADABLE_PRIORS`, or `TUTOR_PRIORS` for the vote-following kinds)."""
+    warmup_mirror: bool = False
+    """Play every warm-up game with its mirror (every prior draw's colour swapped), which balances the data's
+    votes between colours by construction (for the vote-following kinds); not with persuadable tutors, whose selfish lean
+    is the point and whose reasons are not symmetric."""
     heldout_share: float = 0.1
     """Share of the warm-up games and of the seed conversations held out of SFT: their loss is the learning
     curve (`SFTSettings.checkpoint_every`) and their turns are replayed by `yoao_warmstart_imitation`."""
@@ -228,8 +242,16 @@ class YoaoSettings:
         unknown_tutors = [k for k in self.warmup_tutors if k not in TUTOR_KINDS]
         if unknown_tutors or not self.warmup_tutors:
             raise ValueError(f"unknown warm-up tutors {unknown_tutors}; known: {', '.join(TUTOR_KINDS)}")
-        if not 0.0 <= self.warmup_reason_rate <= 1.0 or not 0.0 < self.heldout_share < 1.0:
-            raise ValueError("warmup_reason_rate must lie in [0, 1] and heldout_share in (0, 1)")
+        rates = (self.warmup_reason_rate, self.warmup_filler_rate)
+        if not all(0.0 <= r <= 1.0 for r in rates) or sum(rates) > 1.0 or not 0.0 < self.heldout_share < 1.0:
+            raise ValueError(
+                "warmup_reason_rate and warmup_filler_rate must lie in [0, 1] with a sum <= 1, and heldout_share "
+                "in (0, 1)"
+            )
+        if not all(0.0 <= p <= 1.0 for p in self.warmup_priors):
+            raise ValueError(f"warmup_priors must be probabilities, got {self.warmup_priors}")
+        if self.warmup_mirror and PERSUADABLE in self.warmup_tutors:
+            raise ValueError("warmup_mirror cannot mirror persuadable tutors (their reasons are not symmetric)")
         if self.imitation_conversations < 1:
             raise ValueError(f"imitation_conversations must be >= 1, got {self.imitation_conversations}")
 

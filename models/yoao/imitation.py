@@ -13,7 +13,7 @@ as the game reads it. Per adapter:
 | `vote_follows_teacher` | vote turns whose reply votes what the teacher voted in that context (an invalid reply does not) |
 | `statement_follows_teacher` | discussion turns whose reply states the teacher's choice |
 | `black_vote_share` | BLACK among the valid votes |
-| `principled_rate` | discussion turns the seed-data filter would keep (`classify_turn`: BLACK with a collective-welfare reason); the seed's teacher scores 1, the warm-up's tutors 0 |
+| `principled_rate` | discussion turns the seed-data filter would keep (`classify_turn`: BLACK with a collective-welfare reason); the seed's teacher scores 1, the vote-following tutors 0, the persuadable tutors the share of their statements that argue BLACK from the group's welfare |
 | `eval_curve`, `plateaued` | the held-out loss at step 0, every checkpoint and the end (`TrainedAdapter.eval_curve`), and whether its last interval gained less than `PLATEAU_TOLERANCE` |
 
 Rates are pooled over turns with a bootstrap interval clustered by conversation. Three replayed turns (the

@@ -10,6 +10,7 @@ pipelines/run_yoao.py) has exactly these keys:
 
 | key | value |
 | --- | --- |
+| `yoao_incentives` | the incentive audit before training (models/yoao/incentives.py, `YoaoIncentiveAudit.as_json`): scripted seeds among the tutors the untrained seats imitate, on held-out games: `untrained_cooperation` per arm (`none`, `argue`, `vote_only`, `long`, `selfish`) and the paired `argue_minus_none`, `vote_only_minus_none`, `long_minus_none`, `selfish_minus_none`, `argue_minus_vote_only`, `long_minus_vote_only`, each {mean, ci_low, ci_high, games}, with `failures`; {} when not run |
 | `untrained_cooperation` | arm -> {mean, ci_low, ci_high, games}: **the primary outcome**, the untrained players' cooperative-vote rate (BLACK / counted votes of the seats an untrained model plays; for "3_removed", the rounds after the seeds left) |
 | `untrained_cooperation_paired` | arm (all but "0") -> {mean, ci_low, ci_high, games}: its paired difference against k = 0 over the same games (and rounds) |
 | `persuadability_k0` | {mean, ci_low, ci_high, games, votes}: at k = 0, the share of untrained votes equal to the strict majority the other teammates stated that round |
@@ -52,24 +53,14 @@ from models.yoao.games import (
     vote_arithmetic,
 )
 from models.yoao.imitation import METRICS as IMITATION_METRICS
+from models.yoao.incentives import audit_sentence
 from models.yoao.sugarscape import SugarscapeResult
 
 BENCHMARK_KEYS = (
-    "env_version",
-    "untrained_cooperation",
-    "untrained_cooperation_paired",
-    "persuadability_k0",
-    "follows_seed",
-    "abstention",
-    "team",
-    "cooperation_by_seed_count",
-    "mute",
-    "persistence",
-    "prompting_baseline",
-    "warmstarts",
-    "sugarscape",
-    "wall_s",
-)
+    "env_version", "yoao_incentives", "untrained_cooperation", "untrained_cooperation_paired", "persuadability_k0",
+    "follows_seed", "abstention", "team", "cooperation_by_seed_count", "mute", "persistence", "prompting_baseline",
+    "warmstarts", "sugarscape", "wall_s",
+)  # fmt: skip
 BASELINE_ARM = "k=0"
 SUGARSCAPE_KEYS = (
     "trades",
@@ -211,6 +202,8 @@ class YoaoResults:
     """Why the profile left Sugarscape out (empty: it ran)."""
     warmstarts: dict[str, Any] = field(default_factory=dict)
     """The warm-starts' imitation measures (`WarmstartImitation.as_dict`)."""
+    incentives: dict[str, Any] = field(default_factory=dict)
+    """The incentive audit before training (`YoaoIncentiveAudit.as_json`; empty when not run)."""
 
     def outcome(self, arm: str) -> ArmOutcomes:
         for o in self.outcomes:
@@ -228,6 +221,7 @@ class YoaoResults:
         )
         return {
             "env_version": env_version(),
+            "yoao_incentives": self.incentives,
             "untrained_cooperation": {
                 arm_key(o.arm): _entry(o.summary.untrained_cooperation, o.summary.games) for o in self.outcomes
             },
@@ -351,6 +345,7 @@ def build_results(
     wall_s: Mapping[str, float],
     extra: Mapping[str, Any] | None = None,
     warmstarts: Mapping[str, Any] | None = None,
+    incentives: Mapping[str, Any] | None = None,
 ) -> YoaoResults:
     """Pool the partitions' results (module docstring) and assemble the report."""
 
@@ -398,6 +393,7 @@ def build_results(
         outcomes=tuple(arm_outcomes([r for rs in (by_seed_count, mute, persistence, baseline) for r in pick(rs)])),
         sugarscape_skipped=sugarscape.skipped if sugarscape else "",
         warmstarts=dict(warmstarts or {}),
+        incentives=dict(incentives or {}),
     )
 
 
@@ -562,6 +558,8 @@ def benchmark_markdown(result: Mapping[str, Any]) -> str:
             f"{_entry_text(t.get('team_cooperation'))} | {fixed((t.get('decided_cooperation') or {}).get('mean'), '.2f')} | "
             f"{_entry_text(t.get('vote_arithmetic_null'))} | {_entry_text(t.get('observed_minus_null'), '+.2f')} |"
         )
+    if (result.get("yoao_incentives") or {}).get("argue_minus_vote_only"):
+        lines += ["", audit_sentence(result["yoao_incentives"])]
     k0 = result.get("persuadability_k0")
     if k0:
         lines += ["", f"Persuadability at k = 0: {_entry_text(k0)} ({k0['votes']} votes with a stated majority, "

@@ -29,12 +29,13 @@ DROP; an unreadable answer leaves the rule's decision, counted). `run_sft` train
 the conversations it gets, so each conversation is cut before its first dropped turn (the later turns are
 counted as `after_drop`): every trained turn is a kept one, in its real context.
 
-Format warm-up (`format_warmup_traces`): `FormatTutor` code agents of the kinds in `warmup_tutors` (vote with
-the discussion's stated majority, with the last speaker, with the strongest argument, or with a prior of
-their own; agents/yoao/red_black_teacher.py) fill team A on the training frames, in pairs of a game and its
-mirror so that the votes are exactly balanced between colours; a LoRA adapter SFT'd on those games teaches the
-untrained teammates the answer format (valid votes) and to be moved by what they hear, but no disposition to
-cooperate. Held-out games and conversations give both SFTs a learning curve (training.py). The seed adapter
+Format warm-up (`format_warmup_traces`): `FormatTutor` code agents of the kinds in `warmup_tutors` fill team A
+on the training frames (agents/yoao/red_black_teacher.py). The default kind, `persuadable`, leans
+selfish and weighs the grounded reasons it hears against that leaning (agents/yoao/persuasion.py); the vote-following
+kinds (vote with the stated majority, the last speaker, the longest argument, or a prior of mean 1/2) are
+played in pairs of a game and its mirror with `warmup_mirror`, so that their votes are exactly balanced. A LoRA
+adapter SFT'd on those games teaches the untrained teammates the answer format (valid votes) and what moves
+them. Held-out games and conversations give both SFTs a learning curve (training.py). The seed adapter
 continues the warm-up adapter, so seed and untrained teammates differ only by the cooperative training.
 """
 

@@ -16,7 +16,7 @@ from typing import Any
 from agents.traces import Trace, TracedAgent
 from agents.yoao.llm_players import render_config
 from agents.yoao.red_black_strategies import MajorityFollower, make_strategy_team
-from agents.yoao.red_black_teacher import TUTOR_PRIORS, FormatTutor
+from agents.yoao.red_black_teacher import PERSUADABLE, PERSUADABLE_PRIORS, TUTOR_PRIORS, FormatTutor
 from environments.core.events import Action, Notification
 from environments.core.runtime import Agent, EpisodeResult, EpisodeSpec, run_episodes
 from environments.yoao.red_black import BLACK, RED, VOTE, RedBlackEnv, load_frame, read_choice
@@ -176,29 +176,42 @@ def seed_traces(
 
 def warmup_tutor(settings: YoaoSettings, game_index: int, seat: int, seed: int, mirror: bool) -> FormatTutor:
     """The format tutor of a seat of a warm-up game: the kinds of `warmup_tutors` cycle over seats and games
-    (equal shares), the prior is drawn per seat from `TUTOR_PRIORS`, reasons come with `warmup_reason_rate`."""
+    (equal shares), the prior is drawn per seat (from `warmup_priors`, else `PERSUADABLE_PRIORS` for a
+    persuadable tutor and `TUTOR_PRIORS` for the others), reasons come with `warmup_reason_rate` (and, persuadable, filler with `warmup_filler_rate`)."""
     kind = settings.warmup_tutors[(game_index + seat) % len(settings.warmup_tutors)]
-    prior = random.Random(f"yoao-tutor-prior:{seed}:{seat}").choice(TUTOR_PRIORS)
-    return FormatTutor(seed, kind=kind, prior=prior, reason_rate=settings.warmup_reason_rate, mirror=mirror)
+    priors = settings.warmup_priors or (PERSUADABLE_PRIORS if kind == PERSUADABLE else TUTOR_PRIORS)
+    prior = random.Random(f"yoao-tutor-prior:{seed}:{seat}").choice(priors)
+    filler = settings.warmup_filler_rate if kind == PERSUADABLE else 0.0
+    return FormatTutor(
+        seed, kind=kind, prior=prior, reason_rate=settings.warmup_reason_rate, mirror=mirror, filler_rate=filler
+    )
 
 
 def format_warmup_traces(settings: YoaoSettings, seed: int = 0) -> TraceSet:
-    """The format-tutor mix in every seat of team A on the training frames, every seat traced. Games come in
-    pairs, a game and its mirror (every prior draw's colour swapped), so the votes are balanced by construction
-    (an odd `warmup_games` leaves the last game without its mirror)."""
+    """The format-tutor mix in every seat of team A on the training frames, every seat traced. With
+    `warmup_mirror`, games come in pairs, a game and its mirror (every prior draw's colour swapped), so the votes
+    are balanced by construction (an odd `warmup_games` leaves the last game without its mirror); without it
+    (the default, persuadable tutors) the votes lean as the tutors do."""
     check_training_frames(settings.train_frames)
-    pairs = spread_games(settings.train_frames, settings.opponents, (settings.warmup_games + 1) // 2, seed + 2)
-    games = [replace(game, index=2 * game.index + mirror) for game in pairs for mirror in (0, 1)]
-    games = games[: settings.warmup_games]
+    if settings.warmup_mirror:
+        pairs = spread_games(settings.train_frames, settings.opponents, (settings.warmup_games + 1) // 2, seed + 2)
+        games = [replace(game, index=2 * game.index + mirror) for game in pairs for mirror in (0, 1)]
+        games = games[: settings.warmup_games]
 
-    def tutor(i: int, game: GameSpec) -> Agent:
-        return warmup_tutor(settings, game.index // 2, i, game.seed * 7 + i, mirror=bool(game.index % 2))
+        def tutor(i: int, game: GameSpec) -> Agent:
+            return warmup_tutor(settings, game.index // 2, i, game.seed * 7 + i, mirror=bool(game.index % 2))
+    else:
+        games = spread_games(settings.train_frames, settings.opponents, settings.warmup_games, seed + 2)
+
+        def tutor(i: int, game: GameSpec) -> Agent:
+            return warmup_tutor(settings, game.index, i, game.seed * 7 + i, mirror=False)
 
     result = _traced_games(games, settings, range(settings.team_size), tutor, f"yoao-warmup-{seed}")
     log.info(
-        "format warm-up traces: %d traces, votes following the stated majority %.2f, %.0f s",
+        "format warm-up traces: %d traces, votes following the stated majority %.2f, BLACK share %.2f, %.0f s",
         len(result.traces),
         result.follows_majority,
+        result.black_share,
         result.wall_s,
     )
     return result

@@ -181,7 +181,7 @@ class FormatWarmup:
     traces: int
     black_votes: int
     red_votes: int
-    """Votes in the data (balanced by construction: games come with their mirror)."""
+    """Votes in the data (balanced by construction only with `warmup_mirror`; the persuadable tutors lean RED)."""
     frames: tuple[str, ...]
     wall_s: float
     follows_majority: float = math.nan
@@ -219,8 +219,8 @@ def format_warmup(
             "tutors": ",".join(settings.warmup_tutors),
             "follows_majority": traces.follows_majority,
         },
-        description="Format warm-up of the untrained YOAO teammates (tutors that listen or keep a prior; "
-        "votes balanced).",
+        description="Format warm-up of the untrained YOAO teammates (tutors that weigh arguments against a prior "
+        "of their own).",
         n_eval=heldout_count(traces.games, settings.heldout_share, per_game),
     )
     return FormatWarmup(

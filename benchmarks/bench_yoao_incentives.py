@@ -1,0 +1,71 @@
+"""The YOAO incentive audit (models/yoao/incentives.py) on a profile's held-out games, with the prior calibration.
+
+Plays scripted seeds (arguing for cooperation, stating a vote only, long text without reasons, arguing for the
+selfish choice, none) among the persuadable tutors the untrained seats imitate, paired on the same held-out
+games, all code (no model), and the calibration of the tutors' priors on the training frames' warm-up games;
+writes benchmarks/results/yoao_incentives_<profile>.json. Exits 1 when a target of the audit fails (the file
+says which).
+
+    python -m benchmarks.bench_yoao_incentives [--profile cpu] [--out PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from models.profiles import PROFILE_NAMES, get_profile
+from models.yoao.incentives import audit_markdown, prior_calibration, run_yoao_incentives
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", *args], capture_output=True, text=True, check=True, cwd=RESULTS)
+        return out.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", choices=PROFILE_NAMES, default="cpu")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="default: benchmarks/results/yoao_incentives_<profile>.json"
+    )
+    args = parser.parse_args(argv)
+    profile = get_profile(args.profile)
+    settings = profile.yoao
+    start = time.perf_counter()
+    audit = run_yoao_incentives(settings)
+    calibration = prior_calibration(settings)
+    payload = {
+        **audit.as_json(),
+        "prior_calibration": calibration,
+        "profile": profile.name,
+        "team_size": settings.team_size,
+        "rounds": settings.rounds,
+        "commit": _git("rev-parse", "HEAD") or "unknown",
+        "uncommitted_changes": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "total_wall_s": round(time.perf_counter() - start, 1),
+        "machine": platform.platform(),
+        "command": f"python -m benchmarks.bench_yoao_incentives --profile {profile.name}",
+    }
+    out = args.out or RESULTS / f"yoao_incentives_{profile.name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(payload, indent=1) + "\n")
+    print(f"env_version {audit.env_version}; {audit.games} paired games per arm on {', '.join(audit.frames)}")
+    print(audit_markdown(payload))
+    print(f"written to {out}")
+    return 0 if not audit.failures() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
