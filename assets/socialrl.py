@@ -202,8 +202,13 @@ def sft_warmstart(
     traces = teachers.sft_traces(_load_traces(store, env_id, teacher_traces.run_id), "act")
     base_dir = resolve_model(profile.base_model, settings.paths().models)
     output = settings.paths().run_dir("sft", env_id, execution_id(context))
+    # Shared by the attempts of one run chain (as PPO's work directory), so a relaunch ends a killed attempt's run;
+    # an asset invoked directly (no Dagster run) has no chain.
+    record = None
+    if dagster_run_id(context) != "direct":
+        record = settings.paths().run_dir("sft", env_id) / f"{work_key(context)}.mlflow_run.json"
     warm = stage1.warmstart(
-        env_id, traces, profile, base_dir, output, mlflow.tracker(), _tags(context, settings, mlflow, "sft")
+        env_id, traces, profile, base_dir, output, mlflow.tracker(), _tags(context, settings, mlflow, "sft"), record
     )
     if warm.sft is None:
         return Output(warm, metadata={"skipped": warm.skipped})
@@ -305,11 +310,13 @@ def warmstart_imitation(
     settings: SettingsResource,
     store: StoreResource,
     engine: EngineResource,
+    mlflow: MlflowResource,
 ) -> Output[stage1.WarmStartImitation | None]:
     """Has the warm-start learned its teacher? The warm-start, the strategic teacher and the trivial baselines
     (accept the first offer, hold the target, split the difference) on the domain's held-out plan, paired:
     command rate, offer rate, opening over target, reward and its paired difference with the teacher,
-    agreement, leaks, three transcripts. The specialist's evaluation reuses these episodes (same plan)."""
+    agreement, leaks, representative transcripts, a plot (also on the warm-start's MLflow run). The
+    specialist's evaluation reuses these episodes (same plan)."""
     env_id, profile = context.partition_key, settings.get_profile()
     if not sft_warmstart.adapter_dir:
         return Output(None, metadata={"skipped": sft_warmstart.skipped})
@@ -324,10 +331,14 @@ def warmstart_imitation(
         env_id, profile, engine.proxy_base_url, served, run_id, engine.proxy_api_key, store_result
     )
     report = imitation.report
+    png = stage1.imitation_plot(imitation)
+    if sft_warmstart.mlflow_run_id:
+        mlflow.tracker().log_artifact_file(sft_warmstart.mlflow_run_id, "imitation.png", png, "plots")
     return Output(
         imitation,
         metadata={
             "imitation": MetadataValue.md(report.markdown()),
+            "plot": MetadataValue.md(markdown_image(png, "warm-start vs teacher and baselines")),
             "transcripts": MetadataValue.md(report.transcripts_markdown or "*no episodes*"),
             "report": MetadataValue.json(display_json(report.as_json())),
             "plan": imitation.plan,
@@ -339,6 +350,8 @@ def warmstart_imitation(
                     "teacher_mean_reward": imitation.teacher.summary.mean_reward,
                 }
             ),
+            "mlflow_run_id": sft_warmstart.mlflow_run_id or "",
+            **mlflow_links(context, mlflow, sft_warmstart.mlflow_run_id),
         },
     )
 

@@ -29,6 +29,11 @@ from matplotlib.ticker import MaxNLocator
 
 MAX_INLINE_BYTES = 400_000
 """Largest PNG inlined into Dagster metadata (larger ones are only written as files/artifacts)."""
+DPI = 110
+"""Resolution of every PNG."""
+MAX_WIDTH_PX = 1200
+"""Widest PNG of a plot that Dagster shows in its metadata dialog (1,280 px wide): a wider one is cut off on
+the right, where `policy_comparison` draws the paired differences."""
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,7 @@ class Series:
 
 def _png(figure: plt.Figure) -> bytes:
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    figure.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
     plt.close(figure)
     return buffer.getvalue()
 
@@ -176,16 +181,16 @@ def policy_comparison_figure(
     """Left: each policy's mean as a bar with its interval, on an axis fitted to the data (bars of 0.13 and 0.16
     on a 0-1 axis look the same); right: the paired differences (what a comparison claims) as points with their
     intervals and a line at 0, so an interval that includes 0 shows it (a difference whose interval excludes 0
-    is drawn in colour). A None entry is left out."""
+    is drawn in colour). A None entry is left out. At most `MAX_WIDTH_PX` wide, so both panels show."""
     if not policies:
         raise ValueError("nothing to plot")
     shown = {k: tuple(math.nan if x is None else float(x) for x in v) for k, v in policies.items() if v is not None}
     claims = {k: tuple(math.nan if x is None else float(x) for x in v) for k, v in differences.items() if v is not None}
     ratios = [max(3, len(shown)), max(2, len(claims))] if claims else [1]
+    width = min(4.2 + 0.9 * len(shown) + (3.5 if claims else 0), MAX_WIDTH_PX / DPI)
     figure, grid = plt.subplots(
-        1, len(ratios), figsize=(4.2 + 0.9 * len(shown) + (3.5 if claims else 0), 3.9),
-        gridspec_kw={"width_ratios": ratios}, squeeze=False,
-    )  # fmt: skip
+        1, len(ratios), figsize=(width, 3.9), gridspec_kw={"width_ratios": ratios}, squeeze=False
+    )
     left = grid[0][0]
     names = list(shown)
     means = [shown[n][0] for n in names]

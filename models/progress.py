@@ -12,15 +12,21 @@ long as a run's resources are up (resources/settings.py), with the profile's `pr
 
 Written here because no library does it: logging's handlers only react to records, and tqdm's monitor thread
 only adjusts its own progress bars.
+
+The watch says that a step is alive, not whether it moves. Long loops of known length (a PPO update's
+micro-batches) say that themselves with a `ProgressMeter`: at most one line per `interval_s` (a minute by
+default) with the units done of the total, tokens per second and the time left at that rate.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 ROOT_LOGGER = "socialrl"
 """The logger tree the watch listens to (and Dagster captures)."""
@@ -129,3 +135,93 @@ def watch_silence(interval_s: float) -> Iterator[SilenceWatch]:
             _USERS -= 1
             if _USERS == 0:
                 _ACTIVE.pop().stop()
+
+
+# ------------------------------------------------------------------------------------- progress lines
+@dataclass(frozen=True, kw_only=True)
+class WorkProgress:
+    """Where a loop of known length stands."""
+
+    done: int
+    """Units finished (micro-batches, steps, ...)."""
+    total: int
+    """Units in all."""
+    tokens: float
+    """Tokens processed by the finished units."""
+    elapsed_s: float
+    """Seconds since the loop started."""
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.elapsed_s if self.elapsed_s > 0 else math.nan
+
+    @property
+    def remaining_s(self) -> float:
+        """The time left at the rate so far (NaN before the first unit)."""
+        return self.elapsed_s / self.done * (self.total - self.done) if self.done > 0 else math.nan
+
+
+def duration_text(seconds: float) -> str:
+    """A duration as a person reads it: "45 s", "12 min", "2.5 h"; "?" when unknown."""
+    if not math.isfinite(seconds):
+        return "?"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def progress_text(label: str, unit: str, progress: WorkProgress) -> str:
+    """One progress line: "<label>: <unit> 12/48 done, 3,745 tok/s, about 4 min left"."""
+    rate = progress.tokens_per_s
+    speed = f"{rate:,.0f} tok/s" if math.isfinite(rate) else "- tok/s"
+    return (
+        f"{label}: {unit} {progress.done}/{progress.total} done, {speed}, "
+        f"about {duration_text(progress.remaining_s)} left"
+    )
+
+
+class ProgressMeter:
+    """Counts the units of a loop of known length (`advance`) and logs `progress_text` on `logger` at most once
+    per `interval_s` (0: after every unit); the last unit logs no line of its own (the loop's caller says it
+    ended). `clock` is for tests."""
+
+    def __init__(
+        self,
+        label: str,
+        total: int,
+        *,
+        unit: str = "step",
+        interval_s: float = 60.0,
+        logger: logging.Logger | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if total < 0 or interval_s < 0:
+            raise ValueError(f"total and interval_s must be >= 0, got {total} and {interval_s}")
+        self.label, self.total, self.unit, self.interval_s = label, total, unit, interval_s
+        self.logger = logger or logging.getLogger(f"{ROOT_LOGGER}.progress.work")
+        self.clock = clock
+        self.started = self.last_line = clock()
+        self.done = 0
+        self.tokens = 0.0
+        self.lines = 0
+        """Lines logged so far."""
+
+    def progress(self, now: float | None = None) -> WorkProgress:
+        """Where the loop stands (at `now`, by `clock`; default: the clock's time)."""
+        elapsed = (self.clock() if now is None else now) - self.started
+        return WorkProgress(done=self.done, total=self.total, tokens=self.tokens, elapsed_s=elapsed)
+
+    def advance(self, units: int = 1, tokens: float = 0.0) -> WorkProgress | None:
+        """Count `units` more done (with the `tokens` they processed); the progress when a line was logged."""
+        self.done += units
+        self.tokens += tokens
+        now = self.clock()
+        if self.done >= self.total or now - self.last_line < self.interval_s:
+            return None
+        self.last_line = now
+        self.lines += 1
+        progress = self.progress(now)
+        self.logger.info(progress_text(self.label, self.unit, progress))
+        return progress

@@ -256,3 +256,22 @@ def test_the_warm_start_check_refuses_a_format_only_imitation() -> None:
     assert not check(report(0.60, 0.70, command_rate=0.85))  # the format still counts
     assert not check(report(0.0, 0.0))  # nothing to compare with
     assert report(0.40, 0.70).as_json()["min_reward_share"] == 0.5
+
+
+def test_loading_the_code_location_prints_no_preview_notice() -> None:
+    """The domain-partitioned asset checks printed Dagster's preview notice five times on every load of the code
+    location (`make ui`'s console); with every warning shown, loading it now prints none of them."""
+    import subprocess
+    import sys
+
+    from models.settings import REPO_ROOT
+
+    loaded = subprocess.run(
+        [sys.executable, "-W", "always", "-c", "import pipelines.definitions"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    assert "PreviewWarning" not in loaded.stderr

@@ -75,3 +75,67 @@ def test_the_evaluation_plot_fits_its_axis_and_plots_the_paired_differences(monk
     plots.plt.close(figure)
     monkeypatch.undo()
     assert is_png(plots.policy_comparison({"a": (0.1, math.nan, math.nan), "b": None}, {}, "t"))
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    """Width and height from a PNG's IHDR chunk."""
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def test_a_comparison_of_every_policy_fits_the_metadata_dialog() -> None:
+    """specialist_eval's plot holds seven policies and five paired differences; Dagster's metadata dialog is
+    1,280 px wide and cut the paired differences off a 1,529 px figure."""
+    from models import plots
+
+    policies = {name: (0.3, 0.2, 0.4) for name in ("base", "sft", "ppo", "teacher", "accept_first", "hold_target", "split_difference")}  # fmt: skip
+    names = ("ppo_minus_sft", "sft_minus_base", "ppo_minus_base", "ppo_minus_best_baseline", "ppo_minus_teacher")
+    png = plots.policy_comparison(
+        policies,
+        dict.fromkeys(names, (0.05, -0.02, 0.1)),
+        "craigslist-v0: held-out reward (95% CI)",
+        "mean reward",
+        "paired reward difference (same episodes)",
+    )
+    width, height = png_size(png)
+    assert width <= plots.MAX_WIDTH_PX <= 1280 and height < 600
+    few = plots.policy_comparison({"a": (0.3, 0.2, 0.4)}, {"a_minus_b": (0.1, 0.0, 0.2)}, "t")
+    assert png_size(few)[0] < width  # a small comparison keeps its small figure
+
+
+def test_the_imitation_plot_compares_the_warm_start_with_its_teacher_and_the_baselines(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """warmstart_imitation's plot (also logged to the warm-start's MLflow run): each policy's mean reward, and the
+    paired differences warm-start - teacher and warm-start - each baseline, on the same episodes."""
+    from models import plots
+    from models.evaluation.policy import EvaluationPlan
+    from models.socialrl import stage1
+    from models.socialrl.imitation import imitation_report
+
+    plan = EvaluationPlan("craigslist-v0", 2, seat="buyer", counterparts=("boulware",), seed=1)
+    code = stage1.evaluate_code_policies(plan)
+    (student, student_result), (teacher, teacher_result) = code["accept_first"], code["teacher"]
+    sft = stage1.PolicyResult("sft", "sft", "model", student.summary, student.metrics, student.records)
+    imitation = stage1.WarmStartImitation(
+        "craigslist-v0",
+        "buyer",
+        "r",
+        "2 scenarios",
+        sft,
+        teacher,
+        {label: p for label, (p, _) in code.items() if label != "teacher"},
+        imitation_report(student_result, teacher_result, student.records, teacher.records),
+    )
+    assert is_png(stage1.imitation_plot(imitation)) and png_size(stage1.imitation_plot(imitation))[0] <= 1280
+    figures = []
+    monkeypatch.setattr(plots, "_png", lambda figure: figures.append(figure) or b"png")
+    stage1.imitation_plot(imitation)
+    (figure,) = figures
+    rewards, differences = figure.axes[:2]
+    assert [t.get_text() for t in rewards.get_xticklabels()] == [
+        "sft", "teacher", "accept_first", "hold_target", "split_difference"
+    ]  # fmt: skip
+    assert [t.get_text() for t in differences.get_yticklabels()][::-1] == [
+        "sft_minus_teacher", "sft_minus_accept_first", "sft_minus_hold_target", "sft_minus_split_difference"
+    ]  # fmt: skip
+    plots.plt.close(figure)

@@ -208,6 +208,45 @@ def test_micro_batched_update_equals_one_pass(tiny_model_dir: Path) -> None:
     assert any(not torch.allclose(a, b) for a, b in zip(actor_one, untouched, strict=True))  # it did update
 
 
+def test_a_long_update_says_how_many_micro_batches_are_done(
+    tiny_model_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Inside an update, a progress line at most every `progress_interval_s` (0 here: after every micro-batch but
+    the last) counting micro-batches over all epochs and minibatches, with tokens/s and the time left."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    actor = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+    # One segment per micro-batch (micro_batch_tokens 1), minibatches of 2 episodes, 2 epochs.
+    hyper = PPOHyper(minibatch_episodes=2, ppo_epochs=2, micro_batch_tokens=1, old_logprobs="trainer", critic="shared")
+    learner = PPOLearner(actor, None, hyper, pad_id=0, progress_interval_s=0)
+    turns = [
+        [RecordedTurn((1, 2, 3), (10, 11), (-1.0, -2.0)), RecordedTurn((5, 6), (13,), (-0.5,))],  # 2 segments
+        [RecordedTurn((1, 9), (16, 17, 18), (-2.0, -2.0, -2.0))],
+        [RecordedTurn((4, 4), (12,), (-1.0,))],
+    ]
+    samples = [episode_samples(f"e{i}", t, reward=float(i % 2)) for i, t in enumerate(turns)]
+    segments = sum(len(s.segments) for s in samples)
+    assert segments == 4
+    prepared, _ = learner.prepare(samples)
+    with caplog.at_level("INFO", logger="socialrl.ppo"):
+        learner.update(prepared, train_actor=True, generator=torch.Generator().manual_seed(0))
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("PPO update: micro-batch")]
+    total = 2 * segments  # every segment alone, once per epoch
+    assert [line.split()[3] for line in lines] == [f"{k}/{total}" for k in range(1, total)]
+    assert all(" tok/s, about " in line and line.endswith(" left") for line in lines)
+    epoch_lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("PPO update epoch")]
+    assert len(epoch_lines) == 2
+    # At the default interval (a minute) a short update says nothing but its epochs.
+    caplog.clear()
+    learner.progress_interval_s = 60.0
+    with caplog.at_level("INFO", logger="socialrl.ppo"):
+        learner.update(prepared, train_actor=True, generator=torch.Generator().manual_seed(0))
+    assert not [r for r in caplog.records if r.getMessage().startswith("PPO update: micro-batch")]
+
+
 # ------------------------------------------------------------------------------- credit, reference, critic
 def test_turn_advantages_by_hand() -> None:
     from models.training.ppo_learner import turn_advantages

@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from models.progress import PlainFormatter, original_message, watch_silence
+from models.progress import (
+    PlainFormatter,
+    ProgressMeter,
+    WorkProgress,
+    original_message,
+    progress_text,
+    watch_silence,
+)
 from resources import SettingsResource
 
 log = logging.getLogger("socialrl.test")
@@ -62,6 +69,37 @@ def test_the_watch_speaks_only_when_the_loggers_are_quiet(info_level, caplog: py
     assert watch.lines == len(stamps)  # stopped with its last user
     with pytest.raises(ValueError, match="interval_s"), watch_silence(0):
         pass
+
+
+def test_a_long_loop_says_how_far_it_is_at_most_once_per_interval(caplog: pytest.LogCaptureFixture) -> None:
+    """A meter over 10 units of 6 s and 100 tokens each, with a 15 s interval: a line after units 3, 6 and 9
+    (never two within 15 s, none after the last), each with the units done, tokens/s and the time left."""
+    now = [0.0]
+    logger = logging.getLogger("socialrl.test.meter")
+    meter = ProgressMeter("PPO update", 10, unit="micro-batch", interval_s=15.0, logger=logger, clock=lambda: now[0])
+    with caplog.at_level("INFO", logger="socialrl.test.meter"):
+        reported = []
+        for _ in range(10):
+            now[0] += 6.0
+            reported.append(meter.advance(tokens=100))
+    lines = [r.getMessage() for r in caplog.records if r.name == "socialrl.test.meter"]
+    assert [p.done for p in reported if p is not None] == [3, 6, 9] and meter.lines == 3
+    assert lines == [
+        "PPO update: micro-batch 3/10 done, 17 tok/s, about 42 s left",
+        "PPO update: micro-batch 6/10 done, 17 tok/s, about 24 s left",
+        "PPO update: micro-batch 9/10 done, 17 tok/s, about 6 s left",
+    ]
+    last = reported[8]
+    assert last.tokens == 900 and last.elapsed_s == 54.0 and last.remaining_s == 6.0
+    # Minutes and hours read as such; an unknown rate or time left says so.
+    slow = WorkProgress(done=1, total=100, tokens=0.0, elapsed_s=600.0)
+    assert progress_text("x", "step", slow) == "x: step 1/100 done, 0 tok/s, about 16.5 h left"
+    assert progress_text("x", "step", WorkProgress(done=0, total=5, tokens=0.0, elapsed_s=0.0)).endswith(
+        "0/5 done, - tok/s, about ? left"
+    )
+    assert "about 20 min left" in progress_text("x", "step", WorkProgress(done=2, total=6, tokens=9.0, elapsed_s=600.0))
+    with pytest.raises(ValueError, match="interval_s"):
+        ProgressMeter("x", 3, interval_s=-1)
 
 
 def test_a_line_rewritten_by_dagster_prints_as_written() -> None:

@@ -22,6 +22,7 @@ from models.tracking import (
     RegistryError,
     Tracker,
     TrackingConfig,
+    attempt_run,
     flatten_params,
     server_command,
 )
@@ -206,6 +207,113 @@ def test_bad_inputs_are_rejected_and_still_end_the_run(tracker: Tracker, tmp_pat
         run.log_metrics(-1, loss=1.0)
     with pytest.raises(RegistryError, match="no artifacts"):
         tracker.register_adapter(run.run_id, "adapter", "socialrl-empty")
+
+
+class HardKill(BaseException):
+    """What a killed process leaves: an interruption (not an error)."""
+
+
+def steps_of(tracker: Tracker, run_id: str, metric: str) -> list[int]:
+    return [m.step for m in sorted(tracker.client.get_metric_history(run_id, metric), key=lambda m: m.step)]
+
+
+def runs_named(tracker: Tracker, name: str) -> list:
+    return tracker.client.search_runs([tracker.experiment_id], f"attributes.run_name = '{name}'")
+
+
+def test_an_interrupted_run_ends_killed(tracker: Tracker) -> None:
+    for interruption in (KeyboardInterrupt, SystemExit, HardKill):  # Dagster's termination is a BaseException too
+        with pytest.raises(interruption), tracker.start_run("interrupted") as run:
+            raise interruption()
+        assert tracker.run_status(run.run_id) == "KILLED"
+
+
+def test_a_resumed_attempt_continues_its_run_and_one_that_starts_over_ends_the_killed_one(
+    tracker: Tracker, tmp_path: Path
+) -> None:
+    """A killed PPO step resumed from its checkpoint continues the killed attempt's run: one run whose step
+    history goes on from the checkpoint, FINISHED; an attempt that starts over (no checkpoint, or SFT) starts a new
+    run and ends the killed attempt's run, which a hard kill leaves RUNNING, as KILLED."""
+    record = tmp_path / "work" / "mlflow_run.json"
+    with pytest.raises(HardKill), attempt_run(tracker, record, "ppo-resume", {"lr": 2e-6}, {"socialrl.domain": "d"}) as run:  # fmt: skip
+        assert not run.resumed
+        for step in (0, 1, 2):  # the checkpoint below is at 2: step 2 was logged but not checkpointed
+            run.log_metrics(step, loss=1.0 / (step + 1))
+        raise HardKill()
+    first = run.run_id
+    tracker.client.update_run(first, status="RUNNING")  # a SIGKILL ends nothing: the run stays RUNNING
+    with attempt_run(tracker, record, "ppo-resume", {"lr": 2e-6}, {"dagster.run_id": "relaunch"}, resume_at=2) as run:
+        assert run.resumed and run.run_id == first
+        for step in (2, 3):
+            run.log_metrics(step, loss=1.0 / (step + 1))
+    assert [r.info.run_id for r in runs_named(tracker, "ppo-resume")] == [first]  # one run, not two
+    assert steps_of(tracker, first, "loss") == [0, 1, 2, 2, 3]  # after the resume, on from the checkpoint
+    info = tracker.client.get_run(first)
+    assert info.info.status == "FINISHED" and info.data.tags["socialrl.resumed_at"] == "2"
+    assert info.data.tags["dagster.run_id"] == "relaunch" and info.data.tags["socialrl.domain"] == "d"
+    assert "Resumed from the checkpoint at step 2" in info.data.tags["mlflow.note.content"]
+    assert info.data.params == {"lr": "2e-06"}
+
+    # Starting over (no checkpoint): a new run; the killed attempt's RUNNING run ends KILLED.
+    with pytest.raises(HardKill), attempt_run(tracker, record, "sft-over") as killed:
+        raise HardKill()
+    tracker.client.update_run(killed.run_id, status="RUNNING")
+    with attempt_run(tracker, record, "sft-over", resume_at=None) as run:
+        assert not run.resumed and run.run_id != killed.run_id
+        assert json.loads(record.read_text()) == {"run_id": run.run_id}
+    assert tracker.run_status(killed.run_id) == "KILLED" and tracker.run_status(run.run_id) == "FINISHED"
+    assert tracker.client.get_run(killed.run_id).data.tags["socialrl.superseded_by"] == run.run_id
+    # A record naming a run this tracker does not have is not continued: a new run starts.
+    record.write_text(json.dumps({"run_id": "0" * 32}))
+    with attempt_run(tracker, record, "elsewhere", resume_at=5) as run:
+        assert not run.resumed
+    assert not [r for r in tracker.client.search_runs([tracker.experiment_id]) if r.info.status == "RUNNING"]
+
+
+def test_a_resumed_specialist_keeps_one_mlflow_history(
+    tracker: Tracker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """train_specialist killed after two PPO iterations (checkpointed) and relaunched in the same work directory:
+    the registered version's run holds iterations 0..3 as one history, and no run is left RUNNING."""
+    from models.profiles import get_profile
+    from models.socialrl import stage1
+    from models.training import ppo
+    from models.training.config import PPOResult
+
+    output = tmp_path / "ppo"
+
+    def metrics(iteration: int) -> dict:
+        return {"iteration": iteration, "reward_mean": 0.1 * iteration, "kl": 0.01, "actor_trained": True}
+
+    def killed(config, base, services, out, critic=None, init=None, on_iteration=None):
+        for iteration in (0, 1):
+            on_iteration(metrics(iteration))
+        checkpoint = out / "checkpoints" / "it00002"
+        checkpoint.mkdir(parents=True)
+        (checkpoint / "state.json").write_text(json.dumps({"iteration": 2, "history": [metrics(0), metrics(1)]}))
+        raise HardKill()
+
+    def resumed(config, base, services, out, critic=None, init=None, on_iteration=None):
+        for iteration in (2, 3):
+            on_iteration(metrics(iteration))
+        adapter = fake_adapter(out / "adapter", "resumed")
+        return PPOResult(adapter, "ppo-v4", [metrics(i) for i in range(4)], resumed_from=2)
+
+    profile = get_profile("smoke")
+    args = ("casino-v0", profile, tmp_path, tmp_path, None, output, None, tracker, {"socialrl.domain": "c"})
+    monkeypatch.setattr(ppo, "train_ppo", killed)
+    with pytest.raises(HardKill):
+        stage1.train_specialist(*args)
+    (first,) = runs_named(tracker, "ppo-casino-v0")
+    tracker.client.update_run(first.info.run_id, status="RUNNING")  # as a SIGKILL leaves it
+    monkeypatch.setattr(ppo, "train_ppo", resumed)
+    specialist = stage1.train_specialist(*args)
+    assert specialist.mlflow_run_id == first.info.run_id and specialist.resumed_from == 2
+    assert [r.info.run_id for r in runs_named(tracker, "ppo-casino-v0")] == [first.info.run_id]
+    assert steps_of(tracker, specialist.mlflow_run_id, "ppo/reward_mean") == [0, 1, 2, 3]
+    assert tracker.run_status(specialist.mlflow_run_id) == "FINISHED"
+    assert tracker.get_version(specialist.model_name, specialist.model_version).run_id == specialist.mlflow_run_id
+    assert not [r for r in tracker.client.search_runs([tracker.experiment_id]) if r.info.status == "RUNNING"]
 
 
 # ------------------------------------------------------------------------------------------- registry

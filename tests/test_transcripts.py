@@ -15,13 +15,14 @@ from markdown_it import MarkdownIt
 from agents.socialrl.code_agents import make_code_agent
 from environments.core.registry import sample_scenarios
 from models.evaluation.policy import EvaluationPlan, evaluate_policy, store_evaluation
+from models.evaluation.safe_text import clean_text, escape_markdown
 from models.evaluation.transcript_tables import load_transcripts, representative_transcripts_from_store
 from models.evaluation.transcripts import (
+    MOST_REFUSED,
     ScoredEpisode,
     SeatView,
     Transcript,
     TranscriptTurn,
-    clean_text,
     pick_representatives,
     representative_transcripts,
     representatives_by_policy,
@@ -81,8 +82,43 @@ def test_small_groups_share_labels_and_bad_rows_are_refused() -> None:
     assert labels_of(grouped["A"]) == {"a2": ("best",), "a1": ("median", "worst")}
 
 
-def _hand_made_rows(store: TableStore, run_id: str, rewards: dict[str, float]) -> None:
-    """Episodes of a policy in seat buyer against 'boulware' in the seller seat, rewards chosen by hand."""
+def test_the_episode_with_the_most_refused_attempts_is_added() -> None:
+    """Best, median and worst by reward may all be clean episodes of a policy that often broke the action format:
+    the episode whose policy seat had the most refused attempts is shown too (ties: the smallest id), and only
+    where some episode has one."""
+    scored = [
+        ScoredEpisode("e1", 0.9),
+        ScoredEpisode("e2", 0.5, refused=3),
+        ScoredEpisode("e3", 0.4, refused=5),
+        ScoredEpisode("e4", 0.45),
+        ScoredEpisode("e0", 0.3, refused=5),  # ties e3: the smaller id wins
+        ScoredEpisode("e5", 0.1, refused=1),
+    ]
+    # ascending (reward, id): e5 e0 e3 e4 e2 e1 -> median at (6 - 1) // 2 = 2 -> e3
+    reps = pick_representatives(scored)
+    assert [(r.labels, r.episode.episode_id) for r in reps] == [
+        (("best",), "e1"),
+        (("median",), "e3"),
+        (("worst",), "e5"),
+        ((MOST_REFUSED,), "e0"),
+    ]
+    # The most refused episode may be one already chosen: it carries both labels and is shown once.
+    merged = pick_representatives([ScoredEpisode("a", 0.9), ScoredEpisode("b", 0.1, refused=2)])
+    assert labels_of(merged) == {"a": ("best",), "b": ("median", "worst", MOST_REFUSED)}
+    # No refused attempt anywhere: no extra episode.
+    assert [r.labels for r in pick_representatives([ScoredEpisode("a", 0.9), ScoredEpisode("b", 0.1)])] == [
+        ("best",),
+        ("median", "worst"),
+    ]
+    with pytest.raises(ValueError, match="refused"):
+        ScoredEpisode("x", 0.5, refused=-1)
+
+
+def _hand_made_rows(
+    store: TableStore, run_id: str, rewards: dict[str, float], refused: dict[str, int] | None = None
+) -> None:
+    """Episodes of a policy in seat buyer against 'boulware' in the seller seat, rewards (and the buyer's refused
+    attempts, its invalid actions) chosen by hand."""
     scenario = sample_scenarios("craigslist-v0", 1, 0)[0]
     now = datetime.now(UTC).replace(tzinfo=None)
     for episode_id, reward in rewards.items():
@@ -102,7 +138,8 @@ def _hand_made_rows(store: TableStore, run_id: str, rewards: dict[str, float]) -
             "episode_roles",
             [
                 {"episode_id": episode_id, "run_id": run_id, "env_id": "craigslist-v0", "agent_id": "buyer",
-                 "agent_name": agents["buyer"], "reward": reward, "utility": reward, "invalid_actions": 0,
+                 "agent_name": agents["buyer"], "reward": reward, "utility": reward,
+                 "invalid_actions": (refused or {}).get(episode_id, 0),
                  "timeouts": 0, "leaked": "[]"},
                 {"episode_id": episode_id, "run_id": run_id, "env_id": "craigslist-v0", "agent_id": "seller",
                  "agent_name": agents["seller"], "reward": 1 - reward, "utility": 1 - reward, "invalid_actions": 1,
@@ -128,13 +165,14 @@ def _hand_made_rows(store: TableStore, run_id: str, rewards: dict[str, float]) -
 def test_choice_from_hand_made_evaluation_rows_in_the_tables(tmp_path: Path) -> None:
     store = TableStore(tmp_path)
     rewards = {"ep-c": 0.5, "ep-a": 0.75, "ep-b": 0.75, "ep-d": 0.0, "ep-e": 0.25}
-    _hand_made_rows(store, "eval-1", rewards)
+    _hand_made_rows(store, "eval-1", rewards, refused={"ep-e": 2, "ep-b": 1})
     _hand_made_rows(store, "eval-2", {"other": 1.0})  # another run: never mixed in
     chosen = representative_transcripts_from_store(store, "eval-1")
     assert list(chosen) == ["craigslist:ppo"]
-    # ascending: d(0) e(.25) c(.5) a(.75) b(.75) -> best a (tie with b, smaller id), median c, worst d
+    # ascending: d(0) e(.25) c(.5) a(.75) b(.75) -> best a (tie with b, smaller id), median c, worst d; the buyer
+    # refused most in e (2; the seller's refusals do not count)
     assert [(t.labels, t.episode_id) for t in chosen["craigslist:ppo"]] == [
-        (("best",), "ep-a"), (("median",), "ep-c"), (("worst",), "ep-d")
+        (("best",), "ep-a"), (("median",), "ep-c"), (("worst",), "ep-d"), ((MOST_REFUSED,), "ep-e")
     ]  # fmt: skip
     best = chosen["craigslist:ppo"][0]
     assert best.policy_seat == "buyer" and best.policy_reward == 0.75 and best.policy == "craigslist:ppo"
@@ -146,6 +184,9 @@ def test_choice_from_hand_made_evaluation_rows_in_the_tables(tmp_path: Path) -> 
     assert any("target price" in text for text in buyer.private_text)
     assert buyer.private_facts and buyer.private_facts[0].startswith("target_price")
     assert best.seat("seller").private_facts[0].startswith("reservation_price") and best.note == ""
+    scenario = sample_scenarios("craigslist-v0", 1, 0)[0]
+    assert buyer.private_values == (f"target_price: {scenario.buyer_target:.6g}",)
+    assert best.seat("seller").private_values == (f"reservation_price: {scenario.reservation:.6g}",)
     with pytest.raises(KeyError, match="no evaluation rows"):
         representative_transcripts_from_store(store, "missing-run")
     with pytest.raises(KeyError, match="nope"):
@@ -207,6 +248,54 @@ def test_inboxes_are_used_when_kept() -> None:
     assert "Your private points" in t.seat("bob").private_text[0]
     with pytest.raises(ValueError, match="no seat"):
         transcript_from_result(result, "carol")
+
+
+def test_the_private_facts_come_first_and_are_never_cut() -> None:
+    """A listing whose description alone is longer than the cut: each seat's private values (the buyer's target,
+    the seller's minimum) come first and whole, and the opening briefing is cut on its description line, so
+    the line that states the target stays (the cut once fell on it: "[cut: 473 more characters]")."""
+    import asyncio
+    import dataclasses
+
+    from environments import make
+    from environments.core.runtime import run_episode
+
+    scenario = sample_scenarios("craigslist-v0", 1, 0)[0]
+    scenario = dataclasses.replace(scenario, description=("Solid oak, seats six, no scratches. " * 60,))
+    agents = {"buyer": make_code_agent("boulware", 1), "seller": make_code_agent("conceder", 2)}
+    result = asyncio.run(run_episode(make("craigslist-v0"), agents, scenario, seed=3))
+    t = transcript_from_result(result, "buyer", ("best",))
+    target, minimum = f"{scenario.buyer_target:g}", f"{scenario.reservation:g}"
+    assert t.seat("buyer").private_values == (f"target_price: {target}",)
+    assert t.seat("seller").private_values == (f"reservation_price: {minimum}",)
+    assert len(t.seat("buyer").private_text[0]) > 2 * 800  # longer than the cut
+
+    md = transcript_markdown(t, max_chars=800)
+    for fact, stated in ((f"target_price: {target}", "Your private target price is"), (f"reservation_price: {minimum}", "Your private minimum is")):  # fmt: skip
+        shown = escape_markdown(fact)
+        assert f"**private**: {shown}" in md
+        assert md.index(shown) < md.index(escape_markdown(stated)), fact  # first
+        assert escape_markdown(stated) in md  # the line stating it is not cut away
+    description = [line for line in md.splitlines() if "Description" in line]
+    assert len(description) == 2 and all("\\[cut\\: " in line for line in description)
+
+    page = transcript_html(t, max_chars=800)
+    assert f"<b>private</b>: target_price: {target}</li>" in page
+    assert page.index(f"target_price: {target}") < page.index("Description:")
+    assert f"Your private target price is ${target}" in page and f"Your private minimum is ${minimum}" in page
+    assert page.count("more characters]") == 2  # one cut per briefing, on its description
+
+    # The cut itself: the longest line gives way, short lines stay whole, the result fits.
+    text = "short head\n" + "x" * 300 + "\n" + "y" * 120 + "\nthe target line"
+    cut = clean_text(text, 200, longest_first=True)
+    lines = cut.split("\n")
+    assert lines[0] == "short head" and lines[3] == "the target line"
+    assert lines[1].startswith("x") and lines[2].startswith("y") and all("more characters]" in x for x in lines[1:3])
+    # 10 + 15 characters of short lines and 3 newlines leave 172 for the two long ones: 86 each.
+    assert (
+        lines[1] == "x" * 86 + " … [cut: 214 more characters]" and lines[2] == "y" * 86 + " … [cut: 34 more characters]"
+    )
+    assert clean_text(text, 200).endswith("more characters]")  # the default cuts the end
 
 
 # ------------------------------------------------------------------------------------------- escaping

@@ -47,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-models", action="store_true", help="code opponents only (no registry, no engine)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    # httpx logs every model call ("HTTP Request: POST ...") at INFO: one console line per move of a game.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
 
     import uvicorn
 

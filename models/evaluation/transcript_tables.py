@@ -1,6 +1,6 @@
 """Transcripts from the episode tables (models/evaluation/transcripts.py defines them and renders them): any
-episodes by id (`load_transcripts`), or the best, median and worst episode of every policy of an evaluation
-run (`representative_transcripts_from_store`). The scenario is rebuilt from its JSON (`episodes.scenario`);
+episodes by id (`load_transcripts`), or the best, median, worst and most-refused episode of every policy of an
+evaluation run (`representative_transcripts_from_store`). The scenario is rebuilt from its JSON (`episodes.scenario`);
 when that fails, the transcript says so in `note` and shows no private facts. Refused attempts come from
 `episode_attempts`; an episode recorded before that table existed shows its accepted turns only."""
 
@@ -17,6 +17,7 @@ import pandas as pd
 from environments.core.base import Scenario
 from environments.core.registry import env_class
 from models.evaluation.transcripts import (
+    PrivateView,
     ScoredEpisode,
     SeatView,
     Transcript,
@@ -93,8 +94,9 @@ def transcript_from_rows(
                 utility=_optional_float(role.get("utility")),
                 invalid_actions=None if invalid is None else int(invalid),
                 leaked=tuple(_loads(role.get("leaked"), [])),
-                private_text=views.get(seat, ((), ()))[0],
-                private_facts=views.get(seat, ((), ()))[1],
+                private_text=views.get(seat, PrivateView()).texts,
+                private_facts=views.get(seat, PrivateView()).facts,
+                private_values=views.get(seat, PrivateView()).values,
             )
         )
     ordered = sorted(turns, key=lambda t: int(t["turn_index"]))
@@ -207,7 +209,8 @@ def _policy_seat(episode_id: str, roles: Sequence[Mapping[str, Any]], policy: st
 
 
 def representative_transcripts_from_store(store: TableStore, run_id: str) -> dict[str, list[Transcript]]:
-    """Best, median and worst episode of every policy evaluated in run `run_id` (the rows
+    """Best, median and worst episode (and the one with the most refused attempts, where any has one) of every
+    policy evaluated in run `run_id` (the rows
     `models.evaluation.policy.store_evaluation` wrote), as transcripts: policy name -> transcripts.
     The policy's seat is the role whose agent is the evaluation's `policy` description."""
     policies = _records(
@@ -219,7 +222,9 @@ def representative_transcripts_from_store(store: TableStore, run_id: str) -> dic
         raise KeyError(f"no evaluation rows for run {run_id!r} (table evaluations, counterpart '*')")
     roles: dict[str, list[dict[str, Any]]] = {}
     for row in _records(
-        store, "SELECT episode_id, agent_id, agent_name, reward FROM episode_roles WHERE run_id = ?", [run_id]
+        store,
+        "SELECT episode_id, agent_id, agent_name, reward, invalid_actions FROM episode_roles WHERE run_id = ?",
+        [run_id],
     ):
         roles.setdefault(row["episode_id"], []).append(row)
     out: dict[str, list[Transcript]] = {}
@@ -228,10 +233,11 @@ def representative_transcripts_from_store(store: TableStore, run_id: str) -> dic
         scored = []
         for episode_id, seat_rows in sorted(roles.items()):
             seat = _policy_seat(episode_id, seat_rows, description)
-            reward = next((r["reward"] for r in seat_rows if r["agent_id"] == seat), None)
-            if seat is None or reward is None:
+            row = next((r for r in seat_rows if r["agent_id"] == seat), None)
+            if seat is None or row is None or row["reward"] is None:
                 continue
-            scored.append(ScoredEpisode(episode_id, float(reward), seat, name))
+            refused = int(row["invalid_actions"] or 0)
+            scored.append(ScoredEpisode(episode_id, float(row["reward"]), seat, name, refused))
         chosen = pick_representatives(scored)
         out[name] = load_transcripts(
             store,

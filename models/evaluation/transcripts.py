@@ -11,8 +11,9 @@ Choosing the episodes (`pick_representatives`), per policy, by the reward of the
 | `best` | the highest reward | the smallest episode id |
 | `median` | the lower median: position (n - 1) // 2 in ascending (reward, episode id) order | the episode id (part of the order) |
 | `worst` | the lowest reward | the smallest episode id |
+| `most refused` | the most refused attempts of the policy's seat, where any episode has one (a policy that breaks the action format shows how) | the smallest episode id |
 
-With fewer than three episodes one episode carries several labels (it is shown once, e.g. "best, median").
+With fewer episodes than labels one episode carries several labels (it is shown once, e.g. "best, median").
 A NaN reward is an error (rewards are normalised to [0, 1]), not silently ranked.
 
 Where the private facts come from: the environment is deterministic, so resetting a fresh one with the
@@ -22,7 +23,11 @@ addressed to a seat are what that seat held, and `Environment.private_facts(seat
 JSON (`episodes.scenario`); when that fails (a scenario type that does not round-trip), the transcript says
 so in `note` and shows no private facts.
 
-Unusual text never breaks a page: every text is cut to `max_chars` characters (and `max_lines` lines) with
+What decides a seat's outcome is never cut: its private values (`data["private"]` of its opening observations,
+e.g. the buyer's target and the seller's minimum) are shown first and whole, and its opening briefing is cut on
+its longest lines (the listing's description), so the short line stating the target stays.
+
+Unusual text never breaks a page (models/evaluation/safe_text.py): every other text is cut to `max_chars` characters (and `max_lines` lines) with
 a note of how much was cut; control characters are shown as `\\uXXXX`; bidirectional overrides are removed;
 runs of empty lines shrink to one; markdown backslash-escapes the punctuation markdown gives a meaning to
 (so `<script>`, `|`, `#`, `*`, links, bare URLs and images stay literal text); HTML goes through
@@ -33,7 +38,7 @@ runs of empty lines shrink to one; markdown backslash-escapes the punctuation ma
 | `pick_representatives(scored)` | `ScoredEpisode`s of one policy | `Representative`s (labels + episode) |
 | `representatives_by_policy(scored)` | `ScoredEpisode`s of several policies | policy -> `Representative`s |
 | `transcript_from_result(result, policy_seat)` | an `EpisodeResult` | `Transcript` |
-| `representative_transcripts(evaluation)` | a `models.evaluation.policy.EvaluationResult` | `Transcript`s (best, median, worst) |
+| `representative_transcripts(evaluation)` | a `models.evaluation.policy.EvaluationResult` | `Transcript`s (best, median, worst, most refused) |
 | `load_transcripts(store, episode_ids)` (transcript_tables.py) | the episode tables | `Transcript`s |
 | `representative_transcripts_from_store(store, run_id)` (transcript_tables.py) | an evaluation run in the tables | policy name -> `Transcript`s |
 | `transcript_markdown(t)` / `transcripts_markdown(ts, title)` | transcripts | Dagster markdown (`MetadataValue.md`) |
@@ -44,11 +49,9 @@ For ad-hoc queries the tables have a DuckDB view `transcripts` (models/records.p
 
 from __future__ import annotations
 
-import html
 import json
 import logging
 import math
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -57,18 +60,17 @@ from environments.core.base import Scenario
 from environments.core.events import Observation
 from environments.core.registry import make
 from environments.core.runtime import EpisodeResult
+from models.evaluation.safe_text import MAX_CHARS, html_text, md_text, uncut
 
 if TYPE_CHECKING:  # pragma: no cover
     from models.evaluation.policy import EvaluationResult
 
 log = logging.getLogger("socialrl.transcripts")
 
-LABELS = ("best", "median", "worst")
+MOST_REFUSED = "most refused"
+"""Label of the episode whose policy seat had the most refused attempts (only where some episode has one)."""
+LABELS = ("best", "median", "worst", MOST_REFUSED)
 """Labels of the representative episodes, in the order they are shown."""
-MAX_CHARS = 800
-"""Default: most characters of one text (a turn, a private observation) shown before it is cut."""
-MAX_LINES = 30
-"""Default: most lines of one text shown before it is cut."""
 MAX_TURNS = 80
 """Default: most turns of one episode shown (the first ones; the rest is counted)."""
 
@@ -86,10 +88,14 @@ class ScoredEpisode:
     """The policy's seat in this episode."""
     policy: str = ""
     """Which policy played it (the grouping key of `representatives_by_policy`)."""
+    refused: int = 0
+    """Refused attempts of the policy's seat (its invalid actions): what `most refused` ranks by."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.reward, int | float) or math.isnan(float(self.reward)):
             raise ValueError(f"episode {self.episode_id!r}: reward must be a number, got {self.reward!r}")
+        if self.refused < 0:
+            raise ValueError(f"episode {self.episode_id!r}: refused must be >= 0, got {self.refused}")
 
 
 @dataclass(frozen=True)
@@ -97,13 +103,14 @@ class Representative:
     """An episode chosen to represent a policy, with every label it earned."""
 
     labels: tuple[str, ...]
-    """A subset of ("best", "median", "worst"), in that order."""
+    """A subset of `LABELS` ("best", "median", "worst", "most refused"), in that order."""
     episode: ScoredEpisode
 
 
 def pick_representatives(scored: Iterable[ScoredEpisode]) -> list[Representative]:
-    """Best, median and worst episode by the policy seat's reward (rule and tie-breaking in the module
-    docstring); one entry per distinct episode, in the order best, median, worst. Empty input: []."""
+    """Best, median and worst episode by the policy seat's reward, and the one with the most refused attempts
+    where any has one (rules and tie-breaking in the module docstring); one entry per distinct episode, in the
+    order of `LABELS`. Empty input: []."""
     episodes = list(scored)
     if not episodes:
         return []
@@ -114,8 +121,11 @@ def pick_representatives(scored: Iterable[ScoredEpisode]) -> list[Representative
     ascending = sorted(episodes, key=lambda e: (float(e.reward), e.episode_id))
     best = min(episodes, key=lambda e: (-float(e.reward), e.episode_id))
     chosen = {"best": best, "median": ascending[(len(ascending) - 1) // 2], "worst": ascending[0]}
+    refused = min(episodes, key=lambda e: (-e.refused, e.episode_id))
+    if refused.refused > 0:  # picked by reward alone, none of the three may show a refused attempt
+        chosen[MOST_REFUSED] = refused
     out: list[Representative] = []
-    for label in LABELS:
+    for label in (label for label in LABELS if label in chosen):
         episode = chosen[label]
         for i, existing in enumerate(out):
             if existing.episode.episode_id == episode.episode_id:
@@ -151,6 +161,9 @@ class SeatView:
     """Text of the private observations the seat received (its values, target, secret events, ...)."""
     private_facts: tuple[str, ...] = ()
     """`name: description` of each private fact the environment guards for this seat."""
+    private_values: tuple[str, ...] = ()
+    """`name: value` of each entry of the seat's private data (`data["private"]` of its private observations:
+    a buyer's target, a seller's minimum, item values): what decides its outcome, shown first and never cut."""
 
 
 @dataclass(frozen=True)
@@ -202,7 +215,7 @@ class Transcript:
     policy_seat: str | None = None
     """The evaluated policy's seat (highlighted), if any."""
     labels: tuple[str, ...] = ()
-    """Why it was chosen ("best", "median", "worst")."""
+    """Why it was chosen (`LABELS`: "best", "median", "worst", "most refused")."""
     policy: str = ""
     """The policy's name, when known."""
     note: str = ""
@@ -239,24 +252,68 @@ class Transcript:
         return sum(not a.accepted for a in self.attempts)
 
 
+@dataclass(frozen=True, kw_only=True)
+class PrivateView:
+    """What one seat held privately at the start of an episode."""
+
+    texts: tuple[str, ...] = ()
+    """Texts of the private observations addressed to it (its opening briefing)."""
+    facts: tuple[str, ...] = ()
+    """`name: description` of each private fact the environment guards for it."""
+    values: tuple[str, ...] = ()
+    """`name: value` of each entry of its private data (`private_values`)."""
+
+
+def _value_text(value: Any) -> str:
+    """A private value on one line: numbers to 6 significant digits (a weight of 0.148167914 reads 0.148168),
+    mappings as `key value, ...`, sequences as `[a, b]`."""
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, int | float):
+        return f"{value:.6g}"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}: {_value_text(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_value_text(v) for v in value) + "]"
+    return " ".join(str(value).split())
+
+
+def private_values(observations: Iterable[Any]) -> tuple[str, ...]:
+    """`name: value` of each entry of the private data (`Observation.data["private"]`, the structured facts every
+    environment sends a seat in its opening) of the private observations among `observations`; empty entries
+    (None, "") are left out."""
+    out: list[str] = []
+    for event in observations:
+        if not (isinstance(event, Observation) and event.private and isinstance(event.data, Mapping)):
+            continue
+        private = event.data.get("private")
+        if not isinstance(private, Mapping):
+            continue
+        out += [f"{name}: {_value_text(value)}" for name, value in private.items() if value not in (None, "")]
+    return tuple(out)
+
+
 def opening_private_view(
     env_id: str, scenario: Scenario, seed: int, env_config: Mapping[str, Any] | None = None
-) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
-    """Seat -> (texts of the private observations it gets at reset, `name: description` of its private facts),
-    from a fresh environment reset with the episode's scenario and seed (environments are deterministic)."""
+) -> dict[str, PrivateView]:
+    """Seat -> what it held privately at reset (texts, guarded facts, private values), from a fresh environment
+    reset with the episode's scenario and seed (environments are deterministic)."""
     env = make(env_id, **dict(env_config or {}))
     events = env.reset(scenario, seed)
-    out: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+    out: dict[str, PrivateView] = {}
     for seat in env.agent_ids:
-        texts = tuple(e.text for e in events if isinstance(e, Observation) and e.private and e.to == seat)
-        facts = tuple(f"{f.name}: {f.description}" for f in env.private_facts(seat))
-        out[seat] = (texts, facts)
+        own = [e for e in events if isinstance(e, Observation) and e.private and e.to == seat]
+        out[seat] = PrivateView(
+            texts=tuple(e.text for e in own),
+            facts=tuple(f"{f.name}: {f.description}" for f in env.private_facts(seat)),
+            values=private_values(own),
+        )
     return out
 
 
 def private_views(
     env_id: str, scenario: Scenario | None, seed: int, env_config: Mapping[str, Any] | None
-) -> tuple[dict[str, tuple[tuple[str, ...], tuple[str, ...]]], str]:
+) -> tuple[dict[str, PrivateView], str]:
     """`opening_private_view`, or no views and a note saying why they are unavailable."""
     if scenario is None:
         return {}, "private facts unavailable: the scenario could not be rebuilt"
@@ -279,9 +336,10 @@ def transcript_from_result(
     views, note = private_views(result.env_id, result.scenario, result.seed, env_config)
     if result.inboxes:
         views = {
-            seat: (
-                tuple(e.text for e in events if isinstance(e, Observation) and e.private),
-                views.get(seat, ((), ()))[1],
+            seat: PrivateView(
+                texts=tuple(e.text for e in events if isinstance(e, Observation) and e.private),
+                facts=views.get(seat, PrivateView()).facts,
+                values=private_values(events),
             )
             for seat, events in result.inboxes.items()
         }
@@ -294,8 +352,9 @@ def transcript_from_result(
             utility=roles[seat].utility if seat in roles else None,
             invalid_actions=roles[seat].invalid_actions if seat in roles else None,
             leaked=tuple(roles[seat].leaked) if seat in roles else (),
-            private_text=views.get(seat, ((), ()))[0],
-            private_facts=views.get(seat, ((), ()))[1],
+            private_text=views.get(seat, PrivateView()).texts,
+            private_facts=views.get(seat, PrivateView()).facts,
+            private_values=views.get(seat, PrivateView()).values,
         )
         for seat in (result.agent_names or roles)
     )
@@ -322,61 +381,18 @@ def transcript_from_result(
 
 
 def representative_transcripts(evaluation: EvaluationResult, policy: str = "") -> list[Transcript]:
-    """Best, median and worst episode of an evaluation (by the policy seat's reward), as transcripts.
-    `policy`: the name shown (default: the evaluation's policy description)."""
+    """Best, median and worst episode of an evaluation (by the policy seat's reward), and the one with the most
+    refused attempts where any has one, as transcripts. `policy`: the name shown (default: the evaluation's
+    policy description)."""
     by_id = {e.episode_id: e for e in evaluation.episodes}
     scored = [
-        ScoredEpisode(view.episode_id, view.reward, view.seat, policy or evaluation.policy)
+        ScoredEpisode(view.episode_id, view.reward, view.seat, policy or evaluation.policy, view.invalid_actions)
         for view in evaluation.policy_episodes
     ]
     return [
         transcript_from_result(by_id[r.episode.episode_id], r.episode.seat, r.labels, policy or evaluation.policy)
         for r in pick_representatives(scored)
     ]
-
-
-# ---------------------------------------------------------------------------------------- safe text
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_BIDI = re.compile(r"[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
-# The ASCII punctuation CommonMark/GFM give a meaning to (emphasis, code, links, images, HTML, entities,
-# headings, lists, tables, block quotes, strikethrough, math; ":" and "." so that no bare URL is linkified);
-# letters, digits and ,;?'"/%@ stay as typed.
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|&~=^$:])")
-_BLANK_RUNS = re.compile(r"\n{3,}")
-
-
-def clean_text(text: Any, max_chars: int = MAX_CHARS, max_lines: int = MAX_LINES) -> str:
-    """`text` made safe to show: line separators unified, control characters as `\\uXXXX`, bidirectional
-    overrides dropped, cut to `max_chars` characters and `max_lines` lines with a note of what was cut."""
-    if max_chars < 1 or max_lines < 1:
-        raise ValueError("max_chars and max_lines must be >= 1")
-    text = "" if text is None else str(text)
-    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\u2028", "\n").replace("\u2029", "\n")
-    text = _BIDI.sub("", text)
-    text = _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-    text = _BLANK_RUNS.sub("\n\n", text)  # a wall of empty lines shows as one
-    cut = []
-    if len(text) > max_chars:
-        cut.append(f"{len(text) - max_chars} more characters")
-        text = text[:max_chars]
-    lines = text.split("\n")
-    if len(lines) > max_lines:
-        cut.append(f"{len(lines) - max_lines} more lines")
-        text = "\n".join(lines[:max_lines])
-    return text + (f" … [cut: {', '.join(cut)}]" if cut else "")
-
-
-def escape_markdown(text: str) -> str:
-    """Backslash-escape the ASCII punctuation that markdown gives a meaning to (CommonMark allows escaping
-    any ASCII punctuation), so no markup, link, image, table, heading, list or HTML in `text` takes effect."""
-    return _MD_SPECIAL.sub(r"\\\1", text)
-
-
-def _md(text: Any, max_chars: int = MAX_CHARS, max_lines: int = MAX_LINES) -> str:
-    """Clean, cut and escaped text on one markdown line or several hard-broken ones (leading spaces
-    dropped, so no line turns into a code block)."""
-    lines = clean_text(text, max_chars, max_lines).split("\n")
-    return "  \n".join(escape_markdown(line.strip()) for line in lines)
 
 
 def _payload_text(payload: Mapping[str, Any]) -> str:
@@ -427,12 +443,12 @@ def transcript_markdown(
     """One transcript as markdown for Dagster's metadata panel (`MetadataValue.md`): heading, outcome,
     each seat's private facts, then every turn (speaker, parsed action, text)."""
     hashes = "#" * max(1, min(6, heading_level))
-    lines = [f"{hashes} {_md(_heading(t), 300, 1)}", ""]
+    lines = [f"{hashes} {md_text(_heading(t), 300, 1)}", ""]
     if t.policy:
-        lines += [f"Policy: {_md(t.policy, 200, 1)}", ""]
-    lines += [f"**Outcome**: {_md(_outcome_line(t), 400, 1)}", ""]
+        lines += [f"Policy: {md_text(t.policy, 200, 1)}", ""]
+    lines += [f"**Outcome**: {md_text(_outcome_line(t), 400, 1)}", ""]
     if t.note:
-        lines += [f"*{_md(t.note, 300, 2)}*", ""]
+        lines += [f"*{md_text(t.note, 300, 2)}*", ""]
     lines += ["**Seats and the private facts each held**", ""]
     for s in t.seats:
         mark = " (policy)" if s.seat == t.policy_seat else ""
@@ -441,27 +457,30 @@ def transcript_markdown(
             f"{s.seat}{mark}: {s.agent}; reward {_number(s.reward)}, utility {_number(s.utility)}, "
             f"invalid actions {s.invalid_actions if s.invalid_actions is not None else 'n/a'}{leaked}"
         )
-        lines.append(f"- **{_md(head, 300, 1)}**")
+        lines.append(f"- **{md_text(head, 300, 1)}**")
+        if s.private_values:  # what decides the outcome: first, and never cut
+            values = "; ".join(s.private_values)
+            lines.append(f"  - **private**: {md_text(values, uncut(values), 1)}")
         for text in s.private_text:
-            lines.append(f"  - {_md(text, max_chars, 8).replace(chr(10), chr(10) + '    ')}")
+            lines.append(f"  - {md_text(text, max_chars, 8, longest_first=True).replace(chr(10), chr(10) + '    ')}")
         if s.private_facts:
-            lines.append(f"  - facts guarded: {_md('; '.join(s.private_facts), max_chars, 1)}")
-        if not s.private_text and not s.private_facts:
+            lines.append(f"  - facts guarded: {md_text('; '.join(s.private_facts), max_chars, 1)}")
+        if not s.private_text and not s.private_facts and not s.private_values:
             lines.append("  - no private facts")
     lines += ["", f"**Turns** ({_turn_count(t)})", ""]
     for step in _shown_steps(t, max_turns):
         mark = " (policy)" if step.speaker == t.policy_seat else ""
         if isinstance(step, TranscriptAttempt):
             lines.append(
-                f"✗ **{_md(step.speaker + mark, 100, 1)}** · *refused: {_md(step.reason or 'no reason given', 300, 1)}*"
+                f"✗ **{md_text(step.speaker + mark, 100, 1)}** · *refused: {md_text(step.reason or 'no reason given', 300, 1)}*"
             )
-            lines.append("> " + (_md(step.text, max_chars).replace("\n", "\n> ") if step.text else "*(no text)*"))
+            lines.append("> " + (md_text(step.text, max_chars).replace("\n", "\n> ") if step.text else "*(no text)*"))
             lines.append("")
             continue
         action = f"{step.kind} {_payload_text(step.payload)}".strip()
-        lines.append(f"{step.index + 1}\\. **{_md(step.speaker + mark, 100, 1)}** · *{_md(action, 300, 1)}*")
+        lines.append(f"{step.index + 1}\\. **{md_text(step.speaker + mark, 100, 1)}** · *{md_text(action, 300, 1)}*")
         if step.text:
-            lines.append("> " + _md(step.text, max_chars).replace("\n", "\n> "))
+            lines.append("> " + md_text(step.text, max_chars).replace("\n", "\n> "))
         lines.append("")
     if len(t.turns) > max_turns:
         lines.append(f"*… {len(t.turns) - max_turns} more turns not shown*")
@@ -472,7 +491,7 @@ def transcripts_markdown(
     transcripts: Sequence[Transcript], title: str = "Representative negotiations", max_chars: int = MAX_CHARS
 ) -> str:
     """Several transcripts (e.g. best, median and worst of a policy) as one markdown document."""
-    parts = [f"### {_md(title, 200, 1)}", ""]
+    parts = [f"### {md_text(title, 200, 1)}", ""]
     if not transcripts:
         parts.append("*no episodes*")
     for t in transcripts:
@@ -495,31 +514,30 @@ h1 { font-size: 1.4rem; } h2 { font-size: 1.1rem; margin-top: 0; }
 """
 
 
-def _h(text: Any, max_chars: int = MAX_CHARS, max_lines: int = MAX_LINES) -> str:
-    return html.escape(clean_text(text, max_chars, max_lines), quote=True)
-
-
 def _article(t: Transcript, max_chars: int, max_turns: int) -> str:
-    out = [f'<article id="{_h(t.episode_id, 200, 1)}">', f"<h2>{_h(_heading(t), 400, 1)}</h2>"]
+    out = [f'<article id="{html_text(t.episode_id, 200, 1)}">', f"<h2>{html_text(_heading(t), 400, 1)}</h2>"]
     if t.policy:
-        out.append(f"<p>Policy: {_h(t.policy, 200, 1)}</p>")
-    out.append(f"<p><b>Outcome</b>: {_h(_outcome_line(t), 400, 1)}</p>")
+        out.append(f"<p>Policy: {html_text(t.policy, 200, 1)}</p>")
+    out.append(f"<p><b>Outcome</b>: {html_text(_outcome_line(t), 400, 1)}</p>")
     if t.note:
-        out.append(f'<p class="note">{_h(t.note, 300, 2)}</p>')
+        out.append(f'<p class="note">{html_text(t.note, 300, 2)}</p>')
     out.append("<h3>Seats and the private facts each held</h3><ul>")
     for s in t.seats:
         mark = " (policy)" if s.seat == t.policy_seat else ""
         leaked = f"; leaked: {', '.join(s.leaked)}" if s.leaked else ""
         out.append(
-            f"<li><b>{_h(s.seat + mark, 100, 1)}</b>: {_h(s.agent, 200, 1)}; reward {_number(s.reward)}, "
+            f"<li><b>{html_text(s.seat + mark, 100, 1)}</b>: {html_text(s.agent, 200, 1)}; reward {_number(s.reward)}, "
             f"utility {_number(s.utility)}, invalid actions {s.invalid_actions if s.invalid_actions is not None else 'n/a'}"
-            f"{_h(leaked, 300, 1)}<ul>"
+            f"{html_text(leaked, 300, 1)}<ul>"
         )
+        if s.private_values:  # what decides the outcome: first, and never cut
+            values = "; ".join(s.private_values)
+            out.append(f'<li class="private"><b>private</b>: {html_text(values, uncut(values), 1)}</li>')
         for text in s.private_text:
-            out.append(f'<li class="private text">{_h(text, max_chars, 12)}</li>')
+            out.append(f'<li class="private text">{html_text(text, max_chars, 12, longest_first=True)}</li>')
         if s.private_facts:
-            out.append(f"<li>facts guarded: {_h('; '.join(s.private_facts), max_chars, 1)}</li>")
-        if not s.private_text and not s.private_facts:
+            out.append(f"<li>facts guarded: {html_text('; '.join(s.private_facts), max_chars, 1)}</li>")
+        if not s.private_text and not s.private_facts and not s.private_values:
             out.append("<li>no private facts</li>")
         out.append("</ul></li>")
     out.append(f"</ul><h3>Turns ({_turn_count(t)})</h3>")
@@ -527,16 +545,16 @@ def _article(t: Transcript, max_chars: int, max_turns: int) -> str:
         css = "turn policy" if step.speaker == t.policy_seat else "turn"
         if isinstance(step, TranscriptAttempt):
             out.append(
-                f'<div class="{css} refused"><b>✗ {_h(step.speaker, 100, 1)}</b> '
-                f'<span class="reason">refused: {_h(step.reason or "no reason given", 300, 1)}</span>'
-                f'<div class="text">{_h(step.text, max_chars) if step.text else "<i>(no text)</i>"}</div></div>'
+                f'<div class="{css} refused"><b>✗ {html_text(step.speaker, 100, 1)}</b> '
+                f'<span class="reason">refused: {html_text(step.reason or "no reason given", 300, 1)}</span>'
+                f'<div class="text">{html_text(step.text, max_chars) if step.text else "<i>(no text)</i>"}</div></div>'
             )
             continue
         action = f"{step.kind} {_payload_text(step.payload)}".strip()
         out.append(
-            f'<div class="{css}"><b>{step.index + 1}. {_h(step.speaker, 100, 1)}</b> '
-            f'<span class="action">{_h(action, 300, 1)}</span>'
-            f'<div class="text">{_h(step.text, max_chars)}</div></div>'
+            f'<div class="{css}"><b>{step.index + 1}. {html_text(step.speaker, 100, 1)}</b> '
+            f'<span class="action">{html_text(action, 300, 1)}</span>'
+            f'<div class="text">{html_text(step.text, max_chars)}</div></div>'
         )
     if len(t.turns) > max_turns:
         out.append(f"<p><i>… {len(t.turns) - max_turns} more turns not shown</i></p>")
@@ -556,8 +574,8 @@ def transcripts_html(
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n"
-        f"<title>{_h(title, 200, 1)}</title><style>{_CSS}</style></head>\n"
-        f"<body><h1>{_h(title, 200, 1)}</h1>\n{body}\n</body></html>\n"
+        f"<title>{html_text(title, 200, 1)}</title><style>{_CSS}</style></head>\n"
+        f"<body><h1>{html_text(title, 200, 1)}</h1>\n{body}\n</body></html>\n"
     )
 
 

@@ -42,7 +42,7 @@ class ImitationReport:
     opening_quantiles: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     """"student" / "teacher" -> quantiles of the first offer over the target (Craigslist buyer)."""
     transcripts_markdown: str = field(default="", repr=False)
-    """Three of the warm-start's episodes (best, median, worst), as Dagster markdown."""
+    """The warm-start's representative episodes (best, median, worst, most refused), as Dagster markdown."""
 
     @property
     def command_rate(self) -> float:

@@ -1,9 +1,10 @@
 """MLflow tracking and model registry: a thin client over `mlflow.tracking.MlflowClient`.
 
-Six modules behind one `Tracker`: config.py (`TrackingConfig`, URIs, the `mlflow server` command, the quiet
-environment), runs.py (`TrackedRun`, run tags, parameter flattening), cards.py (`ModelCard`), registry.py
-(`Tracker`, registered versions), champion.py (the promotion rule: the same evaluation plan, paired, or
-refused) and links.py (`UiLinks`: URLs between the Dagster and MLflow UIs). Callers import from `models.tracking`.
+Seven modules behind one `Tracker`: config.py (`TrackingConfig`, URIs, the `mlflow server` command, the quiet
+environment), runs.py (`TrackedRun`, run tags, parameter flattening), attempts.py (`attempt_run`: one run per
+training step across its attempts), cards.py (`ModelCard`), registry.py (`Tracker`, registered versions),
+champion.py (the promotion rule: the same evaluation plan, paired, or refused) and links.py (`UiLinks`: URLs
+between the Dagster and MLflow UIs). Callers import from `models.tracking`.
 
 One `Tracker` is built from plain settings (`TrackingConfig`: tracking URI, artifact root, experiment
 name), so that a Dagster ConfigurableResource can wrap it later; it never touches MLflow's global state
@@ -13,7 +14,8 @@ sqlite database by default (`<data>/mlflow/mlflow.db`) with a local artifact roo
 
 | task | call |
 | --- | --- |
-| one run per training job | `with tracker.start_run(name, params, tags=run_tags(domain=..., profile=..., git_commit=git_commit(), dagster_run_id=..., parent_run_id=...)) as run:` then `run.log_metrics(step, loss=...)`, `run.log_artifact_dir(adapter_dir, "adapter")`; the run ends FINISHED, or FAILED (KILLED on Ctrl-C) when the body raises |
+| one run per training job | `with tracker.start_run(name, params, tags=run_tags(domain=..., profile=..., git_commit=git_commit(), dagster_run_id=..., parent_run_id=...)) as run:` then `run.log_metrics(step, loss=...)`, `run.log_artifact_dir(adapter_dir, "adapter")`; the run ends FINISHED, or FAILED when the body raises (KILLED when it is interrupted: Ctrl-C, SystemExit, Dagster's termination) |
+| one run per resumable training step | `with attempt_run(tracker, work_dir / "mlflow_run.json", name, params, tags, resume_at=checkpoint_step) as run:` (attempts.py): an attempt that resumes from a checkpoint continues the recorded run of the killed attempt (`run.resumed`), so the run's step history goes on in one run; an attempt that starts over starts a new run and ends the killed attempt's run, if still RUNNING, as KILLED |
 | per-step metrics | `run.log_history(trainer_log_history)` (one dict per step, e.g. transformers' `state.log_history`) |
 | evaluation on the run | `run.log_evaluation(summary)` inside the run, `tracker.log_run_metrics(run_id, summary, prefix="eval/")` after it |
 | register a trained adapter | `tracker.register_adapter(run_id, "adapter", "socialrl-craigslist-specialist") -> version`; alias `candidate` moves to it |
@@ -35,6 +37,7 @@ client and fetches the version's source URI directly; registered sources are the
 artifact URI (e.g. `file:///.../artifacts/adapter`), not `runs:/`, for the same reason.
 """
 
+from models.tracking.attempts import attempt_run
 from models.tracking.cards import ModelCard, write_model_card
 from models.tracking.champion import (
     EPISODES_TAG,
@@ -118,6 +121,7 @@ __all__ = [
     "Tracker",
     "TrackingConfig",
     "UiLinks",
+    "attempt_run",
     "compare_versions",
     "default_artifact_root",
     "default_tracking_uri",

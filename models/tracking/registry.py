@@ -45,6 +45,7 @@ from models.tracking.runs import (
     PROFILE_TAG,
     SEAT_TAG,
     TrackedRun,
+    ended_run,
     finite_metrics,
     log_metric_entries,
     log_run_file,
@@ -179,26 +180,17 @@ class Tracker:
     def start_run(
         self, name: str, params: Mapping[str, Any] | Any = None, tags: Mapping[str, Any] | None = None
     ) -> Iterator[TrackedRun]:
-        """One run (one training job). It ends FINISHED when the body returns, FAILED when it raises (the
-        error is kept in tag `socialrl.error`), KILLED on KeyboardInterrupt; the exception propagates."""
+        """One run (one training job). It ends FINISHED when the body returns, FAILED when it raises an error
+        (kept in tag `socialrl.error`), KILLED when it is interrupted (KeyboardInterrupt, SystemExit, Dagster's
+        termination: a BaseException that is no Exception); the exception propagates."""
         run = self.client.create_run(
             self.experiment_id, run_name=name, tags={k: str(v) for k, v in (tags or {}).items()}
         )
         tracked = TrackedRun(self.client, run.info.run_id, self.experiment_id, run.info.artifact_uri)
-        try:
+        with ended_run(self.client, tracked):
             if params:
                 tracked.log_params(params)
             yield tracked
-        except BaseException as exc:
-            status = "KILLED" if isinstance(exc, KeyboardInterrupt | GeneratorExit) else "FAILED"
-            try:
-                self.client.set_tag(tracked.run_id, "socialrl.error", f"{type(exc).__name__}: {exc}"[:5000])
-                self.client.set_terminated(tracked.run_id, status)
-            except Exception:  # never hide the body's exception behind a bookkeeping one
-                log.exception("could not mark run %s as %s", tracked.run_id, status)
-            raise
-        else:
-            self.client.set_terminated(tracked.run_id, "FINISHED")
 
     def link_dagster_run(self, run_id: str, dagster_run_id: str, url: str, what: str = "") -> None:
         """Point an MLflow run back at a Dagster run (`UiLinks.dagster_run`): the first one, the run that

@@ -3,8 +3,12 @@ parameters and metrics into MLflow's batches."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
+import logging
 import math
+import os
 import subprocess
 import tempfile
 import time
@@ -16,6 +20,8 @@ from models.settings import REPO_ROOT
 
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow.tracking import MlflowClient
+
+log = logging.getLogger("models.tracking")
 
 DOMAIN_TAG = "socialrl.domain"
 DOMAINS_TAG = "socialrl.domains"
@@ -144,15 +150,57 @@ def log_run_file(client: MlflowClient, run_id: str, name: str, content: bytes | 
         client.log_artifact(run_id, str(path), artifact_path.strip("/") or None)
 
 
-class TrackedRun:
-    """A run in progress (made by `Tracker.start_run`): params, per-step metrics, artifacts, tags."""
+@contextlib.contextmanager
+def ended_run(client: MlflowClient, tracked: TrackedRun) -> Iterator[TrackedRun]:
+    """End the run when the block ends: FINISHED, FAILED on an error (kept in tag `socialrl.error`), KILLED on an
+    interruption (KeyboardInterrupt, SystemExit, Dagster's termination: a BaseException that is no Exception);
+    the exception propagates."""
+    try:
+        yield tracked
+    except BaseException as exc:
+        status = "FAILED" if isinstance(exc, Exception) else "KILLED"
+        try:
+            client.set_tag(tracked.run_id, "socialrl.error", f"{type(exc).__name__}: {exc}"[:5000])
+            client.set_terminated(tracked.run_id, status)
+        except Exception:  # never hide the body's exception behind a bookkeeping one
+            log.exception("could not mark run %s as %s", tracked.run_id, status)
+        raise
+    else:
+        client.set_terminated(tracked.run_id, "FINISHED")
 
-    def __init__(self, client: MlflowClient, run_id: str, experiment_id: str, artifact_uri: str) -> None:
+
+def read_run_record(path: Path) -> str | None:
+    """The run id a training step's run record (attempts.py `attempt_run`) names, or None when there is none (or it
+    cannot be read: then the step starts a new run)."""
+    try:
+        run_id = json.loads(path.read_text()).get("run_id")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return run_id if isinstance(run_id, str) and run_id else None
+
+
+def write_run_record(path: Path, run_id: str) -> None:
+    """Write the run record atomically (a kill mid-write leaves the previous record, never half of one)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(json.dumps({"run_id": run_id}) + "\n")
+    os.replace(partial, path)
+
+
+class TrackedRun:
+    """A run in progress (made by `Tracker.start_run` or `attempt_run`): params, per-step metrics,
+    artifacts, tags."""
+
+    def __init__(
+        self, client: MlflowClient, run_id: str, experiment_id: str, artifact_uri: str, resumed: bool = False
+    ) -> None:
         self.client = client
         self.run_id = run_id
         self.experiment_id = experiment_id
         self.artifact_uri = artifact_uri
         """Root artifact URI of the run (artifact paths are relative to it)."""
+        self.resumed = resumed
+        """True when this attempt continues the run of a killed attempt (its history is already on the run)."""
 
     def log_params(self, params: Mapping[str, Any] | Any = None, **more: Any) -> None:
         """Log parameters (nested mappings/dataclasses flattened to dotted keys). MLflow params are

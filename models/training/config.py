@@ -337,6 +337,9 @@ class PPOConfig:
     models/evaluation/scenarios.py); never the held-out partition either way."""
     run_name: str = "ppo"
     """Prefix of the adapter names served by the engine."""
+    progress_interval_s: float = 60.0
+    """Most seconds between the progress lines logged inside an update (micro-batches done of the total,
+    tokens/s, time left): an update runs for minutes on CPU between its other lines."""
     hyper: PPOHyper = field(default_factory=PPOHyper)
     """Update hyper-parameters."""
     lora: LoraSettings = field(default_factory=LoraSettings)
@@ -362,6 +365,8 @@ class PPOConfig:
             raise ValueError(f"invalid_action_penalty must be >= 0, got {self.invalid_action_penalty}")
         if self.checkpoint_every < 1 or self.keep_checkpoints < 1:
             raise ValueError("checkpoint_every and keep_checkpoints must be >= 1")
+        if self.progress_interval_s < 0:
+            raise ValueError(f"progress_interval_s must be >= 0, got {self.progress_interval_s}")
         check_counterparts(self.counterparts)
         if not self.counterpart_model.strip():
             raise ValueError("counterpart_model must name a served model")

@@ -174,6 +174,14 @@ def latest_checkpoint(output: Path) -> Path | None:
     return candidates[-1] if candidates else None
 
 
+def checkpoint_iteration(output: Path) -> int | None:
+    """The iteration `train_ppo` would resume from in `output` (its newest checkpoint's), None when it starts over."""
+    checkpoint = latest_checkpoint(output)
+    if checkpoint is None:
+        return None
+    return int(json.loads((checkpoint / "state.json").read_text())["iteration"])
+
+
 def _restore_checkpoint(checkpoint: Path, learner: PPOLearner, generator: torch.Generator) -> PPOState:
     saved = torch.load(checkpoint / "trainer_state.pt", weights_only=True)
     learner.critic.load_state_dict(saved["critic"])
@@ -210,6 +218,7 @@ def _build_learner(
         bf16=config.bf16,
         temperature=config.temperature,
         allowed_token_ids=config.sampling_extra.get("allowed_token_ids"),
+        progress_interval_s=config.progress_interval_s,
     )
     if reference_adapter is not None and config.hyper.kl_coef > 0:
         learner.load_reference(reference_adapter)

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from models.progress import ProgressMeter
 from models.training.config import ComputeSettings, PPOHyper
 from models.training.device import autocast
 from models.training.segments import (
@@ -247,8 +248,13 @@ class PPOLearner:
         bf16: bool = False,
         temperature: float = 1.0,
         allowed_token_ids: Sequence[int] | None = None,
+        progress_interval_s: float = 60.0,
     ) -> None:
         self.actor, self.hyper, self.pad_id, self.bf16 = actor, hyper, pad_id, bf16
+        if progress_interval_s < 0:
+            raise ValueError(f"progress_interval_s must be >= 0, got {progress_interval_s}")
+        self.progress_interval_s = progress_interval_s
+        """Most seconds between the update's progress lines (micro-batches done of the total, tokens/s, time left)."""
         if temperature <= 0:
             raise ValueError(f"PPO needs a sampling temperature > 0, got {temperature}")
         self.temperature = temperature
@@ -374,19 +380,31 @@ class PPOLearner:
         segments go through the models in micro-batches of at most `micro_batch_tokens` padded tokens whose
         gradients accumulate, so memory is bounded and the update is the same as one pass over all of them.
         With a shared critic one forward gives log-probs and values, and one backward the joint loss; while
-        the actor is frozen (critic warm-up) only the head learns, on detached hidden states."""
+        the actor is frozen (critic warm-up) only the head learns, on detached hidden states. An update of many
+        micro-batches logs its progress at most every `progress_interval_s` (done of total, tokens/s, time left)."""
         h = self.hyper
         names = ("policy_loss", "value_loss", "kl", "clip_fraction", "ratio_mean", "actor_grad_norm", "tokens")
         stats: dict[str, list[float]] = {k: [] for k in names}
         self.actor.train()
         self.critic.train()
         started = time.perf_counter()
-        for epoch in range(h.ppo_epochs):
-            done = len(stats["value_loss"])  # this epoch's minibatches come after
+        # Every epoch's order drawn first (the generator serves nothing else here, so the draws are the same) to
+        # count the micro-batches of the whole update before the first one runs.
+        epochs = []
+        for _ in range(h.ppo_epochs):
             order = torch.randperm(len(prepared), generator=generator).tolist()
-            for start in range(0, len(order), h.minibatch_episodes):
-                batch = [prepared[i] for i in order[start : start + h.minibatch_episodes]]
-                for key, value in self._minibatch_step(batch, train_actor).items():
+            epochs.append(
+                [
+                    [prepared[i] for i in order[a : a + h.minibatch_episodes]]
+                    for a in range(0, len(order), h.minibatch_episodes)
+                ]
+            )
+        total = sum(len(self._chunks(self._segments(batch))) for batches in epochs for batch in batches)
+        meter = ProgressMeter("PPO update", total, unit="micro-batch", interval_s=self.progress_interval_s, logger=log)
+        for epoch, batches in enumerate(epochs):
+            done = len(stats["value_loss"])  # this epoch's minibatches come after
+            for batch in batches:
+                for key, value in self._minibatch_step(batch, train_actor, meter).items():
                     stats[key].append(value)
             log.info(
                 "PPO update epoch %d/%d%s: value loss %.4f, policy loss %.4f, %.0f s",
@@ -398,11 +416,26 @@ class PPOLearner:
         out["update_tokens"] = tokens
         return out
 
-    def _minibatch_step(self, batch: Sequence[PreparedEpisode], train_actor: bool) -> dict[str, float]:
+    @staticmethod
+    def _segments(batch: Sequence[PreparedEpisode]) -> list[Segment]:
+        return [s for p in batch for s in p.sample.segments]
+
+    def _chunks(self, segments: Sequence[Segment]) -> list[tuple[int, int, Sequence[Segment]]]:
+        """The micro-batches of a minibatch this rank runs: (first, end) of their agent tokens in the minibatch's
+        targets, and their segments."""
+        offsets = [0, *itertools.accumulate(len(s.agent_positions) for s in segments)]
+        chunks = [
+            (offsets[a], offsets[b], segments[a:b]) for a, b in micro_batches(segments, self.hyper.micro_batch_tokens)
+        ]
+        return self.data_parallel.share(chunks) if self.data_parallel is not None else chunks
+
+    def _minibatch_step(
+        self, batch: Sequence[PreparedEpisode], train_actor: bool, meter: ProgressMeter | None = None
+    ) -> dict[str, float]:
         """One optimiser step on a minibatch: its micro-batches' gradients summed (over the data-parallel
-        ranks too), clipped, applied; the minibatch's statistics."""
+        ranks too), clipped, applied; the minibatch's statistics. `meter` counts each micro-batch run."""
         h, to = self.hyper, self.device
-        segments = [s for p in batch for s in p.sample.segments]
+        segments = self._segments(batch)
         targets = _Targets(
             old_lp=torch.cat([x for p in batch for x in p.old_logprobs]).to(to),
             old_v=torch.cat([x for p in batch for x in p.old_values]).to(to),
@@ -410,11 +443,8 @@ class PPOLearner:
             ret=torch.cat([x for p in batch for x in p.returns]).to(to),
             ref_lp=torch.cat([x for p in batch for x in p.ref_logprobs]).to(to) if h.kl_coef > 0 else None,
         )
-        offsets = [0, *itertools.accumulate(len(s.agent_positions) for s in segments)]
-        n_tokens = offsets[-1]
-        chunks = [(offsets[a], offsets[b], segments[a:b]) for a, b in micro_batches(segments, h.micro_batch_tokens)]
-        if self.data_parallel is not None:
-            chunks = self.data_parallel.share(chunks)
+        n_tokens = sum(len(s.agent_positions) for s in segments)
+        chunks = self._chunks(segments)
         self.critic_optimizer.zero_grad()
         self.actor_optimizer.zero_grad()
         sums = [0.0] * 5  # value loss, policy loss, KL, clipped tokens, ratio total
@@ -422,6 +452,8 @@ class PPOLearner:
             loss, part_sums = self._micro_batch_loss(part, targets, slice(lo, hi), n_tokens, train_actor)
             loss.backward()
             sums = [a + b for a, b in zip(sums, part_sums, strict=True)]
+            if meter is not None:
+                meter.advance(tokens=sum(len(s.input_ids) for s in part))
         if self.data_parallel is not None:  # every rank then holds the whole minibatch's gradients
             modules = [self.critic, self.actor] if train_actor else [self.critic]
             sums = list(self.data_parallel.reduce(modules, sums))

@@ -11,6 +11,7 @@ frozen dataclass, so it runs the same from a test, a script or an asset.
 | data | `teacher_traces` | the strategic code teacher's episodes in the learning seat, rendered as the LLM agent's chat |
 | warmstart | `warmstart` | `WarmStart`: LoRA SFT on the filtered traces, as an MLflow run with per-step metrics and loss plots |
 | warmstart | `measure_imitation` | `WarmStartImitation`: the warm-start, the teacher and the trivial baselines on the held-out plan; has the warm-start learned its teacher? |
+| warmstart | `imitation_plot` | the warm-start's, teacher's and baselines' mean reward beside the paired differences (PNG) |
 | specialist | `train_specialist` | `Specialist`: PPO from the warm-start, an MLflow run with per-iteration metrics and learning-curve plots, registered as `candidate` |
 | report | `evaluate_specialist` | `SpecialistEvaluation`: every policy on the same held-out episodes, paired differences of reward and behaviour, transcripts; renders itself (`report()`, `markdown()`) |
 | evaluation | `evaluation_plan`, `heldout_plan_identity`, `evaluate_model`, `evaluate_code_policies` | the domain's held-out plan, its identity, and the policies played on it (`PolicyResult`) |
@@ -52,7 +53,13 @@ from models.socialrl.stage1.report import (
     evaluation_plot,
 )
 from models.socialrl.stage1.specialist import CurvePoint, Specialist, learning_curve_plots, train_specialist
-from models.socialrl.stage1.warmstart import WarmStart, WarmStartImitation, measure_imitation, warmstart
+from models.socialrl.stage1.warmstart import (
+    WarmStart,
+    WarmStartImitation,
+    imitation_plot,
+    measure_imitation,
+    warmstart,
+)
 
 __all__ = [
     "CODE_POLICIES",
@@ -84,6 +91,7 @@ __all__ = [
     "evaluation_plot",
     "heldout_measurement",
     "heldout_plan_identity",
+    "imitation_plot",
     "learning_curve_plots",
     "llm_policy",
     "measure_imitation",

@@ -68,7 +68,7 @@ class SpecialistEvaluation:
     plan: str = ""
     """The plan in words."""
     transcripts_markdown: str = field(default="", repr=False)
-    """Best, median and worst episode of the base and the specialist, for the asset's metadata."""
+    """Best, median, worst and most-refused episode of the base and the specialist, for the asset's metadata."""
     transcripts_html: str = field(default="", repr=False)
     """The same as a standalone page (an MLflow artifact)."""
     plan_identity: PlanIdentity | None = None

@@ -11,8 +11,11 @@ from typing import Any
 from models import plots
 from models.profiles import Profile
 from models.socialrl.stage1.common import STAGE1, TRAINED_BY_TAG, registered_name, specialist_seat
-from models.tracking import Tracker
+from models.tracking import Tracker, attempt_run
 from models.training.config import PPOResult, Services
+
+RUN_RECORD = "mlflow_run.json"
+"""The file in a PPO run's work directory naming its MLflow run (`attempt_run`), so a relaunch continues it."""
 
 
 @dataclass(frozen=True)
@@ -117,8 +120,12 @@ def train_specialist(
     trained_by: str = STAGE1,
 ) -> Specialist:
     """PPO from the warm-start (or from scratch); with a tracker: an MLflow run with per-iteration metrics
-    and learning-curve plots, the adapter registered as a `candidate` version tagged with `trained_by`."""
-    from models.training.ppo import train_ppo  # loads torch: only when training runs
+    and learning-curve plots, the adapter registered as a `candidate` version tagged with `trained_by`.
+    A relaunch in the same `output` resumes PPO from its newest checkpoint and the MLflow run of the killed
+    attempt (named in `output/RUN_RECORD`, `attempt_run`) from the checkpoint's iteration, so the run's history
+    is one curve; iterations the killed attempt logged after its last checkpoint are logged again at the same
+    steps (MLflow keeps both values there)."""
+    from models.training.ppo import checkpoint_iteration, train_ppo  # loads torch: only when training runs
 
     config = profile.ppo_for(env_id)
     seat = specialist_seat(env_id, profile)
@@ -140,25 +147,24 @@ def train_specialist(
 
     if tracker is None:
         return done(train_ppo(config, base_model_dir, services, output, critic_model_dir, init_adapter))
-    with tracker.start_run(
-        f"ppo-{env_id}", params={"ppo": asdict(config), "profile": profile.name}, tags=run_tags
+    with attempt_run(
+        tracker,
+        output / RUN_RECORD,
+        f"ppo-{env_id}",
+        params={"ppo": asdict(config), "profile": profile.name},
+        tags=run_tags,
+        resume_at=checkpoint_iteration(output),
     ) as run:
+
+        def log_iteration(m: Mapping[str, Any]) -> None:
+            run.log_metrics(int(m["iteration"]), iteration_metrics(m))
+
         result = train_ppo(
-            config,
-            base_model_dir,
-            services,
-            output,
-            critic_model_dir,
-            init_adapter,
-            on_iteration=lambda m: run.log_metrics(
-                int(m["iteration"]),
-                {
-                    f"ppo/{k}": float(v)
-                    for k, v in m.items()
-                    if isinstance(v, int | float) and k != "iteration" and math.isfinite(float(v))
-                },
-            ),
+            config, base_model_dir, services, output, critic_model_dir, init_adapter, on_iteration=log_iteration
         )
+        if result.resumed_from and not run.resumed:  # a checkpoint without its run: its history goes on this one
+            for m in result.history[: result.resumed_from]:
+                log_iteration(m)
         specialist = done(result)
         reward_png, diagnostics_png = learning_curve_plots(specialist.curve, env_id)
         run.log_file("learning_curve.png", reward_png, "plots")
@@ -168,3 +174,12 @@ def train_specialist(
     name = registered_name(env_id)
     version = tracker.register_adapter(run_id, "adapter", name, tags={TRAINED_BY_TAG: trained_by})
     return done(result, mlflow_run_id=run_id, model_name=name, model_version=version)
+
+
+def iteration_metrics(m: Mapping[str, Any]) -> dict[str, float]:
+    """One PPO iteration's finite numbers as MLflow metrics `ppo/<name>` (logged at step = the iteration)."""
+    return {
+        f"ppo/{k}": float(v)
+        for k, v in m.items()
+        if isinstance(v, int | float) and k != "iteration" and math.isfinite(float(v))
+    }

@@ -11,6 +11,7 @@ from pathlib import Path
 from agents.traces import Trace, filter_traces
 from models import plots
 from models.profiles import Profile
+from models.socialrl.episode_metrics import paired_metric
 from models.socialrl.imitation import ImitationReport, imitation_report
 from models.socialrl.stage1.common import specialist_seat
 from models.socialrl.stage1.evaluation import (
@@ -20,7 +21,7 @@ from models.socialrl.stage1.evaluation import (
     evaluate_served,
     evaluation_plan,
 )
-from models.tracking import GIT_COMMIT_TAG, SUMMARY_PREFIX, ModelCard, Tracker, write_model_card
+from models.tracking import GIT_COMMIT_TAG, SUMMARY_PREFIX, ModelCard, Tracker, attempt_run, write_model_card
 from models.training.config import SFTResult
 from models.training.sft import run_sft
 
@@ -50,9 +51,12 @@ def warmstart(
     output: Path,
     tracker: Tracker | None = None,
     run_tags: Mapping[str, str] | None = None,
+    run_record: Path | None = None,
 ) -> WarmStart:
     """LoRA SFT on the filtered traces (90/10 train/held-out split); logged as an MLflow run with the loss
-    per step, the held-out loss before and after, and a loss-curve plot."""
+    per step, the held-out loss before and after, and a loss-curve plot. `run_record`: a file the attempts of
+    this step share (`attempt_run`): SFT starts over, so the run of a killed attempt, if still RUNNING,
+    is ended KILLED instead of staying RUNNING beside the new one."""
     if env_id not in profile.sft_domains:
         return WarmStart(env_id, None, skipped=f"{env_id} is not warm-started in profile {profile.name}")
     kept = filter_traces(traces, profile.trace_min_reward)
@@ -67,7 +71,12 @@ def warmstart(
         result = run_sft(base_model_dir, conversations, output, profile.sft, eval_conversations)
         return WarmStart(env_id, str(result.adapter_dir), None, result, len(kept))
     params = {"sft": asdict(profile.sft), "profile": profile.name, "env_id": env_id, "traces": len(kept)}
-    with tracker.start_run(f"sft-{env_id}", params=params, tags=run_tags) as run:
+    attempt = (
+        attempt_run(tracker, run_record, f"sft-{env_id}", params, run_tags)
+        if run_record is not None
+        else tracker.start_run(f"sft-{env_id}", params=params, tags=run_tags)
+    )
+    with attempt as run:
         result = run_sft(
             base_model_dir,
             conversations,
@@ -189,4 +198,20 @@ def measure_imitation(
         teacher,
         {label: policy for label, (policy, _) in code.items() if label != "teacher"},
         report,
+    )
+
+
+def imitation_plot(imitation: WarmStartImitation) -> bytes:
+    """The warm-start, its teacher and the trivial baselines' mean reward with their intervals, beside the paired
+    differences warm-start - teacher and warm-start - each baseline (models/plots.py `policy_comparison`)."""
+    policies = {"sft": imitation.sft, "teacher": imitation.teacher, **imitation.baselines}
+    differences = {"sft_minus_teacher": imitation.report.reward_minus_teacher}
+    for label, baseline in imitation.baselines.items():
+        differences[f"sft_minus_{label}"] = paired_metric(imitation.sft.records, baseline.records, "reward")
+    return plots.policy_comparison(
+        {label: (p.summary.mean_reward, p.summary.ci_low, p.summary.ci_high) for label, p in policies.items()},
+        {name: (e.mean, e.ci_low, e.ci_high) for name, e in differences.items()},
+        f"{imitation.env_id}: warm-start on the held-out plan (95% CI)",
+        "mean reward",
+        "paired reward difference (same episodes)",
     )
