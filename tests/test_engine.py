@@ -262,9 +262,11 @@ def test_tensor_and_data_parallel_settings_reach_the_command_line(tmp_path: Path
 
 
 def test_the_engine_resource_passes_the_profiles_parallelism(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """resources/engine.py builds the EngineConfig from the profile's EngineSettings."""
+    """resources/engine.py serves through models/serving/stack.py, which builds the EngineConfig from the
+    profile's EngineSettings and the resolved model path."""
     import dataclasses
 
+    import models.serving.stack as stack
     import resources.engine as engine_resource
     from models.profiles import SMOKE
 
@@ -280,7 +282,7 @@ def test_the_engine_resource_passes_the_profiles_parallelism(tmp_path: Path, mon
     profile = dataclasses.replace(
         SMOKE, engine=dataclasses.replace(SMOKE.engine, tensor_parallel_size=4, data_parallel_size=2)
     )
-    monkeypatch.setattr(engine_resource, "VLLMEngine", capture)
+    monkeypatch.setattr(stack, "VLLMEngine", capture)  # the serving stack's local_engine starts it
     monkeypatch.setattr(engine_resource, "resolve_model", lambda *a, **k: tmp_path)
     settings = mock.Mock()
     settings.get_profile.return_value = profile
@@ -290,6 +292,7 @@ def test_the_engine_resource_passes_the_profiles_parallelism(tmp_path: Path, mon
     resource = engine_resource.EngineResource.model_construct(
         settings=settings, mlflow=mock.Mock(), model="", remote_base_url=""
     )  # resolve_model is replaced: the registry it would look in is not reached
-    with pytest.raises(Stop), resource.yield_for_execution(mock.Mock(run_id=None)):
+    with pytest.raises(Stop), resource.yield_for_execution(mock.Mock(run=None)):
         pass
     assert (seen[0].tensor_parallel_size, seen[0].data_parallel_size) == (4, 2)
+    assert seen[0].model_path == tmp_path and seen[0].served_model_name == "base"  # the resolved path, no placeholder

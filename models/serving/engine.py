@@ -55,6 +55,7 @@ __all__ = [
     "EngineClient",
     "EngineConfig",
     "EngineError",
+    "EngineProcess",
     "VLLMEngine",
     "engine_python",
     "free_port",
@@ -337,21 +338,85 @@ class EngineGroup(EngineClient):
             client.close()
 
 
-class VLLMEngine:
-    """A vLLM OpenAI server subprocess; use as a context manager."""
+class EngineProcess:
+    """An OpenAI-compatible engine server as a subprocess, started and stopped with its whole process group; a
+    context manager. Subclasses give the command, the environment and what to check before starting."""
 
-    def __init__(self, config: EngineConfig, log_path: Path | None = None, python: Path | None = None) -> None:
-        """`log_path`: where the server writes its log (default: <tmp>/socialrl-logs/vllm-<port>.log)."""
+    name = "engine"
+    """What the errors and the default log file call it."""
+    poll_s = 0.5
+    """How often start-up checks /health."""
+
+    def __init__(self, config: EngineConfig, log_path: Path | None = None) -> None:
+        """`log_path`: where the server writes its log (default: <tmp>/socialrl-logs/<name>-<port>.log)."""
         self.config = config
         self.port = config.port or free_port()
-        self.python = python or engine_python()
-        self.log_path = log_path or Path(tempfile.gettempdir()) / "socialrl-logs" / f"vllm-{self.port}.log"
+        self.log_path = log_path or Path(tempfile.gettempdir()) / "socialrl-logs" / f"{self.name}-{self.port}.log"
         self.process: subprocess.Popen[bytes] | None = None
         self.client: EngineClient | None = None
 
     @property
     def base_url(self) -> str:
         return f"http://{self.config.host}:{self.port}/v1"
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def environment(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def check_startable(self) -> None:
+        """Raise EngineError when the server cannot start at all (before spawning it)."""
+
+    def start(self) -> EngineProcess:
+        self.check_startable()
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("wb") as log:
+            self.process = spawn_server(self.command(), log, self.environment())
+        self.client = EngineClient(self.base_url, api_key=self.config.api_key)
+        deadline = time.monotonic() + self.config.startup_timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                code = self.process.returncode
+                self.stop()
+                raise EngineError(
+                    f"{self.name} exited with code {code} during start-up; log {self.log_path}:\n"
+                    f"{log_tail(self.log_path)}"
+                )
+            if self.client.healthy():
+                return self
+            time.sleep(self.poll_s)
+        self.stop()
+        raise EngineError(
+            f"{self.name} was not healthy within {self.config.startup_timeout_s:.0f} s; log {self.log_path}:\n"
+            f"{log_tail(self.log_path)}"
+        )
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self) -> None:
+        if self.client is not None:
+            self.client.close()
+        if self.process is not None:
+            stop_server(self.process)
+
+    def __enter__(self) -> EngineProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class VLLMEngine(EngineProcess):
+    """A vLLM OpenAI server subprocess; use as a context manager."""
+
+    name = "vLLM"
+
+    def __init__(self, config: EngineConfig, log_path: Path | None = None, python: Path | None = None) -> None:
+        """`log_path`: where the server writes its log (default: <tmp>/socialrl-logs/vLLM-<port>.log)."""
+        super().__init__(config, log_path)
+        self.python = python or engine_python()
 
     def command(self) -> list[str]:
         c = self.config
@@ -402,42 +467,6 @@ class VLLMEngine:
         env.update(self.config.env)
         return env
 
-    def start(self) -> VLLMEngine:
+    def check_startable(self) -> None:
         if not self.python.exists():
             raise EngineError(f"no engine environment at {self.python}; run `make engine` (part of `make setup`)")
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = self.log_path.open("wb")
-        self.process = spawn_server(self.command(), log, self.environment())
-        log.close()
-        self.client = EngineClient(self.base_url, api_key=self.config.api_key)
-        deadline = time.monotonic() + self.config.startup_timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                code = self.process.returncode
-                self.stop()
-                raise EngineError(
-                    f"vLLM exited with code {code} during start-up; log {self.log_path}:\n{log_tail(self.log_path)}"
-                )
-            if self.client.healthy():
-                return self
-            time.sleep(0.5)
-        self.stop()
-        raise EngineError(
-            f"vLLM was not healthy within {self.config.startup_timeout_s:.0f} s; log {self.log_path}:\n"
-            f"{log_tail(self.log_path)}"
-        )
-
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def stop(self) -> None:
-        if self.client is not None:
-            self.client.close()
-        if self.process is not None:
-            stop_server(self.process)
-
-    def __enter__(self) -> VLLMEngine:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
