@@ -1,4 +1,4 @@
-"""Parse time of adversarial replies, per environment and reply shape (issue 14: linear-time grammars).
+"""Parse time of adversarial replies, per environment and reply shape (the grammars are linear-time).
 
 Every environment is driven through real episodes by code agents; whenever a seat is asked to act, the
 environment's own `parse` is timed on adversarial replies of growing length (the shapes of
@@ -9,8 +9,8 @@ pure, so probing does not change the episode. A series stops once one parse take
 
     python -m benchmarks.bench_parsers [--sizes 100,200,...,100000] [--out NAME] [--uncapped] [--envs a,b]
 
-It also measures what one adversarial seat does to other episodes in the same event loop (the issue: 4
-concurrent episodes went from 0.02 s to 2.24 s): 4 concurrent `dnd-v0` episodes of code agents, one of them
+It also measures what one adversarial seat does to other episodes in the same event loop (with the old
+grammars, 4 concurrent episodes went from 0.02 s to 2.24 s): 4 concurrent `dnd-v0` episodes of code agents, one of them
 with a seat that answers every turn with "accept" + N spaces + "x", and a heartbeat task that records the
 longest gap between its 1 ms ticks (the longest time the loop was blocked).
 
@@ -115,7 +115,7 @@ def measure(env_id: str, sizes: list[int], stop_after: float, uncapped: bool) ->
 
 
 class _Stubborn:
-    """Answers every turn with the issue's reply: a command word, N spaces, one stray character."""
+    """Answers every turn with the backtracking reply: a command word, N spaces, one stray character."""
 
     def __init__(self, spaces: int) -> None:
         self.text = "accept" + " " * spaces + "x"

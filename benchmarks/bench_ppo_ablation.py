@@ -1,4 +1,4 @@
-"""PPO from the warm-start, chosen by measurement (issue 26): a fixed-budget ablation on the same seeds.
+"""PPO from the warm-start, chosen by measurement: a fixed-budget ablation on the same seeds.
 
 Every arm starts from the same SFT warm-start adapter (`--sft-adapter`, e.g. one `bench_sft curve` or
 `make run` trained), trains the same number of PPO iterations of the same number of rollout episodes on the
@@ -10,7 +10,7 @@ three counterparts), paired with the warm-start itself on the same episodes.
 | `value_head` | shared value head (GAE), one critic warm-up iteration (the cpu default before) | 5e-5 | 0 |
 | `value_head_lr2e-4` | shared value head (GAE), one critic warm-up iteration | 2e-4 | 0 |
 | `group` | group-relative: 4 samples per scenario and counterpart, return minus the others' mean, no warm-up | 5e-5 | 0 |
-| `group_lr2e-4` | group-relative (the cpu default since issue 26) | 2e-4 | 0 |
+| `group_lr2e-4` | group-relative (the cpu default) | 2e-4 | 0 |
 | `group_penalty` | group-relative | 5e-5 | 0.05 per invalid action (training only) |
 
 Per arm: the in-training curve (reward and its interval per iteration, KL, invalid actions), the held-out

@@ -1,4 +1,4 @@
-"""The SFT warm-start, measured (issue 26): trained tokens per second by row shape, and the imitation curve.
+"""The SFT warm-start, measured: trained tokens per second by row shape, and the imitation curve.
 
 Both parts use the cpu profile's model (SmolLM2-135M-Instruct, bf16, LoRA r=16 on every projection) and the
 warm-start's own data: the strategic code teacher's Craigslist buyer conversations on training scenarios

@@ -5,7 +5,7 @@ as far as configuration allows, the same rules: Mesa's rules (bounded grid, von 
 `vision`, death when a stock reaches 0, no ageing) are set on our side through `SugarscapeConfig`, and
 Mesa's traders are made to trade with their von Neumann neighbours (radius 1) as ours do, instead of with
 everyone in sight. The agent parameters are set identically on both sides, in two sets: Mesa's example
-defaults (endowments 25-50, metabolisms 1-5, vision 1-5) and the issue's (5-25, 1-4, 1-6). Remaining
+defaults (endowments 25-50, metabolisms 1-5, vision 1-5) and ours (5-25, 1-4, 1-6; the set `issue`). Remaining
 differences are listed in the results. Each measurement runs the same seeds; the best of `--repeats`
 interleaved runs is kept for each side (the machine is shared, the best run is the least disturbed one),
 and the median is reported too.
@@ -57,7 +57,7 @@ PARAMETER_SETS: dict[str, dict[str, tuple[int, int]]] = {
     "mesa": {"endowment": (25, 50), "metabolism": (1, 5), "vision": (1, 5)},
     "issue": {"endowment": (5, 25), "metabolism": (1, 4), "vision": (1, 6)},
 }
-"""Agent parameters set identically on both sides: Mesa's example defaults, and the issue's ranges (our
+"""Agent parameters set identically on both sides: Mesa's example defaults, and (named `issue` in the result file) our
 defaults, without ageing, which Mesa's example does not have)."""
 
 

@@ -1,4 +1,4 @@
-"""Training-loop throughput against this machine's own limits, side by side in one run (issue 10).
+"""Training-loop throughput against this machine's own limits, side by side in one run.
 
 On the cpu profile's model (SmolLM2-135M-Instruct, bf16 base weights, LoRA r=16 on all projections) and
 the Craigslist teacher traces (the data `make run` trains on):

@@ -1,5 +1,5 @@
-"""Every measured figure in README.md and docs/ comes from a source its section names (issue 31: no number
-typed by hand).
+"""Every measured figure in README.md and docs/ comes from a source its section names: no number typed by
+hand.
 
 A *figure* is a number in a document's prose that reads as a measurement or a stated quantity: it has a
 decimal point ("0.92", "83.2 min"), a thousands separator ("2,494"), or a unit ("12 s", "6 GiB", "72%", "1.9x",
@@ -13,7 +13,7 @@ section:
 
 | source named | its values |
 | --- | --- |
-| a result file, `benchmarks/results/<name>.json` or just `<name>.json` | every number in it, numbers inside its strings included |
+| a result file, `benchmarks/results/<name>.json` or just `<name>.json` | its numeric values only: a number that appears only inside a string (a transcript, a note, a key such as "q75") is no record of a figure |
 | a Python module (`models/yoao/config.py`) | its numeric literals and the numbers inside its string literals (the paper values quoted in `paper_claims.py`, a profile's sizes) |
 | `Makefile`, `pyproject.toml` | the numbers in the file |
 
@@ -166,19 +166,18 @@ def _numbers_in_text(text: str) -> Iterator[float]:
 
 
 def _numbers_in_json(obj: object) -> Iterator[float]:
+    """The numeric values of a result file. Strings and keys give none: a transcript's "$75", a note's "29 of 40"
+    or a key's "q75" is text, not a measured value, and a figure that matches only there has no record."""
     if isinstance(obj, bool):
         return
     if isinstance(obj, int | float):
         yield float(obj)
     elif isinstance(obj, dict):
-        for key, value in obj.items():
-            yield from _numbers_in_text(str(key))
+        for value in obj.values():
             yield from _numbers_in_json(value)
     elif isinstance(obj, list):
         for value in obj:
             yield from _numbers_in_json(value)
-    elif isinstance(obj, str):
-        yield from _numbers_in_text(obj)
 
 
 def _numbers_in_python(source: str) -> Iterator[float]:

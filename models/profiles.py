@@ -381,13 +381,13 @@ CPU = Profile(
     name="cpu",
     base_model="smollm2-135m-instruct",
     critic_model="smollm2-135m-instruct",
-    # Sized for `make run` on a 2-core machine (issue 26): one domain; the warm-start, PPO and evaluation sizes
+    # Sized for `make run` on a 2-core machine: one domain; the warm-start, PPO and evaluation sizes
     # are set below. Other domains: `make run DOMAINS=...` or their partitions in the UI.
     domains=("craigslist-v0",),
     # The base model follows no action format: every domain it is trained on gets a warm-start first.
     sft_domains=SOCIALRL_ENV_IDS,
     train_scenarios=64,
-    # Issue 26: the trained policies on 96 held-out episodes (32 real CoCoA listings x 3 counterparts), the
+    # The trained policies on 96 held-out episodes (32 real CoCoA listings x 3 counterparts), the
     # base model (which follows no format) on the first 16 listings' 48.
     heldout_scenarios=32,
     base_heldout_scenarios=16,
@@ -417,7 +417,7 @@ CPU = Profile(
         env_id="craigslist-v0",
         iterations=3,
         episodes_per_iteration=16,
-        # Group-relative advantages (issue 26): 4 samples per scenario and counterpart, each episode's return
+        # Group-relative advantages: 4 samples per scenario and counterpart, each episode's return
         # against the mean of the other three; no critic warm-up iteration, so every iteration updates the
         # actor (the paper profile keeps the paper's critic).
         group_size=4,
@@ -428,7 +428,7 @@ CPU = Profile(
         bf16=True,
         # LoRA rates: the paper's 2e-6 is a full fine-tuning rate and moves a rank-16 adapter too little in
         # a handful of updates (at 5e-5 the KL to the reference stayed under 0.0065 in six iterations,
-        # benchmarks/results/make_run_cpu_before_issue26.json). The value head on the actor's backbone
+        # benchmarks/results/make_run_cpu_lr5e-5.json). The value head on the actor's backbone
         # (critic="shared") still learns, on detached states, for the GAE ablation arm.
         hyper=PPOHyper(
             advantage="group",
@@ -444,7 +444,7 @@ CPU = Profile(
     max_new_tokens=64,
     # Prompts longer than the context are shortened by the LLM agent (oldest exchange first).
     engine=EngineSettings(max_model_len=2048, kv_cache_gib=2.0),
-    # Two domains (python -m pipelines.run_stage2; sizes and time estimate in docs/stage2.md). Issue 29: >= 16
+    # Two domains (python -m pipelines.run_stage2; sizes and time estimate in docs/stage2.md): >= 16
     # scenario clusters per cell, 16 held-out scenarios x 2 counterparts (repeats within a cluster). Marketplace's
     # real data holds 11 held-out scenarios (it was the second domain until then), so CaSiNo (168) is; stage 2
     # needs two domains, so a tight budget takes MOPD steps or the second counterpart first, never clusters.

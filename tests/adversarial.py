@@ -1,6 +1,6 @@
 """Adversarial replies and an episode driver shared by the grammar tests, the fuzz test and the parser benchmark.
 
-`SHAPES` are the reply shapes of issue 14 that made the old grammars backtrack (a command word, a long run of
+`SHAPES` are the reply shapes that made the old grammars backtrack (a command word, a long run of
 whitespace and one stray character; long numbers; repeated terms; ...), each a function of a length.
 `parse_contexts(env_id)` drives a real episode with code agents and returns a copy of the environment at every
 distinct phase (the set of allowed action kinds) with the seat asked to act there, so that a parser can be
@@ -75,7 +75,7 @@ SHAPES: dict[str, Callable[[int], str]] = {
     "stars+ACT": lambda n: "*" * n + "ACT: x",
     "letters": lambda n: "a" * n,
     "vote-words": lambda n: "vote for " * (n // 9) + "x",
-    # Issue 27: number-like runs a token takes whole (spaces, separators, dashes, letters between digits).
+    # Number-like runs a token takes whole (spaces, separators, dashes, letters between digits).
     "OFFER+spaced-digits": lambda n: "OFFER " + "1 " * (n // 2),
     "OFFER+separator-runs": lambda n: "OFFER 1" + ",.:'/" * (n // 5) + "x",
     "PROPOSE+dashed-counts": lambda n: "PROPOSE " + "1-" * (n // 2),

@@ -139,8 +139,8 @@ def test_the_champion_check_and_promotion_apply_one_rule(settings: SettingsResou
 
 def test_the_champion_rule_refuses_another_plan_and_never_crowns_a_stage2_specialist(settings) -> None:
     """The cpu profile's stage-2 specialists are evaluated on 12 episodes, `make run`'s on 96: a higher mean on the
-    smaller plan must not take the alias (issue 29's Craigslist champion), and a stage-2 specialist never does,
-    even with no champion to beat (it would then refuse every later `make run` candidate)."""
+    smaller plan must not take the alias (a 12-episode Craigslist specialist over `make run`'s), and a stage-2
+    specialist never does, even with no champion to beat (it would then refuse every later `make run` candidate)."""
     mlflow = StandInMlflow(settings=settings)
     registry = mlflow.tracker()
     context = build_asset_context(partition_key="craigslist-v0")

@@ -284,7 +284,7 @@ def test_loader_reads_every_record_of_the_real_data() -> None:
 def test_loader_names_file_and_record_of_a_broken_scenario(tmp_path: Path) -> None:
     path = tmp_path / "selfplay.txt"
     path.write_text("1 0 1 1 3 3\n1 1 1 0 3 3\n1 0 1 1 3 3\n1 1 1 0 3 4\n")  # bob's pool is worth 13
-    # The pair on lines 3-4; bob's values are on the partner line (issue 27: the field is named).
+    # The pair on lines 3-4; bob's values are on the partner line (the field is named).
     with pytest.raises(DataFileError, match=r"selfplay.txt, record 3, field 'partner_input.values': .*worth 13"):
         DndEnv.load_dataset(path)
     path.write_text("1 0 1 1 3 3\n1 1 1 0 3 3\n1 0 1 1 3 3\n")

@@ -1,5 +1,5 @@
 """No figure typed by hand: every measured-looking number in README.md and docs/ matches a source its section
-names (benchmarks/doc_figures.py, issue 31)."""
+names (benchmarks/doc_figures.py)."""
 
 from __future__ import annotations
 
@@ -73,3 +73,15 @@ def test_a_ratio_reads_two_values_and_an_approximate_figure_has_ten_percent(tmp_
         " 2.7M exactly, and 2,000 s typed.\n"
     )
     assert _unsourced(tmp_path, document, result) == ["2.5x", "3.5M", "2,000 s"]
+
+
+def test_a_figure_found_only_inside_a_string_of_the_result_file_has_no_record(tmp_path: Path) -> None:
+    # 0.72 and 75 minutes appear in the file, but only as text: a transcript, a note, a key; 83.2 min is a value.
+    result = {
+        "wall_s": 4992.0,
+        "transcript": "Seller: listed at $75. Buyer: 0.72 of that, then.",
+        "note": "the budget is 75 minutes; 29 of 40 votes",
+        "q75": 1.0,
+    }
+    document = "# Run\n\nMeasured (run.json): 83.2 min, a 0.72 share, over the 75 minutes asked, 29.0 of 40.\n"
+    assert _unsourced(tmp_path, document, result) == ["0.72", "75 minutes", "29.0"]

@@ -1,7 +1,7 @@
-"""Issue 14, done-when: a bounded fuzz of every environment's parser and of full episodes with adversarial replies.
+"""A bounded fuzz of every environment's parser and of full episodes with adversarial replies.
 
-Replies are drawn (seeded) from the issue's adversarial shapes at random lengths, traps (negated commands,
-unreadable or out-of-range numbers and times), random Unicode (lone surrogates, control and direction
+Replies are drawn (seeded) from the adversarial shapes of tests/adversarial.py at random lengths, traps (negated
+commands, unreadable or out-of-range numbers and times), random Unicode (lone surrogates, control and direction
 characters) and valid commands, wrapped in prose. Asserted:
 
 * no parse and no episode raises;
@@ -9,7 +9,7 @@ characters) and valid commands, wrapped in prose. Asserted:
   measures it per environment and shape at growing lengths, results in benchmarks/results/parsers.json;
   the slowest parse of this fuzz is printed with the counts);
 * no wrongly valid action: a trap never parses to the move it imitates (a negated ACCEPT is no acceptance,
-  `OFFER -5` / `1e308` / `1,50` / 400 nines is no offer, nor are issue 27's `OFFER 1 200` / `1'000` / `1/2` /
+  `OFFER -5` / `1e308` / `1,50` / 400 nines is no offer, nor are `OFFER 1 200` / `1'000` / `1/2` /
   `13:61`, `PROPOSE -1 1 1`, `PROPOSE 1 1e308 1 1`, `PROPOSE 2,30` (Calendar), ...), and every action parsed or applied carries a
   sane payload (finite prices in range, whole counts, real times, deltas in [-2, 2], BLACK or RED);
 * every role's reward, read before the base class's clamp (`unclamped_reward`), is finite and in [0, 1];
@@ -86,9 +86,9 @@ def _unicode(rng: random.Random, n: int) -> str:
 
 # --------------------------------------------------------------------------------------------- traps
 BAD_PRICES = ("-5", "1e308", "1,50", "9" * 400, "2000000000", "inf", "NaN", "0", "$-3", "1.5k", "12,3456")
-PRICES_27 = ("1 200", "1'000", "1/2", "13:61", "120-130", "50%", "5-")
-"""Issue 27: prices that used to be read up to the first unexpected character ($1, $1, $1, $13, ...)."""
-ALLOCATION_27 = (
+PRICES_NOT_ONE_NUMBER = ("1 200", "1'000", "1/2", "13:61", "120-130", "50%", "5-")
+"""Prices that used to be read up to the first unexpected character ($1, $1, $1, $13, ...)."""
+ALLOCATION_MISREAD = (
     "PROPOSE -1 {0}, 1 {1}, 0 {2}",
     "PROPOSE -1 1 1",
     "PROPOSE 1 1e308 1 1",
@@ -97,7 +97,7 @@ ALLOCATION_27 = (
     "PROPOSE -14:00 {0}, 1 {1}, 0 {2}",
     "I get -1 {0}, 1 {1} and 1 {2}",
 )
-"""Issue 27: allocation replies that used to be read as other counts (a swallowed minus, a skipped token)."""
+"""Allocation replies that used to be read as other counts (a swallowed minus, a skipped token)."""
 Trap = tuple[str, Callable[[Any], bool]]
 """(reply, predicate on the parse result that must be False: the wrongly valid reading)."""
 
@@ -112,7 +112,7 @@ def traps(env_id: str, rng: random.Random) -> list[Trap]:
     for negation in NEGATIONS:
         out.append((f"{_prose(rng, 3)}. {negation} {accept}", _is_kind(ACCEPT_KINDS)))
     if env_id in ("craigslist-v0", "marketplace-v0"):
-        for bad in (*BAD_PRICES, *PRICES_27):
+        for bad in (*BAD_PRICES, *PRICES_NOT_ONE_NUMBER):
             out.append((f"{_prose(rng, 4)}\nOFFER {bad}", _is_kind(OFFER_KINDS)))
     if env_id == "job-interview-v0":
         for bad in ("-35", "1e3", "3,5", "9" * 400, "35 000", "35/2"):
@@ -126,7 +126,7 @@ def traps(env_id: str, rng: random.Random) -> list[Trap]:
         items = ("book", "hat", "ball") if env_id == "dnd-v0" else ("food", "water", "firewood")
         for bad in ("-1", "9" * 5000):
             out.append((f"PROPOSE {items[0]}={bad} {items[1]}=1 {items[2]}=1", _is_kind({"propose", "select"})))
-        for shape in ALLOCATION_27:
+        for shape in ALLOCATION_MISREAD:
             out.append((shape.format(*items), _is_kind({"propose", "select"})))
     if env_id == "sugarscape-v0":
         for text in ("REFLECT: 5e-2", "REFLECT: +5", "REFLECT: -1e308", "REFLECT: nan"):

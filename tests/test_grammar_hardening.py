@@ -1,13 +1,13 @@
-"""Issue 14: model text is parsed in linear time and read correctly by every environment.
+"""Model text is parsed in linear time and read correctly by every environment.
 
 * the shared number reader and negation rule (environments/core/grammar.py), table-driven;
-* per environment, the issue's cases and their expected reading: a wrongly read number or negation is an
+* per environment, the misread cases and their expected reading: a wrongly read number or negation is an
   invalid action whose message says why, never a valid move;
-* a 100 KB adversarial reply of the issue's shapes reads as its capped tail in every phase of every
+* a 100 KB adversarial reply of each shape (tests/adversarial.py) reads as its capped tail in every phase of every
   environment (the cap bounds a parse's cost; the time is measured by benchmarks/bench_parsers.py), and with
   the cap lifted the grammars themselves take time linear in the length (an 8x longer reply < 32x as long).
 
-Issue 27 (second pass): a number token is read whole or the action is invalid with its reason, in every
+A number token is read whole or the action is invalid with its reason, in every
 grammar: the shared token (`NUMBER`, `number_token`) takes the whole number-like run and the reader refuses what
 is not one plain number (`1 200`, `1'000`, `1/2`, `13:61`, `5-`, `-2pm`); the allocation grammar neither lets a
 command's separator swallow a minus sign nor skips a count it cannot read; well-formed replies read as before.
@@ -88,7 +88,7 @@ def test_the_number_reader_checks_ranges_and_whole_numbers() -> None:
     assert read_number("3.0", integer=True) == 3 and isinstance(read_number("3.0", integer=True), int)
 
 
-# Issue 27: a token captured by a grammar is the whole number-like run, and the reader refuses it with a reason.
+# A token captured by a grammar is the whole number-like run, and the reader refuses it with a reason.
 NOT_ONE_NUMBER = [
     ("1 200", "a space splits its digits"),
     ("1'000", "separate thousands"),
@@ -154,7 +154,7 @@ def test_the_shared_number_token_takes_the_whole_number_like_run(text: str, toke
     ],
 )
 def test_number_token_variants_for_lists_and_times(text: str, spaces: bool, dashes: bool, token: str) -> None:
-    from environments.core.grammar import number_token  # new in issue 27 (imported here: the module loads without)
+    from environments.core.grammar import number_token  # imported here: the module loads without it
 
     match = re.match(number_token(spaces=spaces, dashes=dashes), text)
     assert match is not None and match.group() == token
@@ -361,8 +361,8 @@ def test_red_black_reads_negated_choices(phase: str, text: str, expect: Expect) 
     _check("red-black-v0", phase, text, expect)
 
 
-# ------------------------------------------------------------------ issue 27: numbers read whole or refused
-ALLOCATION_27: list[tuple[str, Expect]] = [
+# -------------------------------------------------------------------------- numbers read whole or refused
+ALLOCATION_WHOLE: list[tuple[str, Expect]] = [
     # The separator after PROPOSE no longer swallows a minus sign.
     ("PROPOSE -1 {i0}, 1 {i1}, 0 {i2}", ("invalid", "cannot be negative")),
     ("PROPOSE -1 1 1", ("invalid", "cannot be negative")),
@@ -389,7 +389,7 @@ ALLOCATION_27: list[tuple[str, Expect]] = [
 
 
 @pytest.mark.parametrize("env_id", ["dnd-v0", "casino-v0"])
-@pytest.mark.parametrize(("text", "expect"), ALLOCATION_27)
+@pytest.mark.parametrize(("text", "expect"), ALLOCATION_WHOLE)
 def test_allocation_counts_are_read_whole_or_refused(env_id: str, text: str, expect: Expect) -> None:
     items = ("book", "hat", "ball") if env_id == "dnd-v0" else ("food", "water", "firewood")
     if expect[0] == "kind":
@@ -398,8 +398,8 @@ def test_allocation_counts_are_read_whole_or_refused(env_id: str, text: str, exp
     _check(env_id, "accept", text.format(i0=items[0], i1=items[1], i2=items[2]), expect)
 
 
-# ------------------------------------------------------------------ issue 43: no count token is skipped
-ALLOCATION_43: list[tuple[str, Expect]] = [
+# ---------------------------------------------------------------------------- no count token is skipped
+ALLOCATION_NO_SKIP: list[tuple[str, Expect]] = [
     # A token holding a digit is a count whatever it starts with: read whole or refused, never skipped.
     ("PROPOSE 1 $-5 1 1", ("invalid", "not an amount of money: $-5")),
     ("PROPOSE 1 \u20ac-5 1 1", ("invalid", "not an amount of money: \u20ac-5")),
@@ -430,12 +430,12 @@ ALLOCATION_43: list[tuple[str, Expect]] = [
 
 
 @pytest.mark.parametrize("env_id", ["dnd-v0", "casino-v0"])
-@pytest.mark.parametrize(("text", "expect"), ALLOCATION_43)
+@pytest.mark.parametrize(("text", "expect"), ALLOCATION_NO_SKIP)
 def test_allocation_never_skips_a_count_token(env_id: str, text: str, expect: Expect) -> None:
     test_allocation_counts_are_read_whole_or_refused(env_id, text, expect)
 
 
-PRICES_27: list[tuple[str, Expect]] = [
+PRICES_WHOLE: list[tuple[str, Expect]] = [
     ("OFFER 1 200", ("invalid", "1 200 (a space splits its digits")),
     ("OFFER 1'000", ("invalid", "1'000 (separate thousands")),
     ("OFFER 1/2", ("invalid", "1/2 (a fraction")),
@@ -451,7 +451,7 @@ PRICES_27: list[tuple[str, Expect]] = [
 
 
 @pytest.mark.parametrize(("env_id", "offer"), [("craigslist-v0", "offer"), ("marketplace-v0", "make_offer")])
-@pytest.mark.parametrize(("text", "expect"), PRICES_27)
+@pytest.mark.parametrize(("text", "expect"), PRICES_WHOLE)
 def test_prices_are_read_whole_or_refused(env_id: str, offer: str, text: str, expect: Expect) -> None:
     if expect[0] == "kind":
         expect = ("kind", offer, expect[2])

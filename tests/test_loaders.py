@@ -1,4 +1,4 @@
-"""Issue 14: strict dataset loaders. Errors name the file, the record and the field; empty files and lists are
+"""Strict dataset loaders. Errors name the file, the record and the field; empty files and lists are
 errors; values of the wrong type are rejected, not coerced; `skip_bad` loads the good records and reports the
 bad ones with reasons. Checked against small broken fixtures and against every real file in the shared data."""
 
@@ -89,7 +89,7 @@ def write_yaml(tmp_path: Path, name: str, tasks: list[Any]) -> Path:
     return path
 
 
-# --------------------------------------------------------------------------------- the issue's cases
+# ------------------------------------------------------------------------------------ named fields
 def test_a_missing_casino_priority_names_file_record_and_field(tmp_path: Path) -> None:
     bad = casino_record(2)
     del bad["participant_info"]["mturk_agent_2"]["value2issue"]["Low"]
@@ -219,7 +219,7 @@ def test_skip_bad_loads_the_good_records_and_reports_the_bad_ones(
     with caplog.at_level(logging.WARNING, logger="socialrl.data"):
         loaded = CraigslistEnv.load_dataset(path, skip_bad=True)
     assert [s.scenario_id for s in loaded] == ["craigslistbargain:a", "craigslistbargain:b"]
-    # Issue 27: the scenario's own check (a target above the listing) names the file's field too.
+    # The scenario's own check (a target above the listing) names the file's field too.
     target = "scenario.kbs[buyer].personal.Target"
     assert [(e.record, e.field) for e in loaded.skipped] == [(1, target), (3, target)]
     assert "buyer_target" in loaded.skipped[1].reason and "prices disagree" in loaded.skipped[1].reason
@@ -327,7 +327,7 @@ def test_a_bare_list_of_tasks_loads_like_the_tasks_mapping(tmp_path: Path) -> No
         assert loader(bare) == loader(source)
 
 
-# ------------------------------------------------------------------- issue 27: bounded messages, named fields
+# ---------------------------------------------------------------------------- bounded messages, named fields
 MB = 1_000_000
 MAX_ERROR_CHARS = 600
 """An error about a bad value quotes a short prefix of it: the whole message stays under this, whatever the size."""
@@ -401,9 +401,9 @@ def _load_map(path: Path) -> Any:
 @pytest.mark.parametrize(
     ("write", "load", "quoted"),
     [
-        (_dnd_huge_line, DndEnv.load_dataset, "9 9 9"),  # the issue's case: 20,000,130 characters before
+        (_dnd_huge_line, DndEnv.load_dataset, "9 9 9"),  # 20,000,130 characters before
         (_dnd_huge_number, DndEnv.load_dataset, "999"),
-        (_sugar_map_huge_number, _load_map, "999"),  # the issue's case: 20,000,092 characters before
+        (_sugar_map_huge_number, _load_map, "999"),  # 20,000,092 characters before
         (_sugar_map_huge_word, _load_map, "xxx"),
         (_calendar_huge_time, CalendarEnv.load_dataset, "999"),
         (_casino_huge_priority, CasinoEnv.load_dataset, "Tents"),
@@ -445,7 +445,7 @@ def _dnd_lines(alice: str, bob: str) -> Any:
 # (controls) failed: no field (a scenario's own check surfaced as "malformed ... (ScenarioError: ...)"), a less
 # precise one, or no error at all (a uuid that is a list; a buyer listing price unlike the seller's).
 CORRUPTIONS = [
-    # The issue's case: the buyer's and the seller's prices disagree (was: a bad `buyer_target`, no field).
+    # The buyer's and the seller's prices disagree (was: a bad `buyer_target`, no field).
     (
         "craigslist",
         lambda r: _kb(r, "buyer")["personal"].__setitem__("Target", _kb(r, "seller")["item"]["Price"] + 100),
@@ -520,7 +520,7 @@ REAL_FILES = {
 def test_every_record_level_error_on_a_corrupted_real_file_names_its_field(
     tmp_path: Path, source: str, corrupt: Any, field: str, reason: str
 ) -> None:
-    """Issue 27, point 4: a real file with one record corrupted as a user would loads its other records, and the
+    """A real file with one record corrupted as a user would loads its other records, and the
     bad one is reported under the file's own field with a reason that says what is wrong."""
     loader, parts = REAL_FILES[source]
     real = _real(*parts)

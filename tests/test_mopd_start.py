@@ -1,4 +1,4 @@
-"""MOPD from a competent start (issue 29): the student's LoRA starts from a warm-start, samples at the
+"""MOPD from a competent start: the student's LoRA starts from a warm-start, samples at the
 rollouts' temperature, and every curriculum decision is recorded with whether it fell back to uniform; the
 cpu profile's stage-2 cells rest on at least 16 scenario clusters. No engine: the stage-2 wiring runs with
 the engine-facing parts replaced."""
@@ -257,7 +257,7 @@ def test_the_stage2_student_starts_from_the_warm_start_at_the_rollouts_temperatu
 
 # --------------------------------------------------------------------------------- the cpu profile
 def test_the_cpu_stage2_cells_rest_on_at_least_16_scenario_clusters_and_probe_where_policies_differ() -> None:
-    """Issue 29: >= 16 scenario clusters per stage-2 cell on the cpu profile (fewer domains before fewer
+    """>= 16 scenario clusters per stage-2 cell on the cpu profile (fewer domains before fewer
     clusters, and stage 2 needs two), counted on the plans the cells are built from; the probe that steers
     the curriculum plays counterparts a trained policy can beat, not only boulware."""
     from models.socialrl.stage1.evaluation import evaluation_plan

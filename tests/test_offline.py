@@ -1,12 +1,12 @@
-"""Issue 27, point 5: nothing is fetched from (or sent to) a model hub at run time.
+"""Nothing is fetched from (or sent to) a model hub at run time.
 
 Outbound connection attempts are observed for real. In this process (where SFT, PPO and MOPD run),
 `socket.getaddrinfo` and `socket.socket.connect` are wrapped for the test; in the session's vLLM engine (a
 subprocess and its workers, tests/conftest.py) tests/engine_probe/sitecustomize.py, first on the engine's
 PYTHONPATH, wraps them the same way from its start, so the engine's check needs no engine of its own and covers
 what the other tests did with it before. A non-loopback target is
-recorded and refused at once, as on a machine without a network, so no test waits on a timeout. Before this
-issue, building SFT's TRL trainer sent a telemetry ping to huggingface.co:443 from a daemon thread (after
+recorded and refused at once, as on a machine without a network, so no test waits on a timeout. Left
+online, building SFT's TRL trainer sends a telemetry ping to huggingface.co:443 from a daemon thread (after
 fetching huggingface_hub's agent registry); models/hub.py switches the libraries offline without touching
 os.environ, and SOCIALRL_ALLOW_HUB=1 opts back in.
 """

@@ -274,7 +274,7 @@ def test_smoke_lineage_materialises_with_real_resources(
     runs = {r.run_id: r for r in instance.get_runs()}
     assert [runs[s.run_id].job_name for s in steps] == [s.job for s in steps]
     assert all(runs[s.run_id].tags["socialrl/profile"] == "smoke" for s in steps)
-    # No silent stretch (issue 32): in every step of the stage-1 and nightly runs the run's own event log, the
+    # No silent stretch: in every step of the stage-1 and nightly runs the run's own event log, the
     # Events tab of a run launched from the UI, has an entry at least every progress interval of the profile
     # (the `socialrl` loggers are Dagster-managed on this instance; the settings resource's watch fills gaps),
     # and the phases' own lines are there: rollout episodes, update epochs, evaluation episodes, the nightly result.

@@ -1,4 +1,4 @@
-"""Issue 14: values that reach the rules are validated at construction. Wrong types give a clear ScenarioError
+"""Values that reach the rules are validated at construction. Wrong types give a clear ScenarioError
 naming the field (not a TypeError later, not silent acceptance); non-finite prices, reservations and stocks are
 rejected; Sugarscape stocks have a documented upper bound (10**13 ran out of memory)."""
 

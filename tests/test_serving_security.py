@@ -1,4 +1,4 @@
-"""Issue 14: authenticated local servers and a recorder that one bad call cannot stop.
+"""Authenticated local servers and a recorder that one bad call cannot stop.
 
 * vLLM (the session engine has a random token like the pipeline's): /health is the only open route, runtime
   LoRA loading needs the token; the server's environment is explicit and minimal (a secret of the parent
@@ -78,7 +78,7 @@ def test_the_engine_gets_a_minimal_environment_and_no_secret_of_the_parent(
         "VLLM_ALLOW_RUNTIME_LORA_UPDATING",
         "VLLM_NO_USAGE_STATS",
         "DO_NOT_TRACK",
-        "VLLM_HOST_IP",  # issue 27: one node, no address probe through 8.8.8.8
+        "VLLM_HOST_IP",  # one node, no address probe through 8.8.8.8
         "VLLM_API_KEY",
         "PYTHONPATH",
         "DUMP_TO",

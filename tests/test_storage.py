@@ -84,7 +84,7 @@ def test_a_stray_temporary_file_from_a_crashed_writer_is_ignored(tmp_path: Path,
     assert store.query("SELECT count(*) AS n FROM episodes").n[0] == 1
 
 
-# ------------------------------------------------------------------------------- bad rows (issue 14)
+# ---------------------------------------------------------------------------------------------- bad rows
 def test_a_lone_surrogate_is_stored_escaped_and_loses_nothing(tmp_path: Path) -> None:
     store = TableStore(tmp_path)
     rows = [{"episode_id": f"e{i}", "env_id": "dnd-v0", "agents": "{}", "seed": i} for i in range(300)]

@@ -29,7 +29,7 @@ def test_smoke_yoao_group_materialises_end_to_end(tmp_path: Path, tiny_model_dir
     print(f"smoke YOAO group: {time.perf_counter() - start:.0f} s")
     assert [r.success for r in runs] == [True], [r.error for r in runs]
 
-    # The result file: exactly the keys, every seed count, every seed share, every asset's wall time.
+    # The result file: exactly BENCHMARK_KEYS, every seed count, every seed share, every asset's wall time.
     benchmark = json.loads(written.read_text())
     assert tuple(benchmark) == BENCHMARK_KEYS
     assert set(benchmark["cooperation_by_seed_count"]) == {str(k) for k in settings.seed_counts}

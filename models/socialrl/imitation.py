@@ -62,7 +62,8 @@ class ImitationReport:
         return self.command_rate >= min_command_rate and math.isfinite(share) and share >= min_reward_share
 
     def as_json(self) -> dict[str, Any]:
-        """The result file's `warmstart_imitation` block: the issue's keys first, then every metric."""
+        """The result file's `warmstart_imitation` block: the headline keys first (command rates, offer over target,
+        reward against the teacher, the check and its thresholds), then every metric."""
 
         def mean(block: Mapping[str, Estimate], metric: str) -> float | None:
             value = block[metric].mean if metric in block else math.nan

@@ -24,7 +24,7 @@ readers ignore. See docs/proxy.md.
 Streaming (`"stream": true`) is rejected with an OpenAI-style 400: the recording must be exact, and the
 agents and trainers here never stream.
 
-Hardening (issue 14). Tags are checked on arrival: a header that does not fit the table (an X-Turn-Index
+Hardening. Tags are checked on arrival: a header that does not fit the table (an X-Turn-Index
 above 2**31 - 1, an id longer than 256 characters) and a model name that is not valid text (a lone surrogate)
 get a 400 naming the header or field before any upstream call. A body nested deeper than `max_json_depth`
 gets a 400 (1,000 levels made the decoder raise RecursionError, a 500). A row that still cannot be written
