@@ -1,5 +1,6 @@
 """Multi-turn PPO end to end on the real engine and proxy: it learns a toy task, the engine and trainer
-log-probs agree, adapters are hot-loaded and recorded by version, and a killed run resumes."""
+log-probs agree, adapters are hot-loaded and recorded by version, and a killed run resumes, training on its own
+calls only."""
 
 from __future__ import annotations
 
@@ -166,6 +167,9 @@ def test_a_killed_run_resumes_from_its_checkpoint_with_the_same_results(
     def history(run: str) -> list[dict]:
         return json.loads((latest_checkpoint(tmp_path / run) / "state.json").read_text())["history"]
 
+    # The same tokens iteration by iteration: the resumed iteration trained on its own calls, not on the killed
+    # attempt's as well (the engine's replies have a fixed length here, so counts do not depend on sampling).
+    assert [m["rollout_tokens"] for m in history("whole")] == [m["rollout_tokens"] for m in history("resumed")]
     whole_rewards = [round(m["reward_mean"], 6) for m in history("whole")]
     resumed_rewards = [round(m["reward_mean"], 6) for m in history("resumed")]
     assert len(resumed_rewards) == 4
@@ -177,6 +181,75 @@ def test_a_killed_run_resumes_from_its_checkpoint_with_the_same_results(
 
     a = load_file(tmp_path / "whole" / "adapter" / "adapter_model.safetensors")
     b = load_file(tmp_path / "resumed" / "adapter" / "adapter_model.safetensors")
+    assert a.keys() == b.keys()
+    scale = max(float(t.abs().max()) for t in a.values())
+    assert max(float((a[k] - b[k]).abs().max()) for k in a) <= 0.1 * scale
+
+
+class _Killed(Exception):
+    """Stands for the SIGKILL that ends a run between an iteration's recorded rollout and its update."""
+
+
+def test_a_resumed_iteration_trains_on_its_own_calls_not_the_killed_attempts(
+    vllm_engine: object,
+    rollout_proxy: object,
+    tiny_model_dir: Path,
+    yes_no_ids: list[int],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run that dies after iteration 2's calls are recorded, before its update, resumes from the iteration-2
+    checkpoint and plays iteration 2 again with the same seeds: it trains on exactly its own calls (the killed
+    attempt's stay in the table, under their own episode ids), so it ends where an uninterrupted run does."""
+    import models.training.ppo as ppo
+
+    services = Services(
+        vllm_engine.client,
+        rollout_proxy.base_url,
+        TableStore(rollout_proxy.config.table_root),
+        proxy_api_key=rollout_proxy.config.api_key,
+    )
+    whole = train_ppo(_config(yes_no_ids, "own-whole", iterations=3), tiny_model_dir, services, tmp_path / "whole")
+
+    batch = ppo._batch
+
+    def killed_before_the_update(config: PPOConfig, services: Services, iteration: int, results: list) -> tuple:
+        made = batch(config, services, iteration, results)  # iteration 2's calls are recorded and read by now
+        if iteration == 2:
+            raise _Killed
+        return made
+
+    config = _config(yes_no_ids, "own-resumed", iterations=3)
+    monkeypatch.setattr(ppo, "_batch", killed_before_the_update)
+    with pytest.raises(_Killed):
+        train_ppo(config, tiny_model_dir, services, tmp_path / "resumed")
+    monkeypatch.setattr(ppo, "_batch", batch)
+    assert ppo.checkpoint_iteration(tmp_path / "resumed") == 2
+    resumed = train_ppo(config, tiny_model_dir, services, tmp_path / "resumed")
+    assert resumed.resumed_from == 2 and len(resumed.history) == 3
+
+    # Iteration by iteration the uninterrupted run's batch sizes (the replies have a fixed length here).
+    for key in ("episodes", "rollout_tokens", "agent_tokens", "update_tokens"):
+        assert [m[key] for m in resumed.history] == [m[key] for m in whole.history], key
+    calls = services.store.query(
+        """SELECT split_part(episode_id, ':', 2) AS attempt, count(*) AS calls,
+                  sum(len(prompt_token_ids) + len(completion_token_ids)) AS tokens
+           FROM recorded_calls WHERE starts_with(episode_id, 'own-resumed:') AND episode_id LIKE '%:it2:%'
+           GROUP BY ALL"""
+    )
+    by_attempt = {a: (int(n), int(t)) for a, n, t in zip(calls.attempt, calls.calls, calls.tokens, strict=True)}
+    mine = resumed.history[2]["rollout_tag"].split(":")[1]
+    assert len(by_attempt) == 2 and mine in by_attempt, by_attempt  # the killed attempt's calls were recorded
+    # Iteration 2 trained on exactly its own 16 calls.
+    assert by_attempt[mine] == (16, resumed.history[2]["rollout_tokens"])
+    assert (
+        max(abs(a["reward_mean"] - b["reward_mean"]) for a, b in zip(whole.history, resumed.history, strict=True))
+        <= 0.125
+    )
+    from safetensors.torch import load_file
+
+    a = load_file(whole.adapter_dir / "adapter_model.safetensors")
+    b = load_file(resumed.adapter_dir / "adapter_model.safetensors")
     assert a.keys() == b.keys()
     scale = max(float(t.abs().max()) for t in a.values())
     assert max(float((a[k] - b[k]).abs().max()) for k in a) <= 0.1 * scale

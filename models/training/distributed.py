@@ -345,13 +345,19 @@ def _merge_prepare_stats(parts: list[tuple[dict[str, float] | None, list[int], S
 
 
 def _rollout_share(
-    config: PPOConfig, iteration: int, proxy_base_url: str, model: str, indices: list[int], api_key: str | None
+    config: PPOConfig,
+    iteration: int,
+    proxy_base_url: str,
+    model: str,
+    indices: list[int],
+    api_key: str | None,
+    attempt: str,
 ) -> list[EpisodeResult]:
     """A Ray task: the iteration's episodes at `indices` (specs are rebuilt here, deterministic in
-    (seed, iteration), so no closures travel)."""
+    (seed, iteration) and named by the trainer's `attempt`, so no closures travel)."""
     from environments.core.runtime import run_episodes
 
-    specs = rollout_specs(config, iteration, proxy_base_url, model, api_key)
+    specs = rollout_specs(config, iteration, proxy_base_url, model, api_key, attempt)
     chosen = [specs[i] for i in indices]
     return asyncio.run(run_episodes(chosen, concurrency=config.concurrency, turn_timeout=config.turn_timeout_s))
 
@@ -363,15 +369,18 @@ def distributed_rollouts(
     model: str,
     settings: DataParallelSettings,
     api_key: str | None = None,
+    attempt: str = "",
 ) -> list[EpisodeResult]:
     """The iteration's rollout episodes, worker w playing episodes w, w + W, ...; results in episode order,
-    as one process's `run_episodes` returns them. Calls go through the proxy (`api_key` its token), which
-    records them as usual."""
+    as one process's `run_episodes` returns them (episode ids as `rollout_specs` names them for `attempt`).
+    Calls go through the proxy (`api_key` its token), which records them as usual."""
     ray = connect(settings)
     workers = settings.rollout_workers
     task = ray.remote(_rollout_share).options(num_cpus=settings.cpus_per_worker, runtime_env=runtime_env())
     shares = [list(range(w, config.episodes_per_iteration, workers)) for w in range(workers)]
-    futures = [task.remote(config, iteration, proxy_base_url, model, share, api_key) for share in shares if share]
+    futures = [
+        task.remote(config, iteration, proxy_base_url, model, share, api_key, attempt) for share in shares if share
+    ]
     results: list[EpisodeResult | None] = [None] * config.episodes_per_iteration
     for share, part in zip([s for s in shares if s], ray.get(futures), strict=True):
         for index, result in zip(share, part, strict=True):

@@ -35,7 +35,8 @@ episodes are multi-turn, recorded by the proxy, and routed to six teachers serve
 student's own base model by one engine, so the loop is ours (the rollout half is PPO's).
 
 Every step writes a checkpoint (adapter, optimiser, RNG and metric history) atomically; `train_mopd` resumes
-from the newest one.
+from the newest one. Each call names its episodes with its own attempt token (models.training.rollouts
+`rollout_tag`), so a step the killed attempt had already played scores the resumed attempt's calls only.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ import random
 import shutil
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
@@ -245,6 +247,7 @@ def train_mopd(
         max_new_tokens=config.max_new_tokens,
         seed=config.seed,
     )
+    attempt = uuid.uuid4().hex[:8]  # this process's episode ids (rollout_tag): a killed attempt's calls stay apart
     while state.step < config.steps:
         step = state.step
         metrics: dict[str, Any] = {"step": step, "adapter": served}
@@ -253,7 +256,7 @@ def train_mopd(
         metrics["time_probe_s"] = time.perf_counter() - start
         start = time.perf_counter()
         results, episode_domain = _rollouts(
-            config, rollout, state.probabilities, step, domains, seats, services, served
+            config, rollout, state.probabilities, step, domains, seats, services, served, attempt
         )
         metrics["time_rollout_s"] = time.perf_counter() - start
         start = time.perf_counter()
@@ -343,9 +346,11 @@ def _rollouts(
     seats: Mapping[str, str],
     services: Services,
     served: str,
+    attempt: str,
 ) -> tuple[list[EpisodeResult], dict[str, str]]:
     """Step 2: the step's episodes, their domains drawn from the curriculum, each in its domain's learning seat
-    through the proxy (stored with the episode tables); returns the results and episode id -> domain."""
+    through the proxy (stored with the episode tables, named by `attempt`); returns the results and episode
+    id -> domain."""
     drawn = sample_domains(probabilities, config.episodes_per_step, random.Random(f"{config.seed}:{step}"))
     specs, episode_domain = [], {}
     for domain in domains:
@@ -359,14 +364,16 @@ def _rollouts(
             episodes_per_iteration=count,
             run_name=f"{config.run_name}-{domain.removesuffix('-v0')}",
         )
-        for spec in rollout_specs(domain_config, step, services.proxy_base_url, served, services.proxy_api_key):
+        for spec in rollout_specs(
+            domain_config, step, services.proxy_base_url, served, services.proxy_api_key, attempt
+        ):
             specs.append(spec)
             episode_domain[spec.episode_id] = domain
     results: list[EpisodeResult] = asyncio.run(
         run_episodes(specs, concurrency=config.concurrency, turn_timeout=config.turn_timeout_s)
     )
     flush_proxy(services.proxy_base_url, services.proxy_api_key)
-    services.store.append_all(rows_for(results, run_id=f"{config.run_name}:step{step}"))
+    services.store.append_all(rows_for(results, run_id=f"{config.run_name}:{attempt}:step{step}"))
     return results, episode_domain
 
 

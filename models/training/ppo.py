@@ -13,7 +13,9 @@ One iteration:
 Every `checkpoint_every` iterations the adapter, critic, optimiser and RNG states and the metric history
 are written atomically to `<output>/checkpoints/it<k>`; `train_ppo` resumes from the newest one. Rollout
 scenarios and sampling seeds depend only on (seed, iteration), so a resumed run repeats what the killed
-run would have done (up to the engine's numerical noise under different batching).
+run would have done (up to the engine's numerical noise under different batching). Each `train_ppo` call
+names its episodes with its own attempt token (`rollout_tag`): an iteration the killed attempt had already
+played keeps that attempt's recorded calls apart, and the resumed iteration trains on its own calls only.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import random
 import shutil
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -47,7 +50,7 @@ from models.storage import TableStore
 from models.training.config import PPOConfig, PPOResult, Services, adapter_name, learning_seat
 from models.training.distributed import DataParallelLearner, distributed_rollouts
 from models.training.ppo_learner import PPOLearner, ValueModel
-from models.training.rollouts import rollout_specs
+from models.training.rollouts import rollout_specs, rollout_tag
 from models.training.segments import EpisodeSample, RecordedTurn, episode_samples
 from models.training.sft import load_lora_model
 
@@ -273,8 +276,9 @@ def train_ppo(
         resumed_from = state.iteration
         log.info("PPO %s: resumed from iteration %d (%s)", config.run_name, state.iteration, checkpoint)
     served = _sync_adapter(config, learner, services.engine, output, state.iteration, previous=None)
+    attempt = uuid.uuid4().hex[:8]  # this process's episode ids (rollout_tag): a killed attempt's calls stay apart
     while state.iteration < config.iterations:
-        metrics = _iteration(config, learner, services, state.iteration, served, generator)
+        metrics = _iteration(config, learner, services, state.iteration, served, generator, attempt)
         start = time.perf_counter()
         served = _sync_adapter(config, learner, services.engine, output, state.iteration + 1, previous=served)
         metrics["time_sync_s"] = time.perf_counter() - start
@@ -293,14 +297,15 @@ def train_ppo(
     return PPOResult(final, served, state.history, resumed_from)
 
 
-def _rollouts(config: PPOConfig, services: Services, iteration: int, served: str) -> list[EpisodeResult]:
-    """Step 1: the iteration's episodes played by the served adapter through the proxy, recorded and stored."""
+def _rollouts(config: PPOConfig, services: Services, iteration: int, served: str, attempt: str) -> list[EpisodeResult]:
+    """Step 1: the iteration's episodes played by the served adapter through the proxy, recorded and stored
+    (episode ids and run id under `rollout_tag(run, iteration, attempt)`)."""
     if config.data_parallel.rollout_workers > 1:  # episodes spread over Ray tasks, recorded by the same proxy
         results: list[EpisodeResult] = distributed_rollouts(
-            config, iteration, services.proxy_base_url, served, config.data_parallel, services.proxy_api_key
+            config, iteration, services.proxy_base_url, served, config.data_parallel, services.proxy_api_key, attempt
         )
     else:
-        specs = rollout_specs(config, iteration, services.proxy_base_url, served, services.proxy_api_key)
+        specs = rollout_specs(config, iteration, services.proxy_base_url, served, services.proxy_api_key, attempt)
         # One line per ended episode (a rollout is minutes on CPU), headed apart from the iteration's own lines
         # ("PPO <run> it i/n ..."), which say when the rollout ended and what the update did.
         label = f"PPO {config.run_name} rollout {iteration + 1}/{config.iterations}"
@@ -313,7 +318,7 @@ def _rollouts(config: PPOConfig, services: Services, iteration: int, served: str
             )
         )
     flush_proxy(services.proxy_base_url, services.proxy_api_key)
-    services.store.append_all(rows_for(results, run_id=f"{config.run_name}:it{iteration}"))
+    services.store.append_all(rows_for(results, run_id=rollout_tag(config.run_name, iteration, attempt)))
     return results
 
 
@@ -345,11 +350,12 @@ def _iteration(
     iteration: int,
     served: str,
     generator: torch.Generator,
+    attempt: str,
 ) -> dict[str, Any]:
     """One iteration's rollout, batch and update (the sync is the caller's); its metrics."""
     seat = learning_seat(config)
     start = time.perf_counter()
-    results = _rollouts(config, services, iteration, served)
+    results = _rollouts(config, services, iteration, served, attempt)
     rollout_s = time.perf_counter() - start
     rewards = [r.outcome.roles[seat].reward for r in results]
     curve = mean_estimate(rewards, [r.outcome.scenario_id for r in results], (0.0, 1.0), seed=iteration)
@@ -369,6 +375,7 @@ def _iteration(
     return {
         "iteration": iteration,
         "adapter": served,
+        "rollout_tag": rollout_tag(config.run_name, iteration, attempt),  # where its episodes and calls are
         "time_rollout_s": rollout_s,
         "time_update_s": update_s,
         "time_train_s": time.perf_counter() - start,

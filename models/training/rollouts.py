@@ -14,10 +14,24 @@ from models.evaluation.scenarios import training_scenarios
 from models.training.config import PPOConfig, learning_seat
 
 
+def rollout_tag(run_name: str, iteration: int, attempt: str = "") -> str:
+    """`<run>:<attempt>:it<i>` (`<run>:it<i>` without an attempt): the prefix of the iteration's episode ids and
+    the run id of its episode rows. A trainer draws one `attempt` token per call: a resumed iteration replays
+    the killed attempt's episodes with the same seeds, and the batch selects recorded calls by episode id, so
+    the two attempts' calls must not share one."""
+    return f"{run_name}:{attempt}:it{iteration}" if attempt else f"{run_name}:it{iteration}"
+
+
 def rollout_specs(
-    config: PPOConfig, iteration: int, proxy_base_url: str, model: str, api_key: str | None = None
+    config: PPOConfig,
+    iteration: int,
+    proxy_base_url: str,
+    model: str,
+    api_key: str | None = None,
+    attempt: str = "",
 ) -> list[EpisodeSpec]:
-    """The iteration's episodes: deterministic in (seed, iteration); `api_key` is the proxy's token."""
+    """The iteration's episodes: deterministic in (seed, iteration), named under `rollout_tag` (so `attempt`
+    changes the episode ids only); `api_key` is the proxy's token."""
     seat = learning_seat(config)
     # The training partition only: rollouts never see a held-out scenario's content.
     groups = config.episodes_per_iteration // config.group_size
@@ -30,6 +44,7 @@ def rollout_specs(
         temperature=config.temperature,
         max_tokens=config.max_new_tokens,
     )
+    tag = rollout_tag(config.run_name, iteration, attempt)
     specs = []
     for index in range(config.episodes_per_iteration):
         # A group shares its scenario, counterpart and counterpart seed; only the policy's sampling seed differs.
@@ -61,7 +76,7 @@ def rollout_specs(
                 make_agents=agents,
                 scenario=scenario,
                 seed=episode_seed,
-                episode_id=f"{config.run_name}:it{iteration}:ep{index}",
+                episode_id=f"{tag}:ep{index}",
             )
         )
     return specs
