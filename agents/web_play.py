@@ -3,7 +3,7 @@ every other agent, against a code agent or a served model; the finished episode 
 
 | part | what |
 | --- | --- |
-| `WebHumanAgent` | an `environments.core.runtime.Agent`: keeps every event addressed to its seat (and nothing else) for the page, and answers a TURN request with the text the person typed, sent as RAW_TEXT so the environment's own grammar parses it (malformed moves get the same invalid-action notice and retries as a model's); with the environment's attempt record it also says how each of the person's moves was read, and which replies of the other seats were refused and why |
+| `WebHumanAgent` | an `environments.core.runtime.Agent`: keeps every event addressed to its seat (and nothing else) for the page, and answers a TURN request with the text the person typed, sent as RAW_TEXT so the environment's own grammar parses it (malformed moves get the same invalid-action notice and retries as a model's); with the environment's attempt record it also says how each of the person's moves was read, which replies of the other seats were refused and why, and when a seat's refused replies used up its retries (the turn is forfeited) |
 | `CodeOpponents` | the code agents of agents/socialrl/code_agents.py in the six SocialRL domains; the scripted strategies of agents/yoao/red_black_strategies.py in the Red-Black game |
 | `OpponentProvider` | what any other source of opponents implements (models/play.py: registered models served by the local vLLM engine) |
 | `create_app(providers, record)` | the FastAPI app: the page at `/`, a small JSON API under `/api` |
@@ -16,9 +16,9 @@ API (every error is JSON `{"error": "..."}` with a 4xx status, and the page show
 
 | request | answer |
 | --- | --- |
-| `GET /api/environments` | each playable environment: id, title, seats, opponents (name, label, kind, and for a model what it was trained for: `trained`, `domains`, `seat`) |
-| `POST /api/games` `{"env_id", "seat", "opponent", "seed"}` | 201 `{"game_id", "episode_id", "warning", ...}` (`warning`: the model plays outside the domain or seat it was trained for); 400 for an unknown environment, seat or opponent (a model alias the registry does not know) |
-| `GET /api/games/{id}?since=n` | the events addressed to the seat from index n on (with how each of the person's moves was read and each refused reply of another seat, reason only), whether it is the person's turn (allowed kinds, the request's text), and when done the seat's outcome and every attempt of every seat with its text (`record`) |
+| `GET /api/environments` | each playable environment: id, title, seats, `opponent_seats` (per seat of the person: the seats the opponent plays), opponents (name, label, kind, `default_seat`: the person's seat that leaves a model the seat it was trained for, and for a model what it was trained for: `trained`, `domains`, `seat`) |
+| `POST /api/games` `{"env_id", "seat", "opponent", "seed"}` | 201 `{"game_id", "episode_id", "warning", ...}` (`warning`: the model plays outside the domain or seat it was trained for; without a seat the person gets the opponent's `default_seat`); 400 for an unknown environment, seat or opponent (a model alias the registry does not know) |
+| `GET /api/games/{id}?since=n` | the events addressed to the seat from index n on (with how each of the person's moves was read, each refused reply of another seat, reason only, and each forfeited turn), whether it is the person's turn (allowed kinds, the request's text), while the opponent starts what it is doing and for how long (`preparing`, `elapsed_s`; a slow start ends with a "ready" event), and when done the seat's outcome and every attempt of every seat with its text (`record`, forfeits marked) |
 | `POST /api/games/{id}/moves` `{"text"}` | 202; 409 when it is not the person's turn; 400 for an empty or over-long move |
 | `DELETE /api/games/{id}` | abandons a game (nothing is recorded) |
 
@@ -48,7 +48,7 @@ from agents.web_play_page import PAGE
 from agents.yoao.red_black_strategies import PAPER_OPPONENTS, STRATEGIES, MajorityFollower, make_strategy_team
 from environments import SOCIALRL_ENV_IDS, make
 from environments.core.base import ActionSpec, Attempt, Environment
-from environments.core.events import RAW_TEXT, Action, Event, Notification, Observation
+from environments.core.events import RAW_TEXT, Action, Event, Notification, NotificationKind, Observation
 from environments.core.registry import env_class, sample_scenarios
 from environments.core.runtime import Agent, EpisodeResult, run_episode
 
@@ -105,6 +105,14 @@ class OpponentProvider(Protocol):
     def note(self, env_id: str, name: str, seats: Sequence[str]) -> str:
         """A warning when `name` plays `seats` of `env_id` outside what it was trained for; "" otherwise."""
 
+    def trained_seat(self, env_id: str, name: str) -> str:
+        """The seat `name` was trained to play ("" when none or not recorded): the person's default seat leaves
+        it that seat (`default_seat`). Fast: called before the game starts."""
+
+    def preparing(self, name: str) -> str:
+        """What getting `name` ready still takes, for the page while the game starts (e.g. "Starting the model
+        engine (this takes about half a minute)"); "" when it is ready or quick."""
+
 
 def opponent_and_team_seats(env_id: str, seats: Sequence[str], human_seat: str) -> tuple[list[str], list[str]]:
     """(the opponent's seats, the person's teammates' seats). Red-Black: the other team / the rest of the
@@ -113,6 +121,15 @@ def opponent_and_team_seats(env_id: str, seats: Sequence[str], human_seat: str) 
         team = human_seat[:1]
         return [s for s in seats if s[:1] != team], [s for s in seats if s[:1] == team and s != human_seat]
     return [s for s in seats if s != human_seat], []
+
+
+def default_seat(env_id: str, seats: Sequence[str], trained_seat: str = "") -> str:
+    """The person's default seat: the first one that leaves the opponent the seat it was trained for (a
+    Craigslist buyer model: the person sells), else the first seat."""
+    for seat in seats:
+        if trained_seat and trained_seat in opponent_and_team_seats(env_id, seats, seat)[0]:
+            return seat
+    return seats[0]
 
 
 class CodeOpponents:
@@ -143,6 +160,12 @@ class CodeOpponents:
     def note(self, env_id: str, name: str, seats: Sequence[str]) -> str:
         return ""  # code agents and scripted teams play every seat of the environments they are offered in
 
+    def trained_seat(self, env_id: str, name: str) -> str:
+        return ""
+
+    def preparing(self, name: str) -> str:
+        return ""  # built in milliseconds
+
 
 # ------------------------------------------------------------------------------------------ the person
 def event_view(event: Event) -> dict[str, Any]:
@@ -156,6 +179,37 @@ def parsed_text(attempt: Attempt) -> str:
     """How the environment read a move: its kind and payload, e.g. `offer {"price": 50.0}`."""
     payload = json.dumps(attempt.payload, sort_keys=True, default=str) if attempt.payload else ""
     return f"{attempt.kind} {payload}".strip() or "(nothing)"
+
+
+def forfeits(attempts: Sequence[Attempt], max_retries: int) -> set[int]:
+    """Indices of the refused attempts that used up their seat's retries: after `max_retries` + 1 refusals in a
+    row the environment applies its rule for a seat that keeps failing (the turn is forfeited: it passes to the
+    other side, or the seat counts as silent, abstaining or selecting no deal). Counted as the environment
+    counts (environments/core/base.py `_reject`): refusals of a turn request in a row, reset by an accepted
+    answer; an answer out of turn does not count."""
+    out: set[int] = set()
+    refused_in_a_row: dict[str, int] = {}
+    for attempt in attempts:
+        if attempt.request is None:
+            continue
+        if attempt.accepted:
+            refused_in_a_row[attempt.agent_id] = 0
+            continue
+        refused_in_a_row[attempt.agent_id] = refused_in_a_row.get(attempt.agent_id, 0) + 1
+        if refused_in_a_row[attempt.agent_id] > max_retries:
+            out.add(attempt.index)
+            refused_in_a_row[attempt.agent_id] = 0
+    return out
+
+
+def forfeit_view(attempt: Attempt, seat: str, max_retries: int) -> dict[str, Any]:
+    """The line that says a turn was forfeited (after the refusal that used up the retries)."""
+    who = "You forfeit" if attempt.agent_id == seat else f"{attempt.agent_id} forfeits"
+    return {
+        "kind": "forfeit",
+        "text": f"{who} this turn: {max_retries + 1} replies in a row were refused.",
+        "sender": attempt.agent_id,
+    }
 
 
 def attempt_view(attempt: Attempt, seat: str) -> dict[str, Any] | None:
@@ -176,8 +230,9 @@ def attempt_view(attempt: Attempt, seat: str) -> dict[str, Any] | None:
     }
 
 
-def record_view(attempt: Attempt) -> dict[str, Any]:
-    """One attempt of the finished game, as the page's full record lists it."""
+def record_view(attempt: Attempt, forfeit: bool = False) -> dict[str, Any]:
+    """One attempt of the finished game, as the page's full record lists it (`forfeit`: this refusal used up
+    the seat's retries, see `forfeits`)."""
     return {
         "index": attempt.index,
         "seat": attempt.agent_id,
@@ -185,6 +240,7 @@ def record_view(attempt: Attempt) -> dict[str, Any]:
         "accepted": attempt.accepted,
         "read_as": parsed_text(attempt) if attempt.kind else "",
         "reason": attempt.reason,
+        "forfeit": forfeit,
     }
 
 
@@ -200,25 +256,46 @@ class WebHumanAgent:
         """Everything the seat saw (and the moves it sent), in order: what the page renders."""
         self.pending: Notification | None = None
         """The TURN request waiting for the person's move, if any."""
+        self.preface: list[dict[str, Any]] = []
+        """Events shown before the episode's own (e.g. that a slow opponent is ready); kept by `reset`."""
         self._answer: asyncio.Future[str] | None = None
         self._env: Environment | None = None
         self._attempts_seen = 0
+        self._own_forfeit: dict[str, Any] | None = None
+        """The person's own forfeit, shown after the invalid-action notice of its last refusal."""
 
     def watch(self, env: Environment) -> None:
         """Read the environment's attempt record (how moves were parsed or why they were refused) into the
         events, in order: before each event the seat observes, and whenever the page asks (`sync`)."""
         self._env, self._attempts_seen = env, 0
 
+    @property
+    def max_retries(self) -> int:
+        """The environment's retries after a refused answer (2: the third refusal in a row forfeits)."""
+        return self._env.max_invalid_retries if self._env is not None else 0
+
+    def forfeits(self) -> set[int]:
+        """Indices of the attempts so far that forfeited a turn (see `forfeits`)."""
+        return forfeits(self._env.attempts, self.max_retries) if self._env is not None else set()
+
     def sync(self) -> None:
-        """Add the views of the attempts recorded since the last call (see `attempt_view`). Every event the seat
-        observes was emitted after the attempts recorded before it, so the order of the page is the game's."""
+        """Add the views of the attempts recorded since the last call (see `attempt_view`; a forfeited turn gets
+        a line of its own). Every event the seat observes was emitted after the attempts recorded before it, so
+        the order of the page is the game's."""
         if self._env is None or not self.agent_id:
             return
         attempts = self._env.attempts
+        forfeited = self.forfeits() if len(attempts) > self._attempts_seen else set()
         for attempt in attempts[self._attempts_seen :]:
             view = attempt_view(attempt, self.agent_id)
             if view is not None:
                 self.events.append(view)
+            if attempt.index in forfeited:
+                forfeit = forfeit_view(attempt, self.agent_id, self.max_retries)
+                if attempt.agent_id == self.agent_id:
+                    self._own_forfeit = forfeit  # after the invalid-action notice, which is still on its way
+                else:
+                    self.events.append(forfeit)
         self._attempts_seen = len(attempts)
 
     def describe(self) -> str:
@@ -226,13 +303,17 @@ class WebHumanAgent:
 
     async def reset(self, agent_id: str, env_id: str, spec: ActionSpec, episode_id: str) -> None:
         self.agent_id, self.env_id, self.spec = agent_id, env_id, spec
-        self.events, self.pending, self._answer, self._attempts_seen = [], None, None, 0
+        self.events, self.pending, self._answer, self._attempts_seen = [*self.preface], None, None, 0
+        self._own_forfeit = None
 
     async def observe(self, event: Event) -> None:
         if event.to != self.agent_id:  # the runtime addresses correctly; refuse to show anything else anyway
             return
         self.sync()
         self.events.append(event_view(event))
+        if self._own_forfeit is not None and getattr(event, "kind", None) == NotificationKind.INVALID_ACTION:
+            self.events.append(self._own_forfeit)
+            self._own_forfeit = None
 
     async def act(self, request: Notification) -> Action:
         self._answer = asyncio.get_running_loop().create_future()
@@ -276,6 +357,8 @@ class Game:
     recorded: bool = False
     warning: str = ""
     """Why the opponent may play badly here (a model outside the domain or seat it was trained for)."""
+    preparing: Callable[[], str] = field(default=lambda: "", repr=False)
+    """What getting the opponent ready still takes (asked while the game starts; `OpponentProvider.preparing`)."""
 
     def view(self, since: int = 0) -> dict[str, Any]:
         since = max(0, since)
@@ -301,6 +384,8 @@ class Game:
             "done": self.status in ("finished", "failed", "abandoned"),
             "error": self.error,
             "warning": self.warning,
+            "preparing": self.preparing() if self.status == "starting" else "",
+            "elapsed_s": round(time.monotonic() - self.created, 1),
             "outcome": None,
             "record": [],
         }
@@ -318,7 +403,8 @@ class Game:
                 "recorded": self.recorded,
             }
             # The game is over: every attempt of every seat, texts included (what the tables keep).
-            state["record"] = [record_view(a) for a in self.result.attempts]
+            forfeited = forfeits(self.result.attempts, self.human.max_retries)
+            state["record"] = [record_view(a, a.index in forfeited) for a in self.result.attempts]
         return state
 
 
@@ -357,15 +443,24 @@ class GameRoom:
         return tuple(env.agent_ids)
 
     def environments(self) -> list[dict[str, Any]]:
-        return [
-            {
-                "env_id": env_id,
-                "title": environment_title(env_id),
-                "seats": list(self._seats[env_id]),
-                "opponents": [o.__dict__ for p in self.providers for o in p.options(env_id)],
-            }
-            for env_id in self.env_ids
-        ]
+        out = []
+        for env_id in self.env_ids:
+            seats = self._seats[env_id]
+            opponents = [
+                {**o.__dict__, "default_seat": default_seat(env_id, seats, o.seat)}
+                for p in self.providers
+                for o in p.options(env_id)
+            ]
+            out.append(
+                {
+                    "env_id": env_id,
+                    "title": environment_title(env_id),
+                    "seats": list(seats),
+                    "opponent_seats": {s: opponent_and_team_seats(env_id, seats, s)[0] for s in seats},
+                    "opponents": opponents,
+                }
+            )
+        return out
 
     def _provider(self, env_id: str, opponent: str) -> OpponentProvider:
         for provider in self.providers:
@@ -394,16 +489,17 @@ class GameRoom:
         env = make(env_id)
         env.reset(scenario, seed)
         seats = tuple(env.agent_ids)
-        seat = seat or seats[0]
-        if seat not in seats:
+        if seat and seat not in seats:
             raise PlayError(f"unknown seat {seat!r} in {env_id}; choose one of {', '.join(seats)}")
         provider = self._provider(env_id, opponent)
+        seat = seat or default_seat(env_id, seats, provider.trained_seat(env_id, opponent))
         active = [g for g in self.games.values() if g.status in ("starting", "playing")]
         if len(active) >= self.max_active:
             raise PlayError(f"{len(active)} games are in progress already; finish or abandon one", status=429)
         self._forget_old()
         game_id = uuid.uuid4().hex[:12]
         game = Game(game_id, env_id, seat, opponent, seed, f"play:{env_id}:{game_id}", WebHumanAgent())
+        game.preparing = lambda: provider.preparing(opponent)
         game.warning = provider.note(env_id, opponent, opponent_and_team_seats(env_id, seats, seat)[0])
         self.games[game_id] = game
         game.task = asyncio.get_running_loop().create_task(self._play(game, provider, scenario, seats))
@@ -413,7 +509,11 @@ class GameRoom:
         opponents: dict[str, Agent] = {}
         try:
             opponent_seats, teammate_seats = opponent_and_team_seats(game.env_id, seats, game.seat)
+            slow = provider.preparing(game.opponent)
             opponents = await provider.make_agents(game.env_id, game.opponent, opponent_seats, game.seed)
+            if slow:  # the page said what it was waiting for; now it says that the wait is over
+                took = time.monotonic() - game.created
+                game.human.preface.append({"kind": "ready", "text": f"{game.opponent} is ready (after {took:.0f} s)."})
             teammates = {
                 s: MajorityFollower(seed=game.seed * 31 + k + 1) for k, s in enumerate(teammate_seats)
             }  # Red-Black only
@@ -475,7 +575,9 @@ class GameRoom:
 # -------------------------------------------------------------------------------------------- the app
 class GameRequest(BaseModel):
     env_id: str = Field(description="An environment of /api/environments.")
-    seat: str | None = Field(default=None, description="The person's seat (default: the first).")
+    seat: str | None = Field(
+        default=None, description="The person's seat (default: the one that leaves a model its trained seat)."
+    )
     opponent: str = Field(description="A code agent or strategy name, 'base', or models:/<name>@<alias>.")
     seed: int = Field(default=0, description="Picks the scenario and seeds the opponents.")
 

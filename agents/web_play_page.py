@@ -5,7 +5,10 @@ model reply containing markup is shown, not run. The page asks /api/games/<id>?s
 for what happened since; query parameters `env`, `seat`, `opponent`, `seed` preselect the form (links
 from the README or a notebook can open a given match). An unknown `env` or `seat` in the address is refused
 with a message (the form does not start until one is chosen), not silently replaced. Beside the opponent the
-page says what a model was trained for and warns when the chosen environment or seat is outside it.
+page says what a model was trained for and warns when the chosen environment or seat is outside it; choosing a
+model moves the seat to the one that leaves the model its trained seat (the opponent's `default_seat`) until
+the person picks a seat, and the seat list marks each seat that would put the model outside its training.
+While the opponent starts, the status line says what it waits for and counts the seconds.
 """
 
 PAGE = r"""<!DOCTYPE html>
@@ -32,6 +35,8 @@ PAGE = r"""<!DOCTYPE html>
   #log li.you { border-left-color: #2a6fdb; background: #f2f6fd; }
   #log li.turn { border-left-color: #2a9d4b; color: #185c2e; background: #f1faf3; }
   #log li.invalid_action, #log li.timeout, #log li.refused { border-left-color: #c00; background: #fff0f0; }
+  #log li.forfeit { border-left-color: #c00; background: #ffe4e4; font-weight: 600; }
+  #log li.ready { border-left-color: #2a9d4b; color: #185c2e; font-size: .9rem; }
   #log li.parsed { border-left-color: #2a6fdb; color: #33557f; font-size: .9rem; background: #f8faff; }
   #log li.deal, #log li.episode_end { border-left-color: #333; font-weight: 600; }
   .who { font-size: .8rem; color: #666; display: block; }
@@ -89,6 +94,7 @@ let polling = null;
 let epoch = 0;  // bumped by each move and by its answer: an answer to a poll sent before either is stale
 let sending = false;  // a move is in flight: no answer enables the box until the server has it
 let introShown = false;
+let seatChosen = false;  // the person (or the page address) chose the seat: choosing a model no longer moves it
 
 function showError(message) { $("error").textContent = message || ""; }
 
@@ -119,7 +125,8 @@ function fillEnvironment(envId, seat, opponent) {
   $("env-title").textContent = env.title;
   $("seat").replaceChildren();
   env.seats.forEach((s) => option($("seat"), s, s));
-  if (seat && env.seats.includes(seat)) $("seat").value = seat;
+  seatChosen = Boolean(seat && env.seats.includes(seat));
+  if (seatChosen) $("seat").value = seat;
   $("opponent").replaceChildren();
   env.opponents.forEach((o) => option($("opponent"), o.name, o.label));
   if (opponent) {
@@ -137,20 +144,44 @@ function refuse(message) {
 
 function chosen() { showError(""); $("start").disabled = false; describeOpponent(); }
 
+function seatChanged() { seatChosen = true; chosen(); }
+
+function opponentChanged() {
+  // A model sits where it was trained (its default seat) unless the person chose a seat.
+  const env = environments.find((e) => e.env_id === $("env").value);
+  const o = env ? env.opponents.find((x) => x.name === ($("opponent-uri").value.trim() || $("opponent").value)) : null;
+  if (env && !seatChosen) $("seat").value = o && o.default_seat ? o.default_seat : env.seats[0];
+  describeOpponent();
+}
+
+function seatOutside(env, o, seat) {
+  // The seats the model would play when the person takes `seat`, if that is not the seat it was trained for.
+  const plays = env.opponent_seats[seat] || [];
+  if (!o || !o.seat || (o.domains.length && !o.domains.includes(env.env_id))) return null;
+  return plays.length && !plays.includes(o.seat) ? plays : null;
+}
+
 function describeOpponent() {
-  // What the chosen model was trained for, and a warning when this environment or seat is outside it.
+  // What the chosen model was trained for, and a warning when this environment or seat is outside it; each
+  // seat that would put the model outside its training is marked in the seat list.
   const env = environments.find((e) => e.env_id === $("env").value);
   const name = $("opponent-uri").value.trim() || $("opponent").value;
   const o = env ? env.opponents.find((x) => x.name === name) : null;
   const warning = $("opponent-warning");
   warning.hidden = true;
   $("opponent-info").textContent = o && o.trained ? name + " was trained on " + o.trained + "." : "";
+  if (env) {
+    Array.from($("seat").options).forEach((opt) => {
+      const plays = seatOutside(env, o, opt.value);
+      opt.textContent = opt.value + (plays ? " - the model plays " + plays.join(", ") + ", outside its training" : "");
+    });
+  }
   if (!o || !o.trained) return;
-  const plays = env.seats.filter((s) => s !== $("seat").value);
   let text = "";
+  const plays = seatOutside(env, o, $("seat").value);
   if (o.domains.length && !o.domains.includes(env.env_id)) {
     text = "Outside its training: " + name + " was trained on " + o.trained + ", here it plays " + env.env_id + ".";
-  } else if (o.seat && plays.length && !plays.includes(o.seat)) {
+  } else if (plays) {
     text = "Outside its training: " + name + " was trained as " + o.seat + ", here it plays " + plays.join(", ") + ".";
   }
   warning.textContent = text;
@@ -166,6 +197,7 @@ async function load() {
   if (params.has("seed")) $("seed").value = params.get("seed");
   const envId = params.get("env"), seat = params.get("seat");
   fillEnvironment(envId, seat, params.get("opponent"));
+  opponentChanged();  // no seat in the address: the opponent's default seat
   if (envId && !environments.some((e) => e.env_id === envId)) {
     refuse("Unknown environment '" + envId + "' in the page address; choose one of " +
            environments.map((e) => e.env_id).join(", ") + ".");
@@ -173,10 +205,10 @@ async function load() {
     const env = environments.find((e) => e.env_id === $("env").value);
     refuse("Unknown seat '" + seat + "' in " + env.env_id + " (page address); choose one of " + env.seats.join(", ") + ".");
   }
-  $("env").addEventListener("change", () => { fillEnvironment($("env").value); chosen(); });
-  $("seat").addEventListener("change", chosen);
-  $("opponent").addEventListener("change", describeOpponent);
-  $("opponent-uri").addEventListener("input", describeOpponent);
+  $("env").addEventListener("change", () => { fillEnvironment($("env").value); opponentChanged(); chosen(); });
+  $("seat").addEventListener("change", seatChanged);
+  $("opponent").addEventListener("change", opponentChanged);
+  $("opponent-uri").addEventListener("input", opponentChanged);
 }
 
 function addEvent(event) {
@@ -187,6 +219,8 @@ function addEvent(event) {
   if (event.kind === "you") who.textContent = "you";
   else if (event.kind === "parsed") who.textContent = "how the game read your move";
   else if (event.kind === "refused") who.textContent = event.sender + ": refused reply";
+  else if (event.kind === "forfeit") who.textContent = "forfeited turn";
+  else if (event.kind === "ready") who.textContent = "opponent";
   else if (event.kind === "observation") who.textContent = event.sender ? event.sender : (event.private ? "private to you" : "game");
   else who.textContent = event.kind.replace("_", " ");
   const text = document.createElement("span");
@@ -219,7 +253,10 @@ function render(state) {
   const mine = state.your_turn && !state.done && !sending;
   $("move").disabled = !mine; $("send").disabled = !mine;
   $("allowed").textContent = mine ? "allowed: " + state.allowed.join(", ") : "";
-  if (state.status === "starting") $("status").textContent = "Preparing the opponent (a model may take a minute to start)...";
+  if (state.status === "starting") {
+    // What the opponent still waits for (e.g. the model engine starting), and for how long so far.
+    $("status").textContent = (state.preparing || "Preparing the opponent") + "... " + Math.round(state.elapsed_s) + " s";
+  }
   else if (mine) $("status").textContent = state.turn_text || "Your turn.";
   else if (!state.done) $("status").textContent = "Waiting for the opponent...";
   else $("status").textContent = "Game over (" + state.status + ").";
@@ -250,7 +287,8 @@ function showRecord(record) {
   record.forEach((a) => {
     const row = document.createElement("tr");
     row.className = a.accepted ? "accepted" : "refused";
-    [String(a.index + 1), a.seat, a.text, a.read_as, a.accepted ? "" : a.reason].forEach((value) => {
+    const why = a.accepted ? "" : a.reason + (a.forfeit ? " (the turn is forfeited)" : "");
+    [String(a.index + 1), a.seat, a.text, a.read_as, why].forEach((value) => {
       const cell = document.createElement("td");
       cell.textContent = value;
       row.appendChild(cell);

@@ -8,12 +8,14 @@
 A model opponent is an `agents.llm_agent.LLMAgent` per opponent seat, calling the engine through the
 rollout proxy (so its calls are recorded in `recorded_calls`, tagged with the episode id). The engine and
 proxy start on the first model game (`LocalServing`, ~40 s on CPU), not when the page opens, so playing
-against code agents never waits for them.
+against code agents never waits for them; meanwhile the page says so ("Starting the model engine (this takes
+about half a minute)", `ModelOpponents.preparing`) and counts the seconds.
 
 What a registered model was trained for (`TrainedFor`) comes from its version's tags: `socialrl.domain` and
 `socialrl.seat` (written by `Tracker.document_version` from the model card), or `socialrl.domains` (stage-2
 policies); a version documented before the seat was tagged has it in its model card (README.md, "| Seat |").
-The page lists it beside each model and warns when a game puts the model outside it.
+The page lists it beside each model, seats the person so that the model plays the seat it was trained for
+(`trained_seat`), and warns when a game puts the model outside it.
 """
 
 from __future__ import annotations
@@ -114,7 +116,9 @@ class ModelOpponents:
         max_new_tokens: int = 128,
         temperature: float = 0.7,
         base_label: str = "",
+        start_time: str = "about half a minute",
     ) -> None:
+        """`start_time`: how long the engine takes to start, in words, for the page while it starts."""
         self.tracker = tracker
         self._serving_factory = serving
         self._serving: ModelServing | None = None
@@ -123,6 +127,9 @@ class ModelOpponents:
         self._lock = threading.Lock()
         self._loaded: dict[str, str] = {}
         self._trained: dict[tuple[str, int], TrainedFor] = {}
+        self.start_time = start_time
+        self._ready: set[str] = set()
+        """Opponent names whose model is served (the engine runs, the adapter is loaded)."""
 
     def trained_for(self, model: str, version: int) -> TrainedFor:
         """What a registered version was trained for (read once per version)."""
@@ -160,12 +167,28 @@ class ModelOpponents:
                 )
         return out
 
+    def _trained_for_uri(self, name: str) -> TrainedFor:
+        model, alias, version = parse_model_uri(name)
+        assert self.tracker is not None
+        number = self.tracker.aliases(model)[alias] if alias is not None else version
+        return self.trained_for(model, int(number))  # type: ignore[arg-type]
+
     def note(self, env_id: str, name: str, seats: Sequence[str]) -> str:
         if name == BASE or self.tracker is None:
             return ""
-        model, alias, version = parse_model_uri(name)
-        number = self.tracker.aliases(model)[alias] if alias is not None else version
-        return self.trained_for(model, int(number)).warning(name, env_id, seats)  # type: ignore[arg-type]
+        return self._trained_for_uri(name).warning(name, env_id, seats)
+
+    def trained_seat(self, env_id: str, name: str) -> str:
+        if name == BASE or self.tracker is None:
+            return ""
+        return self._trained_for_uri(name).seat
+
+    def preparing(self, name: str) -> str:
+        if name in self._ready or (name == BASE and self._serving is not None):
+            return ""
+        if self._serving is None:
+            return f"Starting the model engine (this takes {self.start_time})"
+        return f"Loading {name} into the engine"
 
     def check(self, env_id: str, name: str) -> None:
         if name == BASE:
@@ -197,6 +220,7 @@ class ModelOpponents:
         """The model name to request for opponent `name`, loading the adapter into the engine once."""
         serving = self.serving()
         if name == BASE:
+            self._ready.add(name)
             return serving.base_model_name
         model, alias, version = parse_model_uri(name)
         assert self.tracker is not None  # checked before the game started
@@ -205,6 +229,7 @@ class ModelOpponents:
             if local.adapter_name not in self._loaded:
                 serving.client.load_adapter(local.adapter_name, local.path)
                 self._loaded[local.adapter_name] = str(local.path)
+        self._ready.add(name)
         return local.adapter_name
 
     async def make_agents(self, env_id: str, name: str, seats: Sequence[str], seed: int) -> dict[str, Agent]:

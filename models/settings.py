@@ -38,6 +38,9 @@ python_logs:
 # No usage statistics from an offline machine (and no telemetry banner on the console of the first run).
 telemetry:
   enabled: false
+# No "Join the community" e-mail prompt on the UI's first visit.
+nux:
+  enabled: false
 """
 """The dagster.yaml of a new instance (an existing one is left as it is)."""
 

@@ -14,10 +14,13 @@ version registered since, once each (the cursor holds the newest version seen pe
 
 import json
 import logging
+import re
+import warnings
 from pathlib import Path
 
 from dagster import (
     AssetSelection,
+    BetaWarning,
     DefaultScheduleStatus,
     DefaultSensorStatus,
     Definitions,
@@ -52,6 +55,12 @@ from assets import (
 from models.profiles import get_profile
 from models.tracking.links import DAGSTER_UI_URL, MLFLOW_UI_URL
 from resources import EngineResource, MlflowResource, SettingsResource, StoreResource
+
+# Binding the sensor to its job, Dagster copies it with its own (empty) owners and then warns that the `owners`
+# parameter is in beta, once per load of the code location on `make ui`'s console; no owners are set here.
+warnings.filterwarnings(
+    "ignore", message=re.escape("Parameter `owners` of initializer `SensorDefinition.__init__`"), category=BetaWarning
+)
 
 
 def build_resources(

@@ -6,7 +6,9 @@ Calm by default: nothing heavy starts when the UI comes up. The nightly schedule
 unless --evaluate-new-versions (`make ui EVALUATE_NEW_VERSIONS=1`), and even then it evaluates only the
 versions registered after its first tick (see pipelines/definitions.py). Light: MLflow runs one worker,
 without its job execution and without an access log (`models.tracking.SERVER_ENVIRONMENT`;
-benchmarks/bench_ui_memory.py measures both UIs).
+benchmarks/bench_ui_memory.py measures both UIs). Quiet: two notices of the libraries themselves are filtered
+by message in the servers' environments (`QUIET_WARNINGS`); Dagster's first-visit "Join the community"
+prompt is off in the instance's dagster.yaml (`nux`, models/settings.py).
 
     python -m pipelines.ui [--dagster-port 3000] [--mlflow-port 5000] [--evaluate-new-versions]
 """
@@ -30,6 +32,22 @@ EVALUATE_NEW_VERSIONS_ENV = "SOCIALRL_EVALUATE_NEW_VERSIONS"
 MLFLOW_UI_URL_ENV = "SOCIALRL_MLFLOW_UI_URL"
 DAGSTER_UI_URL_ENV = "SOCIALRL_DAGSTER_UI_URL"
 
+QUIET_WARNINGS = {
+    # `dagster dev` says on every start that it is superseded by `dg dev` (the `dg` CLI of dagster-dg, which
+    # this project does not install); `dagster dev` is what runs the webserver and daemon here.
+    "dagster": ("ignore:Function `dev_command` is superseded:FutureWarning",),
+    # MLflow's server imports Starlette's WSGI middleware, which Starlette has deprecated: MLflow's to change.
+    "mlflow": ("ignore:starlette.middleware.wsgi is deprecated:UserWarning",),
+}
+"""Per server, the $PYTHONWARNINGS entries (action:message:category) that hide a library's own notice on the
+console: each matches one message from its start, nothing else (a comma would split an entry)."""
+
+
+def with_warning_filters(env: Mapping[str, str], filters: tuple[str, ...]) -> dict[str, str]:
+    """`env` with `filters` added to its $PYTHONWARNINGS (after any the user set)."""
+    entries = [e for e in env.get("PYTHONWARNINGS", "").split(",") if e]
+    return {**env, "PYTHONWARNINGS": ",".join([*entries, *(f for f in filters if f not in entries)])}
+
 
 @dataclass(frozen=True)
 class UiServer:
@@ -48,14 +66,16 @@ def ui_servers(
     instance under `paths`) and `mlflow server` over the project's store."""
     bin_dir = Path(sys.executable).parent
     # The code location's settings resource reads the same data directory ($SOCIALRL_DATA_DIR, the edge).
-    dagster_env = {**os.environ, "DAGSTER_HOME": str(paths.dagster_home), "SOCIALRL_DATA_DIR": str(paths.root)}
+    dagster_env = with_warning_filters(os.environ, QUIET_WARNINGS["dagster"])
+    dagster_env.update(DAGSTER_HOME=str(paths.dagster_home), SOCIALRL_DATA_DIR=str(paths.root))
     dagster_env[EVALUATE_NEW_VERSIONS_ENV] = "1" if evaluate_new_versions else "0"
     # Asset metadata links to this MLflow UI, and MLflow runs link back to this Dagster UI.
     dagster_env[MLFLOW_UI_URL_ENV] = f"http://127.0.0.1:{mlflow_port}"
     dagster_env[DAGSTER_UI_URL_ENV] = f"http://127.0.0.1:{dagster_port}"
     dagster = [str(bin_dir / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(dagster_port)]
     mlflow = server_command(TrackingConfig.from_env(paths), port=mlflow_port)
-    return [UiServer("dagster", dagster, dagster_env), UiServer("mlflow", mlflow, server_environment())]
+    mlflow_env = with_warning_filters(server_environment(), QUIET_WARNINGS["mlflow"])
+    return [UiServer("dagster", dagster, dagster_env), UiServer("mlflow", mlflow, mlflow_env)]
 
 
 def start(server: UiServer) -> subprocess.Popen[bytes]:
@@ -91,10 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     paths = DataPaths.from_env()
     signal.signal(signal.SIGTERM, _interrupt)
+    # The experiment's training runs: MLflow 3 opens an experiment on an empty GenAI "Traces" overview otherwise.
+    # Read (on a fresh data directory: created) before the MLflow server starts, so that the two never migrate a
+    # new database at the same time (the server then fails: "Online migration expected to match one row").
+    experiment = Tracker(TrackingConfig.from_env(paths)).experiment_id
     processes = [start(s) for s in ui_servers(paths, args.dagster_port, args.mlflow_port, args.evaluate_new_versions)]
     links = UiLinks(f"http://127.0.0.1:{args.dagster_port}", f"http://127.0.0.1:{args.mlflow_port}")
-    # The experiment's training runs: MLflow 3 opens an experiment on an empty GenAI "Traces" overview otherwise.
-    experiment = Tracker(TrackingConfig.from_env(paths)).experiment_id
     print(f"Dagster UI: {links.dagster_url}   MLflow UI: {links.mlflow_experiment(experiment)}")
     sensor = (
         "ON: evaluates each version registered from now on (one vLLM engine per run)"

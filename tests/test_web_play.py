@@ -1,7 +1,8 @@
 """Play in the browser (agents/web_play.py, models/play.py): the JSON API's answers to bad input, a seat
 that sees only its own events, and whole games in headless Chromium (Debian's, driven by playwright)
 against a code agent and against the tiny model served by vLLM through the rollout proxy; every game ends
-up in the episode tables."""
+up in the episode tables. A model sits where it was trained unless the person picks a seat; a forfeited turn
+and a slow opponent's start say so on the page."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agents.web_play import CodeOpponents, GameRoom, OpponentOption, PlayError, create_app
+from agents.web_play import CodeOpponents, GameRoom, OpponentOption, PlayError, create_app, default_seat
 from environments.core.events import RAW_TEXT, Action
 from models.play import ModelOpponents, ModelServing, record_played_episode
 from models.serving.process import ServerThread
@@ -245,6 +247,12 @@ class StumblingOpponents:
     def note(self, env_id: str, name: str, seats) -> str:
         return ""
 
+    def trained_seat(self, env_id: str, name: str) -> str:
+        return ""
+
+    def preparing(self, name: str) -> str:
+        return ""
+
 
 def test_the_page_shows_every_attempt_and_how_a_move_was_read(browser, tmp_path: Path) -> None:
     store = TableStore(tmp_path / "tables")
@@ -455,3 +463,163 @@ def test_a_version_documented_before_the_seat_tag_has_its_seat_in_its_model_card
     assert stage2.domains == ("craigslist-v0", "dnd-v0") and stage2.warning("m", "casino-v0", ["a"]).endswith(
         "outside its training."
     )
+
+
+# --------------------------------------------------------------------- forfeited turns and a slow start
+class Refuser(Stumbler):
+    """A test opponent none of whose replies is ever accepted (an offer without a price)."""
+
+    async def act(self, request) -> Action:
+        return Action(self.agent_id, RAW_TEXT, "OFFER $")
+
+
+class SlowRefusers(StumblingOpponents):
+    """`refuser` in Craigslist: takes a second and a half to get ready (as a model engine takes half a minute),
+    and says so until it is."""
+
+    def __init__(self) -> None:
+        self.ready = False
+
+    def handles(self, name: str) -> bool:
+        return name == "refuser"
+
+    def options(self, env_id: str) -> list[OpponentOption]:
+        return [OpponentOption("refuser", "refuser (test)", "code")] if env_id == "craigslist-v0" else []
+
+    def preparing(self, name: str) -> str:
+        return "" if self.ready else "Starting the refuser (this takes about two seconds)"
+
+    async def make_agents(self, env_id: str, name: str, seats, seed: int) -> dict:
+        await asyncio.sleep(1.5)
+        self.ready = True
+        return {seat: Refuser() for seat in seats}
+
+
+def test_a_slow_start_and_forfeited_turns_say_so(browser, tmp_path: Path) -> None:
+    store = TableStore(tmp_path / "tables")
+    app = create_app([SlowRefusers()], record=lambda result: record_played_episode(store, result, "play-test"))
+    with serve(app) as url:
+        page = new_page(browser)
+        try:
+            page.goto(f"{url}/?env=craigslist-v0&seat=buyer&opponent=refuser&seed=4")
+            page.wait_for_selector("#env option", state="attached")
+            page.click("#start")
+            # While the opponent starts, the status line says what it waits for and counts the seconds.
+            status = page.wait_for_function(
+                "() => { const t = document.getElementById('status').textContent; return t.startsWith('Start') && t; }"
+            ).json_value()
+            assert re.fullmatch(r"Starting the refuser \(this takes about two seconds\)\.\.\. \d+ s", status), status
+            page.wait_for_selector("#log li.ready")
+            assert re.fullmatch(r"opponent\s+refuser is ready \(after [12] s\)\.", page.inner_text("#log li.ready"))
+            # The seller's three refused replies forfeit its turn; the person's three refused moves forfeit theirs.
+            outcome = play_in_page(page, ["Hello. OFFER $50", "ACCEPT", "ACCEPT", "ACCEPT", "QUIT"])
+            assert "Agreement: no" in outcome
+            log = page.inner_text("#log")
+            forfeits = page.locator("#log li.forfeit")
+            assert [forfeits.nth(k).inner_text().split("\n")[-1] for k in range(forfeits.count())] == [
+                "seller forfeits this turn: 3 replies in a row were refused.",
+                "You forfeit this turn: 3 replies in a row were refused.",
+                "seller forfeits this turn: 3 replies in a row were refused.",
+            ]
+            # Each where it happened: after the refusal that used up the retries (the person's own after the
+            # invalid-action notice of its third refused move).
+            assert log.index("seller forfeits") > log.index("seller's reply was refused")
+            assert log.index("You forfeit") > log.rindex("Invalid action")
+            # After the game: the refusals that forfeited a turn are marked in the table of attempts.
+            record = page.locator("#record tbody tr")
+            rows = [record.nth(k).inner_text() for k in range(record.count())]
+            assert [k for k, row in enumerate(rows) if "(the turn is forfeited)" in row] == [3, 6, 9]
+            assert page.script_errors == []
+        finally:
+            page.close()
+
+
+def test_the_page_hears_what_a_model_waits_for(documented_registry) -> None:
+    """`ModelOpponents.preparing`: the engine starting (the first model game), then nothing."""
+    started, release = threading.Event(), threading.Event()
+
+    class Client:
+        def load_adapter(self, name: str, path) -> None:
+            pass
+
+    def serving() -> ModelServing:
+        started.set()
+        assert release.wait(30)
+        return ModelServing(Client(), "http://127.0.0.1:9/v1")
+
+    champion = "models:/socialrl-craigslist-specialist@champion"
+    models = ModelOpponents(documented_registry, serving, start_time="about a second")
+    assert (
+        models.preparing(champion)
+        == models.preparing("base")
+        == "Starting the model engine (this takes about a second)"
+    )
+    worker = threading.Thread(target=models.served_name, args=(champion,))
+    worker.start()
+    try:
+        assert started.wait(30)
+        assert models.preparing(champion).startswith("Starting the model engine")
+    finally:
+        release.set()
+        worker.join(60)
+    assert models.preparing(champion) == models.preparing("base") == ""
+    assert models.preparing("models:/socialrl-craigslist-specialist/1") == (
+        "Loading models:/socialrl-craigslist-specialist/1 into the engine"
+    )
+
+
+def test_a_model_plays_the_seat_it_was_trained_for_unless_the_person_picks_one(documented_registry, browser) -> None:
+    champion = "models:/socialrl-craigslist-specialist@champion"
+    models = ModelOpponents(documented_registry, no_engine)
+    assert models.trained_seat("craigslist-v0", champion) == "buyer" and models.trained_seat("dnd-v0", "base") == ""
+    app = create_app([CodeOpponents(), models])
+    with serve(app) as url:
+        envs = {e["env_id"]: e for e in httpx.get(f"{url}/api/environments").json()}
+        craigslist = envs["craigslist-v0"]
+        assert craigslist["opponent_seats"] == {"buyer": ["seller"], "seller": ["buyer"]}
+        defaults = {o["name"]: o["default_seat"] for o in craigslist["opponents"]}
+        assert defaults[champion] == "seller" and defaults["boulware"] == "buyer"
+        # Red-Black: the opponent plays the other team; a model trained as B1 faces a person in team A.
+        red_black = envs["red-black-v0"]
+        assert red_black["opponent_seats"]["A0"] == [s for s in red_black["seats"] if s.startswith("B")]
+        assert default_seat("red-black-v0", red_black["seats"], "B1") == "A0"
+        assert default_seat("red-black-v0", red_black["seats"], "A1") == "B0"
+        assert default_seat("dnd-v0", envs["dnd-v0"]["seats"], "buyer") == envs["dnd-v0"]["seats"][0]
+        # The server seats the person the same way when the request names no seat.
+        game = httpx.post(f"{url}/api/games", json={"env_id": "craigslist-v0", "opponent": champion}).json()
+        assert game["seat"] == "seller" and game["warning"] == ""
+        code = httpx.post(f"{url}/api/games", json={"env_id": "craigslist-v0", "opponent": "boulware"}).json()
+        assert code["seat"] == "buyer"
+        page = new_page(browser)
+
+        def seat_labels() -> list[str]:
+            return page.eval_on_selector_all("#seat option", "options => options.map((o) => o.textContent)")
+
+        try:
+            page.goto(f"{url}/?env=craigslist-v0&opponent={champion}")
+            page.wait_for_selector("#env option", state="attached")
+            assert page.input_value("#seat") == "seller" and page.is_hidden("#opponent-warning")
+            # The seat that would put the model outside its training is marked, as the environment is.
+            assert seat_labels() == ["buyer - the model plays seller, outside its training", "seller"]
+            page.select_option("#opponent", "boulware")  # a code agent plays every seat: the first, unmarked
+            assert page.input_value("#seat") == "buyer" and seat_labels() == ["buyer", "seller"]
+            page.select_option("#opponent", champion)
+            assert page.input_value("#seat") == "seller"
+            # Once the person picks a seat, choosing an opponent no longer moves it.
+            page.select_option("#seat", "buyer")
+            assert "trained as buyer, here it plays seller" in page.inner_text("#opponent-warning")
+            page.select_option("#opponent", "boulware")
+            page.select_option("#opponent", champion)
+            assert page.input_value("#seat") == "buyer" and page.is_visible("#opponent-warning")
+            # A typed model URI picks the seat too (a new environment forgets the chosen seat).
+            page.select_option("#env", "dnd-v0")
+            page.select_option("#env", "craigslist-v0")
+            page.fill("#opponent-uri", champion)
+            assert page.input_value("#seat") == "seller" and page.is_hidden("#opponent-warning")
+            # Outside its training domain the environment is what the warning names; no seat is marked.
+            page.goto(f"{url}/?env=dnd-v0&opponent={champion}")
+            page.wait_for_selector("#opponent-warning:not([hidden])")
+            assert not any("outside its training" in label for label in seat_labels())
+            assert page.script_errors == []
+        finally:
+            page.close()
