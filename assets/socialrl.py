@@ -27,12 +27,12 @@ from models.display import display_json, display_metadata
 from models.evaluation.policy import EvaluationResult, store_evaluation
 from models.evaluation.reports import environment_summary
 from models.plots import markdown_image
+from models.profiles import Profile
 from models.records import rows_for
 from models.serving.adapters import serve_adapter
 from models.serving.model_store import resolve_model
 from models.socialrl import stage1, teachers
 from models.socialrl.imitation import MIN_COMMAND_RATE, MIN_REWARD_SHARE
-from models.storage import TableStore
 from models.tracking import Tracker, git_commit, run_tags
 from models.training.config import Services
 from resources import EngineResource, MlflowResource, SettingsResource, StoreResource
@@ -164,21 +164,36 @@ def teacher_traces(
     )
 
 
-def traces_usable(table: TableStore, env_id: str, run_id: str) -> AssetCheckResult:
-    """The traces of `run_id` exist and each has at least one assistant turn (something to learn from)."""
-    frame = table.query(
-        "SELECT count(*) AS n, count(*) FILTER (WHERE assistant_turns = 0) AS silent FROM traces "
-        "WHERE env_id = ? AND run_id = ?",
-        [env_id, run_id],
+def traces_usable(traces: list[Trace], profile: Profile) -> AssetCheckResult:
+    """`stage1.trace_usability` of a run's traces with the profile's SFT filter, as a check result."""
+    usability = stage1.trace_usability(traces, profile.trace_min_reward)
+    return AssetCheckResult(
+        passed=usability.passed,
+        metadata={
+            **display_metadata(
+                {
+                    "traces": usability.traces,
+                    "silent": usability.silent,
+                    "kept_by_sft_filter": usability.kept,
+                    "refused_replies": usability.refused,
+                    "replies": usability.replies,
+                    "refused_share": usability.refused_share,
+                    "kept_mean_reward": usability.kept_mean_reward,
+                }
+            ),
+            "problems": MetadataValue.json(list(usability.problems())),
+        },
     )
-    silent, n = int(frame.silent[0]), int(frame.n[0])
-    return AssetCheckResult(passed=n > 0 and silent == 0, metadata={"traces": n, "silent": silent})
 
 
 @asset_check(asset=teacher_traces, partitions_def=DOMAINS)
-def traces_are_usable(context, teacher_traces: TeacherTraceSet, store: StoreResource) -> AssetCheckResult:
-    """Every trace of the run has an assistant turn."""
-    return traces_usable(store.store(), teacher_traces.env_id, teacher_traces.run_id)
+def traces_are_usable(
+    context, teacher_traces: TeacherTraceSet, settings: SettingsResource, store: StoreResource
+) -> AssetCheckResult:
+    """The traces can teach a warm-start: every trace has a reply, the warm-start's filter keeps at least two,
+    the environment refused at most 10% of the teacher's replies (the warm-start must end 90% of its own in a
+    command) and the kept traces earn a reward above 0 (`stage1.trace_usability`)."""
+    return traces_usable(_load_traces(store, teacher_traces.env_id, teacher_traces.run_id), settings.get_profile())
 
 
 def _load_traces(store: StoreResource, env_id: str, run_id: str) -> list[Trace]:
@@ -447,10 +462,11 @@ def specialist_eval(
     )
 
 
-def champion_check(tracker: Tracker, evaluation: stage1.SpecialistEvaluation) -> AssetCheckResult:
-    """The one champion rule (`stage1.champion_comparison`: the same plan, paired, or refused) as a blocking
-    check result; the reason says which case decided."""
-    comparison = stage1.champion_comparison(tracker, evaluation)
+def champion_check(tracker: Tracker, evaluation: stage1.SpecialistEvaluation, bars: bool = True) -> AssetCheckResult:
+    """The one champion rule (`stage1.champion_comparison`: the promotion bars when `bars`, then the same plan,
+    paired, or refused) as a blocking check result; the reason says which case decided, and each bar is shown
+    whether required or not."""
+    comparison = stage1.champion_comparison(tracker, evaluation, bars)
     paired = comparison.paired
     return AssetCheckResult(
         passed=comparison.wins,
@@ -466,17 +482,27 @@ def champion_check(tracker: Tracker, evaluation: stage1.SpecialistEvaluation) ->
             ),
             "basis": comparison.basis,
             "reason": comparison.reason,
+            "bars": MetadataValue.md(
+                "\n".join(
+                    f"- {'beaten' if bar.beaten else 'NOT beaten'}: {bar.text()}"
+                    for bar in stage1.promotion_bars(evaluation)
+                )
+                + ("" if bars else "\n\n(not required in this profile)")
+            ),
             "plan": evaluation.plan_identity.text if evaluation.plan_identity else "not recorded",
         },
     )
 
 
 @asset_check(asset=specialist_eval, partitions_def=DOMAINS, blocking=True)
-def beats_champion(context, specialist_eval: stage1.SpecialistEvaluation, mlflow: MlflowResource) -> AssetCheckResult:
-    """Blocking: the candidate must beat the current champion on the same held-out plan (by the paired
+def beats_champion(
+    context, specialist_eval: stage1.SpecialistEvaluation, settings: SettingsResource, mlflow: MlflowResource
+) -> AssetCheckResult:
+    """Blocking: the candidate must beat, paired on its held-out plan, the policy it started from and the best
+    trivial rule (the profile's `champion_bars`), then the current champion on the same plan (by the paired
     difference where both kept their episodes), or there is none; a champion on another plan refuses it, and
     a specialist trained by run_stage2 never passes. The same rule `specialist_champion` applies when it promotes."""
-    return champion_check(mlflow.tracker(), specialist_eval)
+    return champion_check(mlflow.tracker(), specialist_eval, settings.get_profile().champion_bars)
 
 
 @dataclass(frozen=True)
@@ -490,12 +516,15 @@ class ChampionUpdate:
 
 @asset(partitions_def=DOMAINS, group_name=GROUP, kinds={"mlflow"})
 def specialist_champion(
-    context: AssetExecutionContext, specialist_eval: stage1.SpecialistEvaluation, mlflow: MlflowResource
+    context: AssetExecutionContext,
+    specialist_eval: stage1.SpecialistEvaluation,
+    settings: SettingsResource,
+    mlflow: MlflowResource,
 ) -> Output[ChampionUpdate]:
     """Moves the registry alias `champion` to the evaluated specialist (runs only when `beats_champion` passed;
     `stage1.promote_specialist` applies the same rule again)."""
     s = specialist_eval.specialist
-    promoted = stage1.promote_specialist(mlflow.tracker(), specialist_eval)
+    promoted = stage1.promote_specialist(mlflow.tracker(), specialist_eval, settings.get_profile().champion_bars)
     return Output(
         ChampionUpdate(s.model_name, s.model_version, promoted),
         metadata={

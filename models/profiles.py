@@ -234,6 +234,11 @@ class Profile:
     """Teacher episodes per domain (split over the seats)."""
     trace_min_reward: float = 0.0
     """Teacher episodes below this reward are filtered out of the SFT data."""
+    champion_bars: bool = True
+    """A specialist becomes champion only if it also beats, paired on its held-out plan, the policy it started
+    from and the best trivial rule (models/socialrl/stage1/registry.py `promotion_bars`). Off in smoke alone:
+    its random-weight model beats no rule, and its lineage test exercises promotion and the nightly
+    re-evaluation of champions (tests/test_assets.py shows the bars refusing)."""
     sft: SFTSettings = field(default_factory=SFTSettings)
     """Warm-start settings."""
     ppo: PPOConfig = field(default_factory=lambda: PPOConfig(env_id="craigslist-v0"))
@@ -324,6 +329,7 @@ SMOKE = Profile(
     max_new_tokens=16,
     eval_concurrency=16,
     progress_interval_s=15.0,  # the smoke lineage test checks that no step is quiet longer (tests/test_pipelines.py)
+    champion_bars=False,  # a random-weight model beats no rule: the lineage test needs a champion to re-evaluate
     engine=EngineSettings(max_model_len=2048, kv_cache_gib=1.0),
     # All six domains through every stage-2 asset in a few minutes: two held-out episodes per policy and
     # domain, one PPO iteration per cascade stage, two MOPD steps.

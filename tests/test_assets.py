@@ -14,6 +14,7 @@ from assets import socialrl
 from models.evaluation.policy import EvaluationSummary, PlanIdentity
 from models.socialrl import stage1
 from models.socialrl.episode_metrics import EpisodeRecord
+from models.socialrl.stage1.evaluation import best_baseline
 from models.tracking import ChampionComparison, EvaluatedVersion, Measurement, compare_versions
 from resources import MlflowResource, SettingsResource, StoreResource
 
@@ -76,8 +77,66 @@ def test_scenarios_and_traces_assets_store_their_rows(settings: SettingsResource
     rows = store.store().query("SELECT count(*) AS n FROM traces WHERE run_id = ?", [traces.run_id])
     assert int(rows.n[0]) == traces.episodes
     assert "sample_negotiation" in output.metadata
-    check = socialrl.traces_usable(store.store(), "craigslist-v0", traces.run_id)
+    check = socialrl.traces_are_usable(None, teacher_traces=traces, settings=settings, store=store)
     assert check.passed and check.metadata["traces"].value == traces.episodes
+    # The code teacher's replies all carry a command the environment accepts, and every trace is kept.
+    assert check.metadata["refused_replies"].value == 0 and check.metadata["replies"].value > traces.episodes
+    assert check.metadata["kept_by_sft_filter"].value == traces.episodes
+
+
+class _ScriptedTeacher:
+    """A teacher that answers every turn with one text (RAW_TEXT, parsed by the environment like a model's)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    async def reset(self, agent_id, env_id, spec, episode_id) -> None:
+        self.agent_id = agent_id
+
+    async def observe(self, event) -> None:
+        pass
+
+    async def act(self, request):
+        from environments.core.events import RAW_TEXT, Action
+
+        return Action(self.agent_id, RAW_TEXT, self.text)
+
+    def describe(self) -> str:
+        return f"scripted {self.text!r}"
+
+
+def test_the_traces_check_refuses_traces_a_warm_start_cannot_learn_from() -> None:
+    """A reply in every trace is not enough: teachers played for real against the code counterparts, one whose
+    every command the environment refuses and one that only chats (no deal, reward 0), fail `traces_are_usable`,
+    as do the code teacher's own traces marked as leaking (the warm-start's filter drops them all) or stripped
+    of their replies; the code teacher's traces pass."""
+    import dataclasses
+
+    from agents.traces import collect_traces
+    from models.evaluation.scenarios import training_scenarios
+    from models.profiles import get_profile
+
+    profile = get_profile("cpu")
+    scenarios = training_scenarios("craigslist-v0", 4, 0, "generated")
+
+    def traced(text: str) -> list:
+        return collect_traces(
+            "craigslist-v0", scenarios, lambda seed: _ScriptedTeacher(text), ("boulware",), traced_seats=("buyer",)
+        )
+
+    good = stage1.teacher_traces("craigslist-v0", dataclasses.replace(profile, teacher_episodes=4))
+    assert socialrl.traces_usable(good, profile).passed
+    refused = socialrl.traces_usable(traced("I can pay this much.\nOFFER $-5"), profile)
+    assert not refused.passed and refused.metadata["refused_share"].value > 0.5
+    assert any("refused" in p for p in refused.metadata["problems"].value)
+    chatty = stage1.trace_usability(traced("Hello! Tell me more about the item."), profile.trace_min_reward)
+    assert chatty.refused == 0 and chatty.kept == 4  # accepted as plain talk, and kept by the filter ...
+    assert not chatty.passed and chatty.kept_mean_reward == 0  # ... but no deal: nothing to imitate
+    leaking = [dataclasses.replace(t, leaked=("target",)) for t in good]
+    verdict = stage1.trace_usability(leaking, profile.trace_min_reward)
+    assert not verdict.passed and verdict.kept == 0 and verdict.problems()[0].startswith("the warm-start's filter")
+    silent = [dataclasses.replace(t, messages=[m for m in t.messages if m["role"] != "assistant"]) for t in good]
+    assert stage1.trace_usability(silent, profile.trace_min_reward).problems()[0] == "4 of 4 traces have no reply"
 
 
 def test_a_domain_without_a_warm_start_skips_sft(settings: SettingsResource) -> None:
@@ -97,24 +156,46 @@ def test_a_domain_without_a_warm_start_skips_sft(settings: SettingsResource) -> 
 PLAN = PlanIdentity("plan-96", "craigslist-v0 seat buyer: 32 dataset scenarios x 3 = 96 episodes, seed 0")
 
 
+def _policy(label: str, rewards: list[float]) -> stage1.PolicyResult:
+    """A policy's held-out episodes on the plan (the same four pair keys for every policy, one scenario each)."""
+    mean = sum(rewards) / len(rewards)
+    summary = EvaluationSummary(len(rewards), mean, mean - 0.1, mean + 0.1, "bootstrap", 0.95, 0.5, 1.0, 0.0, 0.0, 6.0)
+    records = tuple(EpisodeRecord((i, f"s{i}", "boulware", "buyer", i), i, "boulware", {"reward": r})
+                    for i, r in enumerate(rewards))  # fmt: skip
+    return stage1.PolicyResult(label, "run-v2" if label == "ppo" else label, "model", summary, {}, records)
+
+
 def _evaluation(
     version: int,
     reward: float,
     plan: PlanIdentity | None = PLAN,
     trained_by: str = stage1.STAGE1,
+    *,
+    sft: list[float] | None = None,
+    rules: dict[str, list[float]] | None = None,
+    ppo: list[float] | None = None,
 ) -> stage1.SpecialistEvaluation:
-    """A specialist's held-out evaluation on `plan`: four episodes of `reward`."""
-    summary = EvaluationSummary(12, reward, reward - 0.1, reward + 0.1, "bootstrap", 0.95, 0.5, 1.0, 0.0, 0.0, 6.0)
+    """A specialist's held-out evaluation on `plan`: four episodes of `reward` (or the episodes `ppo`), beside the
+    warm-start's (`sft`, 0.1 each by default; None of them with `sft=[]`) and the trivial rules' on the same
+    episodes (by default every rule 0.1 below the specialist on each), paired by the evaluation's own `compare`."""
     specialist = stage1.Specialist(
         "craigslist-v0", "buyer", "/a", "run", "run-v2", None, (), "mlflow", "socialrl-craigslist-specialist", version,
         trained_by=trained_by,
     )  # fmt: skip
-    records = tuple(EpisodeRecord((i, f"s{i}", "boulware", "buyer", i), i, "boulware", {"reward": r})
-                    for i, r in enumerate([reward] * 4))  # fmt: skip
-    policies = {"ppo": stage1.PolicyResult("ppo", "run-v2", "model", summary, {}, records)}
+    mine = ppo if ppo is not None else [reward] * 4
+    policies = {"ppo": _policy("ppo", mine)}
+    if sft != []:
+        policies["sft"] = _policy("sft", sft if sft is not None else [0.1] * 4)
+    below = [r - 0.1 for r in mine]
+    for name, rewards in (rules or dict.fromkeys(("accept_first", "hold_target", "split_difference"), below)).items():
+        policies[name] = _policy(name, rewards)
+    if "sft" not in policies:  # a domain without a warm-start: its specialist started from the base model
+        policies["base"] = _policy("base", [0.0] * 4)
+    paired, behaviour = stage1.compare(policies)
     return stage1.SpecialistEvaluation(
-        "craigslist-v0", "buyer", "r", "generated", policies, {}, {}, None, {}, specialist, plan_identity=plan
-    )
+        "craigslist-v0", "buyer", "r", "generated", policies, paired, behaviour,
+        best_baseline(policies), {}, specialist, plan_identity=plan,
+    )  # fmt: skip
 
 
 def test_the_champion_check_and_promotion_apply_one_rule(settings: SettingsResource) -> None:
@@ -123,7 +204,7 @@ def test_the_champion_check_and_promotion_apply_one_rule(settings: SettingsResou
     first = _evaluation(1, 0.40)
     assert socialrl.champion_check(registry, first).passed  # no champion yet
     promoted = socialrl.specialist_champion(
-        build_asset_context(partition_key="craigslist-v0"), specialist_eval=first, mlflow=mlflow
+        build_asset_context(partition_key="craigslist-v0"), specialist_eval=first, settings=settings, mlflow=mlflow
     )
     assert promoted.value.champion and mlflow.tracker().champion == (1, 0.40)
     worse = _evaluation(2, 0.30)
@@ -144,23 +225,75 @@ def test_the_champion_rule_refuses_another_plan_and_never_crowns_a_stage2_specia
     mlflow = StandInMlflow(settings=settings)
     registry = mlflow.tracker()
     context = build_asset_context(partition_key="craigslist-v0")
+    cpu = SettingsResource(profile="cpu", data_dir=settings.data_dir)  # the promotion bars required
     small = PlanIdentity("plan-12", "craigslist-v0 seat buyer: 4 dataset scenarios x 3 = 12 episodes, seed 0")
     stage2_first = _evaluation(1, 0.90, small, stage1.STAGE2)
     check = socialrl.champion_check(registry, stage2_first)
     assert not check.passed and check.metadata["basis"].value == "trained by stage 2"
-    assert not socialrl.specialist_champion(context, specialist_eval=stage2_first, mlflow=mlflow).value.champion
+    assert not socialrl.specialist_champion(
+        context, specialist_eval=stage2_first, settings=cpu, mlflow=mlflow
+    ).value.champion
     assert registry.champion is None
-    assert socialrl.specialist_champion(context, specialist_eval=_evaluation(2, 0.40), mlflow=mlflow).value.champion
+    assert socialrl.specialist_champion(
+        context, specialist_eval=_evaluation(2, 0.40), settings=cpu, mlflow=mlflow
+    ).value.champion
     higher_elsewhere = _evaluation(3, 0.80, small)
     check = socialrl.champion_check(registry, higher_elsewhere)
     assert not check.passed and check.metadata["basis"].value == "different plans"
     assert check.metadata["reason"].value.startswith(
         f"different evaluation plans: {small.text} [plan-12] vs {PLAN.text}"
     )
-    assert not socialrl.specialist_champion(context, specialist_eval=higher_elsewhere, mlflow=mlflow).value.champion
+    assert not socialrl.specialist_champion(
+        context, specialist_eval=higher_elsewhere, settings=cpu, mlflow=mlflow
+    ).value.champion
     assert registry.champion == (2, 0.40)
     # A candidate that recorded no plan is refused too: nothing shows it played the champion's episodes.
     assert socialrl.champion_check(registry, _evaluation(4, 0.80, None)).metadata["basis"].value == "plan unknown"
+
+
+def test_on_a_fresh_registry_a_candidate_below_its_warm_start_or_the_best_rule_is_not_promoted(
+    settings: SettingsResource,
+) -> None:
+    """With no champion to beat, a candidate over its warm-start (+0.105) but 0.12 below `hold_target` on the same
+    episodes is not promoted: the bars, paired on its own plan, refuse it, the check fails and the alias stays
+    where it was. Below its warm-start it is refused too; over both it is promoted."""
+    mlflow = StandInMlflow(settings=settings)
+    registry = mlflow.tracker()
+    context = build_asset_context(partition_key="craigslist-v0")
+    cpu = SettingsResource(profile="cpu", data_dir=settings.data_dir)
+    assert cpu.get_profile().champion_bars and not settings.get_profile().champion_bars
+    ppo = [0.45, 0.40, 0.35, 0.42]
+    rules = {
+        "accept_first": [0.20, 0.25, 0.15, 0.20],
+        "hold_target": [0.55, 0.50, 0.50, 0.55],  # 0.12 above the specialist on every episode
+        "split_difference": [0.30, 0.30, 0.35, 0.30],
+    }
+    losing = _evaluation(1, 0.0, ppo=ppo, sft=[0.30, 0.30, 0.25, 0.35], rules=rules)
+    assert losing.paired["ppo_minus_sft"].mean > 0 and losing.best_baseline == "hold_target"
+    check = socialrl.beats_champion(None, specialist_eval=losing, settings=cpu, mlflow=mlflow)
+    assert not check.passed and check.metadata["basis"].value == "below a bar"
+    assert "best rule hold_target: ppo - hold_target = -0.120" in check.metadata["reason"].value
+    assert "NOT beaten: best rule hold_target" in check.metadata["bars"].value
+    assert "beaten: warm-start sft: ppo - sft = +0.105" in check.metadata["bars"].value
+    assert not socialrl.specialist_champion(context, specialist_eval=losing, settings=cpu, mlflow=mlflow).value.champion
+    assert registry.champion is None
+    # Above every rule but below the warm-start it started from: refused too.
+    below_sft = _evaluation(2, 0.0, ppo=ppo, sft=[0.50, 0.45, 0.40, 0.45])
+    check = socialrl.beats_champion(None, specialist_eval=below_sft, settings=cpu, mlflow=mlflow)
+    assert not check.passed and "warm-start sft: ppo - sft = -0.045" in check.metadata["reason"].value
+    # A domain without a warm-start measures the candidate against the base model it started from.
+    no_warm = _evaluation(3, 0.0, ppo=[0.0] * 4, sft=[], rules={"hold_target": [0.0] * 4})
+    [start, rule] = stage1.promotion_bars(no_warm)
+    assert (start.policy, start.beaten, rule.policy, rule.beaten) == ("base", False, "hold_target", False)
+    assert not socialrl.champion_check(registry, no_warm).passed  # a tie is not a win
+    # The smoke profile (random weights) shows the bars without requiring them.
+    check = socialrl.beats_champion(None, specialist_eval=losing, settings=settings, mlflow=mlflow)
+    assert check.passed and check.metadata["basis"].value == "no champion"
+    assert "not required in this profile" in check.metadata["bars"].value
+    # Over both bars, the first candidate is promoted.
+    winning = _evaluation(4, 0.0, ppo=[0.60, 0.55, 0.60, 0.65], sft=[0.30] * 4, rules=rules)
+    assert socialrl.specialist_champion(context, specialist_eval=winning, settings=cpu, mlflow=mlflow).value.champion
+    assert registry.champion == (4, pytest.approx(0.60))
 
 
 def test_the_tournament_asset_reports_every_environment(settings: SettingsResource) -> None:
@@ -228,34 +361,53 @@ def test_champion_evaluations_has_an_edge_to_what_it_evaluates() -> None:
 
 def test_the_warm_start_check_refuses_a_format_only_imitation() -> None:
     """`warmstart_imitates_teacher` needs the reward too: replies that all end in a command but earn 41% of the
-    teacher's reward on the same episodes fail it (a format-only pass is not imitation)."""
-    from models.evaluation.stats import Estimate
-    from models.socialrl.imitation import ImitationReport
+    teacher's reward on the same episodes fail it (a format-only pass is not imitation). The report is computed
+    from per-episode records as `imitation_report` computes it, and the asset check itself gives the verdict."""
+    from models.socialrl.episode_metrics import paired_metric, summary
+    from models.socialrl.imitation import MIN_REWARD_SHARE, ImitationReport
 
-    def report(student_reward: float, teacher_reward: float, command_rate: float = 0.95) -> ImitationReport:
-        def metrics(reward: float, commands: float) -> dict[str, Estimate]:
-            return {
-                "reward": Estimate(reward, reward, reward, 48),
-                "command_rate": Estimate(commands, commands, commands, 48),
-            }
-
-        return ImitationReport(
-            env_id="craigslist-v0",
-            seat="buyer",
-            n=48,
-            student=metrics(student_reward, command_rate),
-            teacher=metrics(teacher_reward, 1.0),
-            reward_minus_teacher=Estimate(student_reward - teacher_reward, -1.0, 1.0, 48),
+    def records(rewards: list[float], commands: float) -> tuple[EpisodeRecord, ...]:
+        return tuple(
+            EpisodeRecord((i, f"s{i}", "boulware", "buyer", i), i, "boulware", {"reward": r, "command_rate": commands})
+            for i, r in enumerate(rewards)
         )
 
-    def check(r: ImitationReport) -> bool:
-        return r.passed()  # what `warmstart_imitates_teacher` returns as `passed`
+    teacher_rewards = [0.80, 0.60, 0.70, 0.70]  # mean 0.70
 
-    assert check(report(0.40, 0.70))  # 57% of the teacher's reward, 95% commands
-    assert not check(report(0.29, 0.70))  # 41%: the format alone does not pass
-    assert not check(report(0.60, 0.70, command_rate=0.85))  # the format still counts
-    assert not check(report(0.0, 0.0))  # nothing to compare with
-    assert report(0.40, 0.70).as_json()["min_reward_share"] == 0.5
+    def check(share: float, command_rate: float = 0.95) -> tuple[bool, ImitationReport]:
+        student, teacher = records([r * share for r in teacher_rewards], command_rate), records(teacher_rewards, 1.0)
+        report = ImitationReport(
+            env_id="craigslist-v0",
+            seat="buyer",
+            n=len(student),
+            student=summary(student),
+            teacher=summary(teacher),
+            reward_minus_teacher=paired_metric(student, teacher, "reward"),
+        )
+        imitation = stage1.WarmStartImitation(
+            "craigslist-v0", "buyer", "r", "plan", _policy("sft", [0.0] * 4), _policy("teacher", [0.0] * 4), {}, report
+        )
+        result = socialrl.warmstart_imitates_teacher(None, warmstart_imitation=imitation)
+        assert result.metadata["reward_over_teacher"].value == pytest.approx(share, abs=1e-3)
+        return result.passed, report
+
+    assert check(0.57)[0]  # 57% of the teacher's reward, 95% commands
+    passed, report = check(0.41)  # 41%: the format alone does not pass
+    assert not passed and report.command_rate >= 0.9 and report.reward_minus_teacher.ci_high < 0
+    assert not check(MIN_REWARD_SHARE - 0.01)[0] and check(MIN_REWARD_SHARE + 0.01)[0]
+    assert not check(0.86, command_rate=0.85)[0]  # the format still counts
+    assert report.as_json()["min_reward_share"] == MIN_REWARD_SHARE == 0.5 and not report.as_json()["passed"]
+    assert "FAILED" in report.markdown() and "reward share" in report.markdown()
+    # A teacher that scores 0 leaves nothing to compare with: not passed.
+    zero = ImitationReport(
+        env_id="craigslist-v0",
+        seat="buyer",
+        n=4,
+        student=summary(records([0.0] * 4, 1.0)),
+        teacher=summary(records([0.0] * 4, 1.0)),
+        reward_minus_teacher=paired_metric(records([0.0] * 4, 1.0), records([0.0] * 4, 1.0), "reward"),
+    )
+    assert not zero.passed()
 
 
 def test_loading_the_code_location_prints_no_preview_notice() -> None:

@@ -111,7 +111,12 @@ def test_the_leaderboard_survives_an_endpoint_of_errors_timeouts_and_malformed_t
     assert 0.7 * row["calls"] <= row["failed_calls"] <= 0.95 * row["calls"]
     # Malformed replies and exhausted retries are invalid actions, not crashes.
     assert row["invalid_action_rate"] > 0.3
-    assert all(0.0 <= d["mean"] <= 1.0 for d in row["domains"].values())
+    # Each domain's mean is its episodes' (every episode counted, a failed call's episode included), and the row's
+    # the mean of the domains'.
+    for env_id, d in row["domains"].items():
+        rewards = [e.reward for e in evaluation.domains[env_id].policy_episodes]
+        assert len(rewards) == d["n"] and d["mean"] == pytest.approx(sum(rewards) / len(rewards))
+    assert row["mean_reward"] == pytest.approx(sum(d["mean"] for d in row["domains"].values()) / len(row["domains"]))
     text = json.dumps(row)
     assert "sk-test-secret" not in text
     assert "| stub |" in markdown_table([row])

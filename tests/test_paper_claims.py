@@ -11,7 +11,16 @@ from typing import Any
 
 from models.evaluation.stats import Estimate
 from models.profiles import PROFILES
-from models.report import NOT_MEASURED, NOT_SHOWN, OPPOSITE, REPRODUCED, Snapshot, StageRead, build_report
+from models.report import (
+    NOT_MEASURED,
+    NOT_SHOWN,
+    OPPOSITE,
+    REPRODUCED,
+    Interval,
+    Snapshot,
+    StageRead,
+    build_report,
+)
 from models.socialrl import behaviour, red_team, stage2, tom
 from models.socialrl import paper_claims as socialrl_claims
 from models.yoao import paper_claims as yoao_claims
@@ -49,13 +58,25 @@ def scores(policy: str, env_id: str, rewards: list[float]) -> stage2.PolicyScore
     return stage2.PolicyScores(policy, env_id, policy, keys, clusters, tuple(rewards))
 
 
-def socialrl_snapshot() -> Snapshot:
+def flipped(x: Estimate, sign: float) -> Estimate:
+    """`x` mirrored around 0 when `sign` is -1 (the interval's ends swap)."""
+    return x if sign > 0 else Estimate(-x.mean, -x.ci_high, -x.ci_low, x.n, x.clusters)
+
+
+CASCADE_REWARDS = [0.35 + 0.01 * (i % 4) for i in range(20)]
+MOPD_REWARDS = [0.2 + 0.01 * (i % 2) for i in range(20)]
+
+
+def socialrl_snapshot(sign: float = 1.0) -> Snapshot:
+    """The stand-in results; `sign=-1` reverses every measured effect (the cascade and the MOPD student swap
+    their episodes, the red team's, the ToM prompt's differences and the skill correlation are mirrored)."""
     env = "craigslist-v0"
     n = 20  # 10 scenario clusters of two episodes
     base = scores(stage2.BASE, env, [0.1 + 0.01 * (i % 3) for i in range(n)])
     specialist = scores(stage2.specialist_policy(env), env, [0.3 + 0.01 * (i % 5) for i in range(n)])
-    cascade = scores(stage2.CASCADE, env, [0.35 + 0.01 * (i % 4) for i in range(n)])
-    mopd = scores(stage2.MOPD, env, [0.2 + 0.01 * (i % 2) for i in range(n)])
+    high, low = (CASCADE_REWARDS, MOPD_REWARDS) if sign > 0 else (MOPD_REWARDS, CASCADE_REWARDS)
+    cascade = scores(stage2.CASCADE, env, high)
+    mopd = scores(stage2.MOPD, env, low)
     cell = stage2.TransferCell(env, "specialist", env, specialist.minus(base), specialist.mean, base.mean)
     matrix = stage2.TransferMatrix((env,), (cell,), (base, specialist))
     transfer = fill(stage2.TransferMatrixResult, matrix=matrix, specialists={}, sft_domains=())
@@ -68,11 +89,11 @@ def socialrl_snapshot() -> Snapshot:
         for p, r in (("ppo", 0.3), ("base", 0.1))
     }  # fmt: skip
     domain = red_team.RedTeamDomain(
-        "marketplace-v0", 12, "extractor", {}, {}, {"specialist - base": e(-0.2, -0.3, -0.1)}
+        "marketplace-v0", 12, "extractor", {}, {}, {"specialist - base": flipped(e(-0.2, -0.3, -0.1), sign)}
     )
     analysis = fill(
-        tom.ToMDomainResult, env_id=env, differences={"base_tom_prompt - base": e(-0.1, -0.2, -0.02)},
-        correlation={"infer": e(0.3, 0.1, 0.5), "anticipate": e(0.05, -0.1, 0.2)},
+        tom.ToMDomainResult, env_id=env, differences={"base_tom_prompt - base": flipped(e(-0.1, -0.2, -0.02), sign)},
+        correlation={"infer": flipped(e(0.3, 0.1, 0.5), sign), "anticipate": e(0.05, -0.1, 0.2)},
     )  # fmt: skip
     return Snapshot(
         (
@@ -117,24 +138,56 @@ def test_the_socialrl_measurers_read_every_stage_they_name() -> None:
     assert rows[("tom_prompt", "craigslist-v0")].verdict.kind == REPRODUCED
     assert rows[("skill_outcome_correlation", "craigslist-v0, anticipate")].verdict.kind == NOT_SHOWN
     assert rows[("tom_distillation", "craigslist-v0")].verdict.kind == NOT_MEASURED  # its key is absent
+    # The values are the stored episodes' own paired differences, recomputed here from the per-episode rewards.
+    env = "craigslist-v0"
+    cascade, mopd = scores(stage2.CASCADE, env, CASCADE_REWARDS), scores(stage2.MOPD, env, MOPD_REWARDS)
+    specialist = scores(stage2.specialist_policy(env), env, [0.3 + 0.01 * (i % 5) for i in range(20)])
+    assert cascade_row.value == Interval.of(cascade.minus(mopd)).text() == "0.160 [0.154, 0.166]"
+    assert (
+        rows[("unified_vs_specialists", "cascade, mean over craigslist-v0")].value
+        == Interval.of(cascade.minus(specialist)).text()
+    )
+    assert mopd_row.value == Interval.of(mopd.minus(specialist)).text()
+    assert cascade_row.n == 20 and cascade_row.clusters == "10 clusters"
+
+
+def test_the_socialrl_verdicts_follow_the_data_not_the_stand_in() -> None:
+    """The same stand-ins with every effect reversed: each claim that came out reproduced now comes out in the
+    opposite direction, and the MOPD student's row the other way round. A measurer that read another key, or
+    decided without its data, keeps its verdict and fails here."""
+    verdicts = {}
+    for sign in (1.0, -1.0):
+        report = build_report([socialrl_claims.SPEC], socialrl_snapshot(sign), PROFILES)
+        verdicts[sign] = {(r.claim.claim_id, r.scope): r.verdict.kind for r in report.rows}
+    flips = {
+        ("cascade_best_unifier", "mean over craigslist-v0"): (REPRODUCED, OPPOSITE),
+        ("unified_vs_specialists", "cascade, mean over craigslist-v0"): (REPRODUCED, OPPOSITE),
+        ("unified_vs_specialists", "MOPD student, mean over craigslist-v0"): (OPPOSITE, REPRODUCED),
+        ("leakage", "red team, marketplace-v0, specialist - base"): (REPRODUCED, OPPOSITE),
+        ("tom_prompt", "craigslist-v0"): (REPRODUCED, OPPOSITE),
+        ("skill_outcome_correlation", "craigslist-v0, infer"): (REPRODUCED, OPPOSITE),
+    }
+    assert {key: (verdicts[1.0][key], verdicts[-1.0][key]) for key in flips} == flips
 
 
 def _arm(name: str, untrained: Estimate) -> ArmSummary:
     return fill(ArmSummary, arm=name, roles=(), games=8, untrained_cooperation=untrained, cooperation=untrained)
 
 
-def yoao_snapshot(skipped_sugarscape: str = "") -> Snapshot:
+def yoao_snapshot(skipped_sugarscape: str = "", sign: float = 1.0) -> Snapshot:
+    """The stand-in results; `sign=-1` mirrors every measured effect."""
     outcomes = tuple(
-        ArmOutcomes(name, _arm(name, e(0.5, 0.3, 0.7)), paired, None, None)
+        ArmOutcomes(name, _arm(name, e(0.5, 0.3, 0.7)), paired and flipped(paired, sign), None, None)
         for name, paired in (("k=0", None), ("k=1", e(0.3, 0.15, 0.45)), ("k=3", e(0.5, 0.3, 0.6, clusters=5)))
     )
     results = fill(YoaoResults, profile="cpu", frames=("trade_war",), outcomes=outcomes)
     mute = fill(ExperimentResult, experiment="propagation_mute", frame="trade_war",
-                untrained_comparisons={"k=1 muted vs k=1": e(-0.2, -0.35, -0.05), "k=1 muted vs k=0": e(0.1, 0, 0.2)})  # fmt: skip
+                untrained_comparisons={"k=1 muted vs k=1": flipped(e(-0.2, -0.35, -0.05), sign),
+                                       "k=1 muted vs k=0": e(0.1, 0, 0.2)})  # fmt: skip
     baseline = fill(ExperimentResult, frame="trade_war", skipped="not requested")
     fractions = tuple(
         fill(FractionResult, fraction=f, trade_success=e(t, t - 0.1, t + 0.1), survival=e(t, t - 0.1, t + 0.1),
-             mean_lifespan=e(5, 4, 6), leaning_shift_untrained=e(0.2, 0.05, 0.35))
+             mean_lifespan=e(5, 4, 6), leaning_shift_untrained=flipped(e(0.2, 0.05, 0.35), sign))
         for f, t in ((0.0, 0.2), (0.5, 0.6), (1.0, 0.9))
     )  # fmt: skip
     sugarscape = fill(SugarscapeResult, fractions=fractions, skipped=skipped_sugarscape)
@@ -170,3 +223,16 @@ def test_the_yoao_measurers_read_every_stage_they_name() -> None:
     skipped = build_report([yoao_claims.SPEC], yoao_snapshot("left to the paper profile"), PROFILES)
     survival = next(r for r in skipped.rows if r.claim.claim_id == "survival")
     assert survival.verdict.kind == NOT_MEASURED and "left to the paper profile" in survival.verdict.reason
+
+
+def test_the_yoao_verdicts_follow_the_data_not_the_stand_in() -> None:
+    """The YOAO stand-ins with every measured effect mirrored: the reproduced claims come out opposite."""
+    verdicts = {}
+    for sign in (1.0, -1.0):
+        report = build_report([yoao_claims.SPEC], yoao_snapshot(sign=sign), PROFILES)
+        verdicts[sign] = {(r.claim.claim_id, r.scope): (r.verdict.kind, r.value) for r in report.rows}
+    for key in (("one_seed", "k=1, frames trade_war"), ("mute", "trade_war, k=1 muted vs k=1"),
+                ("identity_leaning", "50% seeds")):  # fmt: skip
+        assert (verdicts[1.0][key][0], verdicts[-1.0][key][0]) == (REPRODUCED, OPPOSITE), key
+    assert verdicts[1.0][("one_seed", "k=1, frames trade_war")][1] == "0.300 [0.150, 0.450]"
+    assert verdicts[-1.0][("one_seed", "k=1, frames trade_war")][1] == "-0.300 [-0.450, -0.150]"

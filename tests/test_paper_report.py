@@ -178,6 +178,49 @@ def test_the_report_from_stand_in_materialisations(tmp_path: Path) -> None:
     assert page.count("data:image/png;base64,") == 1 and "opposite direction" in page
 
 
+def _mirrored(evaluation: stage1.SpecialistEvaluation) -> stage1.SpecialistEvaluation:
+    """The evaluation with every paired difference mirrored around 0 (the interval's ends swap)."""
+    import dataclasses
+
+    def flip(x: Estimate) -> Estimate:
+        return Estimate(-x.mean, -x.ci_high, -x.ci_low, x.n, x.clusters)
+
+    return dataclasses.replace(
+        evaluation,
+        paired={k: flip(v) for k, v in evaluation.paired.items()},
+        behaviour_paired={m: {p: flip(v) for p, v in by.items()} for m, by in evaluation.behaviour_paired.items()},
+    )
+
+
+def test_the_stage1_rows_read_the_key_they_name_and_their_verdicts_follow_the_data() -> None:
+    """Each stage-1 row's value is the interval stored at the key its source names (a measurer reading another
+    key breaks it), and with every difference mirrored the verdicts turn: the warm-start's gain becomes a loss
+    against the paper, the leak rate's rise a fall with it; intervals across 0 or on too few clusters stay not
+    shown."""
+    evaluation = stand_in_evaluation()
+    report = build_report(PAPERS, Snapshot((_read(evaluation),)), PROFILES)
+    rows = [r for r in report.rows if r.source.startswith("specialist_eval[craigslist-v0]: ")]
+    assert {r.claim.claim_id for r in rows} == {"warm_start", "ppo_over_warmstart", "anchoring", "leakage"}
+    for row in rows:
+        key = row.source.split(": ", 1)[1].split(" (run ")[0]
+        node: object = evaluation
+        for part in key.split("."):
+            node = node[part] if isinstance(node, dict) else getattr(node, part)
+        assert row.value == Interval.of(node).text(), key
+    mirrored = build_report(PAPERS, Snapshot((_read(_mirrored(evaluation)),)), PROFILES)
+    kinds = {
+        claim: (_row(report, claim).verdict.kind, _row(mirrored, claim).verdict.kind)
+        for claim in ("warm_start", "leakage", "ppo_over_warmstart", "anchoring")
+    }
+    assert kinds == {
+        "warm_start": (REPRODUCED, OPPOSITE),
+        "leakage": (OPPOSITE, REPRODUCED),
+        "ppo_over_warmstart": (NOT_SHOWN, NOT_SHOWN),
+        "anchoring": (NOT_SHOWN, NOT_SHOWN),
+    }
+    assert _row(mirrored, "warm_start").value == "-0.090 [-0.150, -0.030]"
+
+
 def test_the_published_report_and_the_readme_block_carry_every_claim_row_and_its_verdict(tmp_path: Path) -> None:
     from benchmarks import readme_results
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -152,11 +153,20 @@ def test_an_update_raises_the_probability_of_rewarded_tokens(tiny_actor: torch.n
     samples = [episode_samples(f"good{i}", [RecordedTurn(prompt, (100,), (-10.0,))], 1.0) for i in range(4)]
     samples += [episode_samples(f"bad{i}", [RecordedTurn(prompt, (200,), (-10.0,))], 0.0) for i in range(4)]
     generator = torch.Generator().manual_seed(0)
+    history = []
     for _ in range(5):
         prepared, mismatch = learner.prepare(samples)
-        stats = learner.update(prepared, train_actor=True, generator=generator)
+        history.append(learner.update(prepared, train_actor=True, generator=generator))
     assert prob(100) / prob(200) > 2 * before
-    assert stats["value_loss"] >= 0 and 0 <= stats["clip_fraction"] <= 1
+    # One epoch, one minibatch, old log-probs from the trainer itself: each update starts where the old log-probs
+    # were taken, so every ratio is 1 and nothing is clipped (stale or misaligned old log-probs break this).
+    assert all(h["ratio_mean"] == pytest.approx(1.0, abs=1e-5) and h["clip_fraction"] == 0.0 for h in history)
+    # The critic's head starts at 0 (ValueModel zero-initialises it), so the first value loss is 0.5 x the mean
+    # squared return: 0.5 x (4 x 1^2 + 4 x 0^2) / 8 = 0.25 (a return on the wrong token or episode breaks it);
+    # then the critic learns the returns, and the loss falls every update.
+    assert history[0]["value_loss"] == pytest.approx(0.25, abs=1e-6)
+    losses = [h["value_loss"] for h in history]
+    assert all(b < a for a, b in itertools.pairwise(losses)), losses
     # Engine log-probs were recorded as -10: the mismatch metric must show it.
     assert mismatch["logprob_mismatch_mean_abs"] > 0.1
 

@@ -247,20 +247,86 @@ def test_the_order_check_rescores_every_order_from_the_matrix_and_can_fail() -> 
     assert "recorded score +0.500000" in stage2.check_cascade_order(misrecorded, matrix).problems[0]
     assert not stage2.check_cascade_order(replace(order, order=(DNND, CRAIG)), matrix).passed
     assert not stage2.check_cascade_order(replace(order, orders_scored=5), matrix).passed
-    # Ties are allowed: with no transfer at all every order is best.
+    # With no transfer at all (every cell equal) every order scores the same: the matrix cannot tell orders apart,
+    # and the check says so instead of passing whichever order the asset happened to choose.
     flat = build_transfer_matrix(
         [r for r in hand_made() if not r.policy.startswith("specialist")]
         + [scores(specialist_policy(d), r, shifted(0.0)) for d, r in OFFSETS],
         matrix.domains,
     )
-    tied = stage2.check_cascade_order(replace(order, chosen=replace(order.chosen, score=0.0)), flat)
-    assert tied.passed and len(tied.metadata["best_orders"]) == 6
+    for chosen in ((DNND, CRAIG, MARKET), (MARKET, CRAIG, DNND)):
+        arbitrary = replace(order, order=chosen, chosen=replace(order.chosen, order=chosen, score=0.0))
+        tied = stage2.check_cascade_order(arbitrary, flat)
+        assert not tied.passed and tied.problems[0].startswith("not decidable: all 6 orders score ")
+        assert tied.metadata["decidable"] is False and len(tied.metadata["best_orders"]) == 6
+    assert ok.metadata["decidable"] is True
+    # Ties among the best are allowed when the matrix still separates orders: DnD hurting Craigslist alone puts
+    # the three orders with DnD before Craigslist at 0 and the other three at -0.20.
+    one_cell = build_transfer_matrix(
+        [r for r in hand_made() if not r.policy.startswith("specialist")]
+        + [scores(specialist_policy(d), r, shifted(-0.2 if (d, r) == (DNND, CRAIG) else 0.0)) for d, r in OFFSETS],
+        matrix.domains,
+    )
+    partial = choose_cascade_order(one_cell.means(), one_cell.domains)
+    split = stage2.check_cascade_order(partial, one_cell)
+    assert (
+        split.passed
+        and len(split.metadata["best_orders"]) == 3
+        and split.metadata["worst_score"] == pytest.approx(-0.2)
+    )
     # The check re-scores with the weight the asset recorded, whatever the profile says now: without the
     # neighbours' term DnD -> Craigslist -> Marketplace scores its backward transfer alone, 0.15.
     unweighted = choose_cascade_order(matrix.means(), matrix.domains, adjacency_weight=0.0)
     assert unweighted.adjacency_weight == 0.0 and unweighted.chosen.score == pytest.approx(0.15)
     assert stage2.check_cascade_order(unweighted, matrix).passed
     assert not stage2.check_cascade_order(replace(unweighted, adjacency_weight=1.0), matrix).passed
+
+
+def test_the_matrix_check_recomputes_every_cell_from_its_episodes_and_can_fail() -> None:
+    """`transfer_matrix_complete` recomputes every cell from the per-episode rewards the matrix keeps (a cell's
+    mean inside its own bootstrap interval holds whatever the cell is): a swapped cell, a cell taken against
+    another domain's base, a donor that played other episodes than the base, cells over different numbers of
+    episodes and a missing cell fail it."""
+    from dataclasses import replace
+
+    domains = (DNND, CRAIG, MARKET)
+    matrix = build_transfer_matrix(hand_made(), domains)
+    ok = stage2.check_transfer_matrix(matrix)
+    assert ok.passed and ok.problems == () and ok.metadata["episodes_per_cell"] == [4]
+
+    def with_cell(donor: str, recipient: str, **changes: object) -> stage2.TransferMatrix:
+        cells = tuple(
+            replace(c, **changes) if (c.donor, c.recipient, c.kind) == (donor, recipient, "specialist") else c
+            for c in matrix.cells
+        )
+        return replace(matrix, cells=cells)
+
+    # Marketplace -> Craigslist given Craigslist -> Marketplace's difference (its interval still holds its mean).
+    swapped = with_cell(MARKET, CRAIG, difference=matrix.cell(CRAIG, MARKET).difference)
+    wrong = stage2.check_transfer_matrix(swapped)
+    assert not wrong.passed and wrong.metadata["cells_not_recomputed"] == 1
+    assert wrong.problems == (
+        "specialist marketplace-v0 -> craigslist-v0: mean +0.100000, its episodes give +0.150000",
+    )
+    # A base mean from another domain's base.
+    other_base = with_cell(DNND, CRAIG, base_mean=matrix.cell(DNND, CRAIG).base_mean + 0.1)
+    assert "base mean" in stage2.check_transfer_matrix(other_base).problems[0]
+    # A donor that played other episodes than the base on its recipient's plan.
+    moved = [
+        replace(r, keys=tuple(f"other|{k}" for k in r.keys))
+        if (r.policy, r.env_id) == (specialist_policy(DNND), MARKET)
+        else r
+        for r in hand_made()
+    ]
+    unpaired = stage2.check_transfer_matrix(replace(matrix, scores=tuple(moved)))
+    assert not unpaired.passed and unpaired.metadata["unpaired_cells"] == 1
+    # Cells over different numbers of episodes (DnD's plan has three scenarios, the others four).
+    short_rows = [scores(r.policy, r.env_id, list(r.rewards[:3])) if r.env_id == DNND else r for r in hand_made()]
+    sizes = stage2.check_transfer_matrix(build_transfer_matrix(short_rows, domains))
+    assert not sizes.passed and sizes.metadata["episodes_per_cell"] == [3, 4]
+    # A missing specialist cell.
+    gap = replace(matrix, cells=tuple(c for c in matrix.cells if (c.donor, c.recipient) != (CRAIG, MARKET)))
+    assert stage2.check_transfer_matrix(gap).metadata["missing_cells"] == 1
 
 
 def _cascade(stages: list[tuple[str, str, dict[str, dict[str, float]]]]) -> stage2.CascadeResult:

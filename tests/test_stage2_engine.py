@@ -355,9 +355,13 @@ def test_the_smoke_lineage_of_stage2_materialises_end_to_end(
     checks = {
         e.dagster_event.event_specific_data.check_name: e.dagster_event.event_specific_data.passed for e in evaluations
     }
+    # The order check passes only where the matrix separates orders; on the stand-in engine the policies may all
+    # answer alike (every cell 0, every order the same score), and then it fails as "not decidable".
+    brute = stage2.brute_force_order_scores(matrix, order.adjacency_weight)
+    decidable = max(brute.values()) != pytest.approx(min(brute.values()), abs=1e-9)
     assert checks == {
         "transfer_matrix_complete": True,
-        "cascade_order_is_best": True,
+        "cascade_order_is_best": decidable,
         "cascade_kept_best_checkpoints": True,
         "mopd_teachers_scored_every_token": True,
         "unified_covers_every_policy": True,

@@ -41,7 +41,7 @@ from environments.yoao.sugarscape import (
     run_simulation,
     welfare,
 )
-from environments.yoao.sugarscape_core import SUGAR_MAP_PARTS, gini, mrs
+from environments.yoao.sugarscape_core import ORIGINS, SUGAR_MAP_PARTS, gini, mrs
 
 SMALL = SugarscapeConfig(max_ticks=12, seed=5)
 
@@ -280,18 +280,33 @@ def test_a_world_negotiated_by_mrs_traders_equals_the_fast_mrs_path() -> None:
 
 
 def test_metrics_report_trade_survival_identity_and_welfare() -> None:
-    metrics = run_simulation(replace(SMALL, max_ticks=45), identity_trader).metrics
+    config = replace(SMALL, max_ticks=45)
+    world = SugarscapeWorld(config)
+    result = run_simulation(config, identity_trader, world=world)
+    metrics = result.metrics
     trade = metrics["trade"]
     assert trade["attempted"] == sum(v["attempted"] for v in trade["by_origin_pair"].values())
     assert [(w["start"], w["end"]) for w in trade["by_window"]] == [(0, 19), (20, 39), (40, 59)]
-    assert 0 <= trade["success_rate"] <= 1
+    # The rates are the counts' (not only a number in [0, 1]), overall, by window and by origin pair.
+    assert 0 < trade["completed"] < trade["attempted"]
+    assert trade["success_rate"] == trade["completed"] / trade["attempted"]
+    for part in (*trade["by_window"], *trade["by_origin_pair"].values()):
+        assert part["success_rate"] == (part["completed"] / part["attempted"] if part["attempted"] else None)
+    assert trade["completed"] == sum(w["completed"] for w in trade["by_window"])
     assert set(metrics["identity_shift"]) == {"altruist", "exploiter", "survivor"}
     assert metrics["identity_shift"]["altruist"] > 0 > metrics["identity_shift"]["exploiter"]
     assert metrics["identity_shift"]["survivor"] == 0
-    assert metrics["mean_lifespan"] > 0 and metrics["wealth_at_death"]["mean"] >= 0
+    # Lifespans and wealth at death are the deaths' own (every death counted, its sugar and spice both).
+    assert result.deaths and metrics["mean_lifespan"] == pytest.approx(np.mean([d.age for d in result.deaths]))
+    assert metrics["wealth_at_death"]["mean"] == pytest.approx(np.mean([d.sugar + d.spice for d in result.deaths]))
     welfare_ = metrics["welfare"]
     assert welfare_["rawlsian"] <= welfare_["nash"] <= welfare_["utilitarian"] / max(metrics["alive"], 1) + 1e-9
-    assert 0 <= welfare_["gini"] < 1
+    # The Gini coefficient is the live agents' welfare's, by the mean-absolute-difference formula (not the
+    # rank formula `gini` uses): sum |w_i - w_j| / (2 n^2 mean).
+    w = world.welfare_of_agents()
+    assert w.size == metrics["alive"] > 1 and welfare_["utilitarian"] == pytest.approx(w.sum())
+    by_pairs = np.abs(w[:, None] - w[None, :]).sum() / (2 * w.size**2 * w.mean())
+    assert welfare_["gini"] == pytest.approx(by_pairs) and welfare_["gini"] > 0
     assert gini(np.array([1.0, 1.0, 1.0])) == 0 and gini(np.array([0.0, 0.0, 3.0])) == pytest.approx(2 / 3)
 
 
@@ -513,7 +528,16 @@ def test_adversarial_agents_never_push_a_stock_below_zero() -> None:
     assert (world.stock >= 0).all()
     assert all(d.sugar >= 0 and d.spice >= 0 for d in result.deaths)
     assert result.metrics["trade"]["invalid_actions"] > 0
-    assert all(-1.0 <= v <= 1.0 for v in world.leaning)
+    # Leanings move by the reflections that were accepted, each trader's own: the altruist traders reflect +0.05
+    # an encounter, so theirs only rise, by whole steps of 0.05 until the +1 bound; the adversaries' wild
+    # deltas (|delta| <= 2 accepted, the rest refused and retried) moved some exploiters' leanings.
+    moved = world.leaning - world.leaning_start
+    exploiter = world.origin == ORIGINS.index("exploiter")
+    calm = moved[~exploiter]
+    steps = calm / AltruistTrader.reflection_delta
+    assert (calm >= -1e-12).all() and (calm > 0).any()
+    assert (np.isclose(steps, np.round(steps)) | np.isclose(world.leaning[~exploiter], 1.0)).all()
+    assert (moved[exploiter] != 0).any()
 
 
 def test_garbage_text_is_counted_and_never_trades() -> None:

@@ -4,7 +4,8 @@ A warm-start is done when it plays like its teacher, not when its loss is low: i
 command line, its openings sit where the teacher's do, and its reward is a large share of the teacher's on
 the same episodes (paired, scenario-clustered). `imitation_report` compares the two evaluations of one plan
 (models/evaluation/policy.py) with the per-episode metrics of models/socialrl/episode_metrics.py;
-`ImitationReport.passed` is the asset check's rule (command rate at least `MIN_COMMAND_RATE`).
+`ImitationReport.passed` is the asset check's rule (command rate at least `MIN_COMMAND_RATE` and reward
+at least `MIN_REWARD_SHARE` of the teacher's on the same episodes).
 """
 
 from __future__ import annotations
@@ -104,8 +105,8 @@ class ImitationReport:
             f"Paired reward difference warm-start - teacher: {cell(self.reward_minus_teacher)} "
             f"(n = {self.reward_minus_teacher.n}); reward share of the teacher: "
             f"{share:.2f}" + ("" if math.isfinite(share) else " (undefined)"),
-            f"Check: command rate {self.command_rate:.3f} >= {MIN_COMMAND_RATE}: "
-            f"{'passed' if self.passed() else 'FAILED'}",
+            f"Check: command rate {self.command_rate:.3f} >= {MIN_COMMAND_RATE} and reward share {share:.2f} >= "
+            f"{MIN_REWARD_SHARE}: {'passed' if self.passed() else 'FAILED'}",
         ]
         return "\n".join(rows)
 

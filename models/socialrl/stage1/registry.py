@@ -11,8 +11,8 @@ paired difference, or refused) plus two cases of its own:
   started from (the warm-start; the base model in a domain without one) and the best trivial rule
   (`best_baseline`, the rule with the highest mean reward on the plan): the paired difference candidate - that
   policy (`SpecialistEvaluation.paired`, scenario-clustered) must be above 0, the registry's own paired test.
-  Without them the first candidate of a fresh registry is promoted with nothing to beat, however it played (a
-  PPO specialist 0.115 below `hold_target` on 96 paired episodes was). `promotion_bars` measures them;
+  Without them the first candidate of a fresh registry would be promoted with nothing to beat, however it
+  played (below a fixed rule, say). `promotion_bars` measures them;
   `Profile.champion_bars` requires them (every profile but smoke, whose random-weight model beats no rule).
 - **Stage-2 specialists.** A specialist trained by `run_stage2` (`socialrl.trained_by = stage2`) never becomes
   champion. Its plan is the stage-2-sized one (the cpu profile: 12 episodes against `make run`'s 96), so a
@@ -153,9 +153,7 @@ def _below_bars(evaluation: SpecialistEvaluation) -> str | None:
     )
 
 
-def champion_comparison(
-    tracker: Tracker, evaluation: SpecialistEvaluation, bars: bool = True
-) -> ChampionComparison:
+def champion_comparison(tracker: Tracker, evaluation: SpecialistEvaluation, bars: bool = True) -> ChampionComparison:
     """The one champion rule for specialists (module docstring), without changing anything; `bars`: the
     promotion bars are required (`Profile.champion_bars`)."""
     s = evaluation.specialist

@@ -14,6 +14,7 @@ from models.profiles import Profile
 from models.socialrl.episode_metrics import paired_metric
 from models.socialrl.imitation import ImitationReport, imitation_report
 from models.socialrl.stage1.common import specialist_seat
+from models.socialrl.stage1.data import MIN_SFT_TRACES
 from models.socialrl.stage1.evaluation import (
     PolicyResult,
     StoreResult,
@@ -60,7 +61,7 @@ def warmstart(
     if env_id not in profile.sft_domains:
         return WarmStart(env_id, None, skipped=f"{env_id} is not warm-started in profile {profile.name}")
     kept = filter_traces(traces, profile.trace_min_reward)
-    if len(kept) < 2:
+    if len(kept) < MIN_SFT_TRACES:
         raise ValueError(
             f"{env_id}: only {len(kept)} usable traces after filtering (min reward {profile.trace_min_reward})"
         )

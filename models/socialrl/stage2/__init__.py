@@ -7,7 +7,7 @@ matrix, the cascade order, the transfer-aware cascade policy, the MOPD student a
 | plans.py | the held-out plans and the validation probe, the registered specialists and warm-starts |
 | transfer.py | the transfer matrix |
 | cascade.py | the cascade order and the cascade policy |
-| checks.py | the logic of the cascade's asset checks, recomputed apart from the assets |
+| checks.py | the logic of the transfer matrix's and the cascade's asset checks, recomputed apart from the assets |
 | mopd.py | the MOPD student and its recovered share |
 | unified.py | the unified evaluation table and promotion |
 
@@ -60,6 +60,7 @@ from models.socialrl.stage2.checks import (
     brute_force_order_scores,
     check_cascade_order,
     check_kept_checkpoints,
+    check_transfer_matrix,
 )
 from models.socialrl.stage2.mopd import (
     FRESH_START,
@@ -158,6 +159,7 @@ __all__ = [
     "cascade_curve_png",
     "check_cascade_order",
     "check_kept_checkpoints",
+    "check_transfer_matrix",
     "choose_cascade_order",
     "compute_transfer_matrix",
     "domain_share",
