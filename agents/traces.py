@@ -61,7 +61,7 @@ class TracedAgent:
         return list(getattr(self.inner, "trace", []))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Trace:
     """One traced episode of one seat."""
 

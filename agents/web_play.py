@@ -337,7 +337,7 @@ class WebHumanAgent:
 
 
 # ----------------------------------------------------------------------------------------------- games
-@dataclass
+@dataclass(kw_only=True)
 class Game:
     """One game in progress or finished."""
 
@@ -498,7 +498,15 @@ class GameRoom:
             raise PlayError(f"{len(active)} games are in progress already; finish or abandon one", status=429)
         self._forget_old()
         game_id = uuid.uuid4().hex[:12]
-        game = Game(game_id, env_id, seat, opponent, seed, f"play:{env_id}:{game_id}", WebHumanAgent())
+        game = Game(
+            game_id=game_id,
+            env_id=env_id,
+            seat=seat,
+            opponent=opponent,
+            seed=seed,
+            episode_id=f"play:{env_id}:{game_id}",
+            human=WebHumanAgent(),
+        )
         game.preparing = lambda: provider.preparing(opponent)
         game.warning = provider.note(env_id, opponent, opponent_and_team_seats(env_id, seats, seat)[0])
         self.games[game_id] = game

@@ -66,7 +66,13 @@ def _setup(
     profile, yoao = yoao_settings(settings)
     models = serve_players(engine, warmup, seed, selection)
     return ExperimentSetup(
-        context.partition_key, yoao, models, profile.name, seed.version, store.store(), execution_id(context)
+        frame=context.partition_key,
+        settings=yoao,
+        models=models,
+        profile=profile.name,
+        seed_version=seed.version,
+        store=store.store(),
+        run_id=execution_id(context),
     )
 
 
@@ -196,8 +202,8 @@ def propagation_prompting_baseline(
     seed beat prompting? (When the profile requests it: `yoao.prompting_baseline`.)"""
     profile, yoao = yoao_settings(settings)
     if not yoao.prompting_baseline:
-        setup = ExperimentSetup(context.partition_key, yoao, PlayerModels("", "", ""), profile.name,
-                                yoao_seed_agent.version)  # fmt: skip
+        setup = ExperimentSetup(frame=context.partition_key, settings=yoao, models=PlayerModels("", "", ""), profile=profile.name,
+                                seed_version=yoao_seed_agent.version)  # fmt: skip
         result = experiments.not_played("propagation_prompting_baseline", setup, PROMPTING_BASELINE_OFF)
         return Output(result, metadata={"skipped": result.skipped})
     setup = _setup(context, settings, yoao_engine, store, yoao_format_warmup, yoao_seed_agent, yoao_teacher_selection)

@@ -59,7 +59,7 @@ H200_BF16_PEAK_TFLOPS = 790.0
 TARGET_ACTOR_MFU = 0.40
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelShape:
     """The numbers of a decoder-only transformer's config.json."""
 
@@ -123,15 +123,59 @@ class ModelShape:
 
 
 # Qwen/Qwen3-4B-Instruct-2507 and Qwen/Qwen3-1.7B config.json (the paper's actor and critic).
-QWEN3_4B = ModelShape(2560, 9728, 36, 32, 8, 128, 151_936, rope_theta=5_000_000.0, max_position_embeddings=262_144)
-QWEN3_1_7B = ModelShape(2048, 6144, 28, 16, 8, 128, 151_936)
-SMALL_ACTOR = ModelShape(256, 768, 4, 4, 2, 64, 4096)
-SMOLLM2_135M = ModelShape(576, 1536, 30, 9, 3, 64, 49_152, rope_theta=100_000.0, max_position_embeddings=8_192)
+QWEN3_4B = ModelShape(
+    hidden_size=2560,
+    intermediate_size=9728,
+    num_hidden_layers=36,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    head_dim=128,
+    vocab_size=151_936,
+    rope_theta=5_000_000.0,
+    max_position_embeddings=262_144,
+)
+QWEN3_1_7B = ModelShape(
+    hidden_size=2048,
+    intermediate_size=6144,
+    num_hidden_layers=28,
+    num_attention_heads=16,
+    num_key_value_heads=8,
+    head_dim=128,
+    vocab_size=151_936,
+)
+SMALL_ACTOR = ModelShape(
+    hidden_size=256,
+    intermediate_size=768,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=64,
+    vocab_size=4096,
+)
+SMOLLM2_135M = ModelShape(
+    hidden_size=576,
+    intermediate_size=1536,
+    num_hidden_layers=30,
+    num_attention_heads=9,
+    num_key_value_heads=3,
+    head_dim=64,
+    vocab_size=49_152,
+    rope_theta=100_000.0,
+    max_position_embeddings=8_192,
+)
 """The cpu profile's actor (SmolLM2-135M-Instruct's config.json), as a Qwen3-style config of the same sizes."""
-SMALL_CRITIC = ModelShape(192, 512, 3, 4, 2, 48, 4096)
+SMALL_CRITIC = ModelShape(
+    hidden_size=192,
+    intermediate_size=512,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=48,
+    vocab_size=4096,
+)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Workload:
     """Shapes and sizes of one benchmark."""
 
@@ -158,8 +202,28 @@ class Workload:
 
 WORKLOADS = {
     # The paper's models; episodes of 8 exchanges packed into 4,096-token sequences, a quarter agent tokens.
-    "paper": Workload(QWEN3_4B, QWEN3_1_7B, 16, 8, 512, 320, 128, 8192, 3),
-    "small": Workload(SMALL_ACTOR, SMALL_CRITIC, 8, 4, 64, 48, 32, 2048, 3),
+    "paper": Workload(
+        actor=QWEN3_4B,
+        critic=QWEN3_1_7B,
+        episodes=16,
+        turns=8,
+        system_tokens=512,
+        env_tokens=320,
+        agent_tokens=128,
+        micro_batch_tokens=8192,
+        iterations=3,
+    ),
+    "small": Workload(
+        actor=SMALL_ACTOR,
+        critic=SMALL_CRITIC,
+        episodes=8,
+        turns=4,
+        system_tokens=64,
+        env_tokens=48,
+        agent_tokens=32,
+        micro_batch_tokens=2048,
+        iterations=3,
+    ),
 }
 
 
@@ -265,15 +329,15 @@ def run(args: argparse.Namespace) -> dict:
     device = torch.device(args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
     base = WORKLOADS[args.shape]
     work = Workload(
-        base.actor,
-        base.critic,
-        args.episodes or base.episodes,
-        base.turns,
-        base.system_tokens,
-        base.env_tokens,
-        base.agent_tokens,
-        args.micro_batch_tokens or base.micro_batch_tokens,
-        args.iterations or base.iterations,
+        actor=base.actor,
+        critic=base.critic,
+        episodes=args.episodes or base.episodes,
+        turns=base.turns,
+        system_tokens=base.system_tokens,
+        env_tokens=base.env_tokens,
+        agent_tokens=base.agent_tokens,
+        micro_batch_tokens=args.micro_batch_tokens or base.micro_batch_tokens,
+        iterations=args.iterations or base.iterations,
     )
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True

@@ -39,15 +39,55 @@ from benchmarks.bench_learner import (
 from models.training.config import PPOHyper
 
 RESULTS = Path(__file__).resolve().parent / "results"
-TINY_TEST_MODEL = ModelShape(128, 256, 2, 2, 1, 64, 49_152, rope_theta=10_000.0, max_position_embeddings=4_096)
+TINY_TEST_MODEL = ModelShape(
+    hidden_size=128,
+    intermediate_size=256,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    num_key_value_heads=1,
+    head_dim=64,
+    vocab_size=49_152,
+    rope_theta=10_000.0,
+    max_position_embeddings=4_096,
+)
 """models/serving/model_store.py's tiny random Llama, as a Qwen3-style config of the same sizes."""
 SHAPES = {
     # The cpu profile's actor with a SmolLM2-sized critic: 4 episodes of 4 exchanges, 768-token sequences.
-    "smollm2": Workload(SMOLLM2_135M, SMOLLM2_135M, 4, 4, 384, 64, 32, 4096, 1),
-    "small": Workload(SMALL_ACTOR, SMALL_CRITIC, 8, 4, 64, 48, 32, 2048, 1),
+    "smollm2": Workload(
+        actor=SMOLLM2_135M,
+        critic=SMOLLM2_135M,
+        episodes=4,
+        turns=4,
+        system_tokens=384,
+        env_tokens=64,
+        agent_tokens=32,
+        micro_batch_tokens=4096,
+        iterations=1,
+    ),
+    "small": Workload(
+        actor=SMALL_ACTOR,
+        critic=SMALL_CRITIC,
+        episodes=8,
+        turns=4,
+        system_tokens=64,
+        env_tokens=48,
+        agent_tokens=32,
+        micro_batch_tokens=2048,
+        iterations=1,
+    ),
     # The tests' tiny random Llama (2 layers, 128 wide) keeps SmolLM2's 49,152-token vocabulary: the head is
     # nearly all of its matmuls. Smoke-profile sizes (16 new tokens a turn).
-    "tiny": Workload(TINY_TEST_MODEL, TINY_TEST_MODEL, 4, 4, 384, 64, 16, 4096, 1),
+    "tiny": Workload(
+        actor=TINY_TEST_MODEL,
+        critic=TINY_TEST_MODEL,
+        episodes=4,
+        turns=4,
+        system_tokens=384,
+        env_tokens=64,
+        agent_tokens=16,
+        micro_batch_tokens=4096,
+        iterations=1,
+    ),
 }
 KEPT = ppo_learner.predicting_logits
 

@@ -64,7 +64,14 @@ def main(argv: list[str] | None = None) -> int:
     names = ("by_seed_count", "mute", "persistence", "baseline")
     by_frame: dict[str, dict[str, experiments.ExperimentResult]] = {name: {} for name in names}
     for frame in settings.heldout_frames:
-        setup = experiments.ExperimentSetup(frame, settings, models, profile.name, 0, players=tutor_players(settings))
+        setup = experiments.ExperimentSetup(
+            frame=frame,
+            settings=settings,
+            models=models,
+            profile=profile.name,
+            seed_version=0,
+            players=tutor_players(settings),
+        )
         by_count = experiments.propagation_by_seed_count(setup)
         by_frame["by_seed_count"][frame] = by_count
         by_frame["mute"][frame] = experiments.propagation_mute(setup, by_count)

@@ -91,7 +91,17 @@ def synthetic_batch(
         logprobs = torch.where(valid, teacher.gather(-1, teacher_ids), torch.zeros(()))
         sampled = teacher[torch.arange(len(positions)), torch.tensor([ids[p] for p in positions])]
         segment = Segment(ids, positions, [0.0] * len(positions))
-        batch.append(ScoredSegment("synthetic-v0", segment, teacher_ids, logprobs, valid, positions, sampled))
+        batch.append(
+            ScoredSegment(
+                domain="synthetic-v0",
+                segment=segment,
+                teacher_ids=teacher_ids,
+                teacher_logprobs=logprobs,
+                valid=valid,
+                positions=positions,
+                sampled_teacher_logprob=sampled,
+            )
+        )
     return batch
 
 

@@ -67,7 +67,7 @@ def config_for(config: Mapping[str, Any] | None, assets: Sequence[str]) -> dict[
     return {**rest, "ops": ops} if ops else rest
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LaunchedRun:
     """One Dagster run of a defined job, as the launcher saw it end."""
 
@@ -146,16 +146,23 @@ class Launcher:
                 },
             )
         except Exception as exc:  # a definition error: the caller reports it and decides what runs next
-            return LaunchedRun(job, partition, False, time.perf_counter() - start, "", f"{type(exc).__name__}: {exc}")
+            return LaunchedRun(
+                job=job,
+                partition=partition,
+                success=False,
+                seconds=time.perf_counter() - start,
+                run_id="",
+                error=f"{type(exc).__name__}: {exc}",
+            )
         return LaunchedRun(
-            job,
-            partition,
-            result.success,
-            time.perf_counter() - start,
-            result.run_id,
-            "; ".join(e.message or "" for e in result.all_events if e.is_failure),
-            {e.check_name: e.passed for e in result.get_asset_check_evaluations()},
-            tuple(e.step_key or "" for e in result.all_events if e.is_step_failure),
+            job=job,
+            partition=partition,
+            success=result.success,
+            seconds=time.perf_counter() - start,
+            run_id=result.run_id,
+            error="; ".join(e.message or "" for e in result.all_events if e.is_failure),
+            checks={e.check_name: e.passed for e in result.get_asset_check_evaluations()},
+            failed_steps=tuple(e.step_key or "" for e in result.all_events if e.is_step_failure),
         )
 
     def job_assets(self, job: str) -> tuple[str, ...]:

@@ -40,7 +40,7 @@ from pipelines.launcher import LaunchedRun, Launcher, Materialisation
 log = logging.getLogger("socialrl.make_run")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StepResult:
     """One Dagster run of the lineage."""
 
@@ -116,17 +116,17 @@ def _step(launcher: Launcher, run: LaunchedRun) -> StepResult:
     not_promoted = promoted is False and report is not None and all("beats_champion" in k for k in run.failed_steps)
     ok = run.success or not_promoted
     return StepResult(
-        run.name,
-        run.job,
-        partition,
-        ok,
-        run.seconds,
-        run.run_id,
-        "" if not_promoted else run.error[:500],
-        report if ok else None,
-        markdown if ok else "",
-        launcher.step_seconds(run.run_id),
-        promoted,
+        name=run.name,
+        job=run.job,
+        partition=partition,
+        success=ok,
+        seconds=run.seconds,
+        run_id=run.run_id,
+        error="" if not_promoted else run.error[:500],
+        report=report if ok else None,
+        markdown=markdown if ok else "",
+        step_seconds=launcher.step_seconds(run.run_id),
+        promoted=promoted,
     )
 
 
@@ -156,7 +156,17 @@ def run_lineage(
             report, markdown = _evaluation(done)
             name = f"{job}[{partition}]" if partition else job
             steps.append(
-                StepResult(name, job, partition, True, 0.0, done.run_id, report=report, markdown=markdown, skipped=True)
+                StepResult(
+                    name=name,
+                    job=job,
+                    partition=partition,
+                    success=True,
+                    seconds=0.0,
+                    run_id=done.run_id,
+                    report=report,
+                    markdown=markdown,
+                    skipped=True,
+                )
             )
         else:
             log.info("%s: starting", f"{job}[{partition}]" if partition else job)

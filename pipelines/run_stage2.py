@@ -79,7 +79,7 @@ def run_stage2(
     done = None if force else launcher.latest("unified_evaluation", tags=tags)
     if done is not None:
         step = StepResult(
-            "stage2_job", "stage2_job", None, True, 0.0, done.run_id, skipped=True,
+            name="stage2_job", job="stage2_job", partition=None, success=True, seconds=0.0, run_id=done.run_id, skipped=True,
             step_seconds=launcher.step_seconds(done.run_id),  # the run that made the outputs reused
         )  # fmt: skip
         print(
@@ -94,7 +94,7 @@ def run_stage2(
     launch = launcher.run if force else launcher.resume
     run = launch("stage2_job", config=config, tags=tags)
     step = StepResult(
-        "stage2_job", "stage2_job", None, run.success, run.seconds, run.run_id, run.error[:2000],
+        name="stage2_job", job="stage2_job", partition=None, success=run.success, seconds=run.seconds, run_id=run.run_id, error=run.error[:2000],
         step_seconds=launcher.step_seconds(run.run_id) if run.run_id else {},
     )  # fmt: skip
     print(f"[stage 2] {'ok' if run.success else 'FAILED: ' + step.error} ({run.seconds:.0f} s, checks {run.checks})")

@@ -31,7 +31,7 @@ SEED_PIPELINE = (*yoao_assets.SEED_PIPELINE_ASSETS, "yoao_warmstart_imitation", 
 EXPERIMENTS = yoao_experiments.EXPERIMENTS
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class YoaoRun:
     """One Dagster run of the group."""
 
@@ -72,11 +72,29 @@ def run_yoao(
     for frame, assets in plan(profile.yoao.heldout_frames):
         run = launcher.run("yoao_job", frame, assets=assets)
         if not run.run_id:  # a definition error: report it and stop
-            runs.append(YoaoRun(frame, assets, False, "", run.seconds, {}, run.error))
+            runs.append(
+                YoaoRun(
+                    frame=frame,
+                    assets=assets,
+                    success=False,
+                    run_id="",
+                    seconds=run.seconds,
+                    step_seconds={},
+                    error=run.error,
+                )
+            )
             break
         failures = run.error[:1000]
         runs.append(
-            YoaoRun(frame, assets, run.success, run.run_id, run.seconds, launcher.step_seconds(run.run_id), failures)
+            YoaoRun(
+                frame=frame,
+                assets=assets,
+                success=run.success,
+                run_id=run.run_id,
+                seconds=run.seconds,
+                step_seconds=launcher.step_seconds(run.run_id),
+                error=failures,
+            )
         )
         print(f"[yoao] run {run.run_id[:8]} ({frame}): {'ok' if run.success else 'FAILED: ' + failures} "
               f"({run.seconds:.0f} s)", flush=True)  # fmt: skip

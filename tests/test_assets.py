@@ -159,7 +159,19 @@ PLAN = PlanIdentity("plan-96", "craigslist-v0 seat buyer: 32 dataset scenarios x
 def _policy(label: str, rewards: list[float]) -> stage1.PolicyResult:
     """A policy's held-out episodes on the plan (the same four pair keys for every policy, one scenario each)."""
     mean = sum(rewards) / len(rewards)
-    summary = EvaluationSummary(len(rewards), mean, mean - 0.1, mean + 0.1, "bootstrap", 0.95, 0.5, 1.0, 0.0, 0.0, 6.0)
+    summary = EvaluationSummary(
+        n=len(rewards),
+        mean_reward=mean,
+        ci_low=mean - 0.1,
+        ci_high=mean + 0.1,
+        ci_method="bootstrap",
+        confidence=0.95,
+        agreement_rate=0.5,
+        pareto_optimal_rate=1.0,
+        invalid_action_rate=0.0,
+        leakage_rate=0.0,
+        mean_rounds=6.0,
+    )
     records = tuple(EpisodeRecord((i, f"s{i}", "boulware", "buyer", i), i, "boulware", {"reward": r})
                     for i, r in enumerate(rewards))  # fmt: skip
     return stage1.PolicyResult(label, "run-v2" if label == "ppo" else label, "model", summary, {}, records)
@@ -179,7 +191,7 @@ def _evaluation(
     warm-start's (`sft`, 0.1 each by default; None of them with `sft=[]`) and the trivial rules' on the same
     episodes (by default every rule 0.1 below the specialist on each), paired by the evaluation's own `compare`."""
     specialist = stage1.Specialist(
-        "craigslist-v0", "buyer", "/a", "run", "run-v2", None, (), "mlflow", "socialrl-craigslist-specialist", version,
+        env_id="craigslist-v0", seat="buyer", adapter_dir="/a", run_name="run", served_name="run-v2", init_adapter_dir=None, curve=(), mlflow_run_id="mlflow", model_name="socialrl-craigslist-specialist", model_version=version,
         trained_by=trained_by,
     )  # fmt: skip
     mine = ppo if ppo is not None else [reward] * 4
@@ -193,8 +205,8 @@ def _evaluation(
         policies["base"] = _policy("base", [0.0] * 4)
     paired, behaviour = stage1.compare(policies)
     return stage1.SpecialistEvaluation(
-        "craigslist-v0", "buyer", "r", "generated", policies, paired, behaviour,
-        best_baseline(policies), {}, specialist, plan_identity=plan,
+        env_id="craigslist-v0", seat="buyer", run_id="r", scenario_source="generated", policies=policies, paired=paired, behaviour_paired=behaviour,
+        best_baseline=best_baseline(policies), imitation={}, specialist=specialist, plan_identity=plan,
     )  # fmt: skip
 
 
@@ -385,7 +397,14 @@ def test_the_warm_start_check_refuses_a_format_only_imitation() -> None:
             reward_minus_teacher=paired_metric(student, teacher, "reward"),
         )
         imitation = stage1.WarmStartImitation(
-            "craigslist-v0", "buyer", "r", "plan", _policy("sft", [0.0] * 4), _policy("teacher", [0.0] * 4), {}, report
+            env_id="craigslist-v0",
+            seat="buyer",
+            run_id="r",
+            plan="plan",
+            sft=_policy("sft", [0.0] * 4),
+            teacher=_policy("teacher", [0.0] * 4),
+            baselines={},
+            report=report,
         )
         result = socialrl.warmstart_imitates_teacher(None, warmstart_imitation=imitation)
         assert result.metadata["reward_over_teacher"].value == pytest.approx(share, abs=1e-3)

@@ -32,8 +32,8 @@ def played(scenario, moves: list[tuple[str, str]], policy: str = "p") -> Recorde
     outcome = env.outcome()
     role = outcome.roles["buyer"]
     return RecordedEpisode(
-        policy, "craigslist-v0", "ep", scenario, "buyer", role.reward, role.utility, outcome.agreement, role.leaked,
-        env.transcript, outcome.metrics,
+        policy=policy, env_id="craigslist-v0", episode_id="ep", scenario=scenario, seat="buyer", reward=role.reward, utility=role.utility, agreement=outcome.agreement, leaked=role.leaked,
+        turns=env.transcript, metrics=outcome.metrics,
     )  # fmt: skip
 
 
@@ -79,8 +79,8 @@ def test_marketplace_over_conceding_is_a_deal_beyond_the_reservation() -> None:
     for seat, text in [("buyer", "OFFER $13.50"), ("seller", "ACCEPT")]:
         env.step(Action(seat, RAW_TEXT, text))
     role = env.outcome().roles["buyer"]
-    episode = RecordedEpisode("p", "marketplace-v0", "e", scenario, "buyer", role.reward, role.utility, True, (),
-                              env.transcript)  # fmt: skip
+    episode = RecordedEpisode(policy="p", env_id="marketplace-v0", episode_id="e", scenario=scenario, seat="buyer", reward=role.reward, utility=role.utility, agreement=True, leaked=(),
+                              turns=env.transcript)  # fmt: skip
     assert behaviour.over_conceded(episode) is True
     assert episode_behaviour(episode).opening_ratio == pytest.approx(13.5 / 13.0)
     assert not episode_behaviour(episode).anchored  # a buyer opening above its own maximum

@@ -350,7 +350,23 @@ def test_a_t_or_normal_interval_near_zero_is_clipped_to_the_reward_range() -> No
     assert confidence_interval([1.0 - r for r in rewards], method="t", bounds=(0.0, 1.0))[1] == 1.0
     # The evaluation summary's t interval is a reward range.
     episodes = [
-        PolicyEpisode(f"e{i}", "boulware", "buyer", f"s{i}", i, r, r, True, None, 0, 1, (), 0, 2, i)
+        PolicyEpisode(
+            episode_id=f"e{i}",
+            counterpart="boulware",
+            seat="buyer",
+            scenario_id=f"s{i}",
+            seed=i,
+            reward=r,
+            utility=r,
+            agreement=True,
+            pareto_optimal=None,
+            invalid_actions=0,
+            policy_turns=1,
+            leaked=(),
+            timeouts=0,
+            rounds=2,
+            scenario_index=i,
+        )
         for i, r in enumerate(rewards)
     ]
     summary = summarise(episodes, ci_method="t")

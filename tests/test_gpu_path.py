@@ -318,8 +318,27 @@ def test_flops_of_a_lora_update_by_hand() -> None:
     per_layer = 2 * 2560 * 4096 + 2 * 2560 * 1024 + 3 * 2560 * 9728
     assert QWEN3_4B.matmul_params(lm_head=True) == 36 * per_layer + 2560 * 151_936
     assert 3.9e9 < QWEN3_4B.matmul_params(lm_head=True) < 4.1e9  # the model's 4.0B (tied embeddings counted once)
-    tiny = ModelShape(8, 16, 1, 2, 1, 4, 10)
-    work = Workload(tiny, tiny, 1, 1, 1, 1, 1, 64, 1, lora_rank=1)
+    tiny = ModelShape(
+        hidden_size=8,
+        intermediate_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=4,
+        vocab_size=10,
+    )
+    work = Workload(
+        actor=tiny,
+        critic=tiny,
+        episodes=1,
+        turns=1,
+        system_tokens=1,
+        env_tokens=1,
+        agent_tokens=1,
+        micro_batch_tokens=64,
+        iterations=1,
+        lora_rank=1,
+    )
     counted = flops(work, [3], head_tokens=1)
     n_lin = 2 * 8 * 8 + 2 * 8 * 4 + 3 * 8 * 16  # 416: the decoder layer's matmuls
     n_head = 8 * 10  # the LM head, run on the one agent token's predicting position only

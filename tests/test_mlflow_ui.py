@@ -45,16 +45,37 @@ def registry(tmp_path_factory: pytest.TempPathFactory, tiny_lora_adapter: Path) 
     version = tracker.register_adapter(run.run_id, "adapter", "socialrl-craigslist-specialist")
 
     def policy(label: str, mean: float, low: float, high: float) -> stage1.PolicyResult:
-        summary = EvaluationSummary(48, mean, low, high, "bootstrap", 0.95, 0.5, math.nan, 0.1, 0.0, 6.0)
+        summary = EvaluationSummary(
+            n=48,
+            mean_reward=mean,
+            ci_low=low,
+            ci_high=high,
+            ci_method="bootstrap",
+            confidence=0.95,
+            agreement_rate=0.5,
+            pareto_optimal_rate=math.nan,
+            invalid_action_rate=0.1,
+            leakage_rate=0.0,
+            mean_rounds=6.0,
+        )
         return stage1.PolicyResult(label, label, "model", summary, {})
 
     specialist = stage1.Specialist(
-        "craigslist-v0", "buyer", "/a", "ppo", "ppo-v2", None, (), run.run_id, "socialrl-craigslist-specialist", version
+        env_id="craigslist-v0",
+        seat="buyer",
+        adapter_dir="/a",
+        run_name="ppo",
+        served_name="ppo-v2",
+        init_adapter_dir=None,
+        curve=(),
+        mlflow_run_id=run.run_id,
+        model_name="socialrl-craigslist-specialist",
+        model_version=version,
     )
     evaluation = stage1.SpecialistEvaluation(
-        "craigslist-v0", "buyer", "r", "generated",
-        {"sft": policy("sft", 0.102, 0.039, 0.182), "ppo": policy("ppo", 0.146, 0.096, 0.226)},
-        {"ppo_minus_sft": Estimate(0.044, -0.025, 0.116, 48)}, {}, None, {}, specialist,
+        env_id="craigslist-v0", seat="buyer", run_id="r", scenario_source="generated",
+        policies={"sft": policy("sft", 0.102, 0.039, 0.182), "ppo": policy("ppo", 0.146, 0.096, 0.226)},
+        paired={"ppo_minus_sft": Estimate(0.044, -0.025, 0.116, 48)}, behaviour_paired={}, best_baseline=None, imitation={}, specialist=specialist,
     )  # fmt: skip
     warm = stage1.WarmStart("craigslist-v0", "/sft", "sft-run", None, traces_used=4)
     stage1.document_specialist(tracker, evaluation, get_profile("smoke"), warm)

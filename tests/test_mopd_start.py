@@ -282,7 +282,21 @@ def test_a_scenario_the_plan_draws_twice_is_one_bootstrap_cluster() -> None:
 
     def episode(index: int, scenario: str, reward: float) -> PolicyEpisode:
         return PolicyEpisode(
-            f"e{index}", "conceder", "buyer", scenario, index, reward, reward, True, None, 0, 3, (), 0, 3, index
+            episode_id=f"e{index}",
+            counterpart="conceder",
+            seat="buyer",
+            scenario_id=scenario,
+            seed=index,
+            reward=reward,
+            utility=reward,
+            agreement=True,
+            pareto_optimal=None,
+            invalid_actions=0,
+            policy_turns=3,
+            leaked=(),
+            timeouts=0,
+            rounds=3,
+            scenario_index=index,
         )
 
     result = SimpleNamespace(

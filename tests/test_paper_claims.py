@@ -49,7 +49,15 @@ def e(mean: float, low: float, high: float, clusters: int = 12, n: int = 36) -> 
 
 
 def read(asset: str, value: Any, partition: str | None = None) -> StageRead:
-    return StageRead(asset, partition, f"run-{asset}", 1.7e9, "cpu", {}, value)
+    return StageRead(
+        asset=asset,
+        partition=partition,
+        run_id=f"run-{asset}",
+        timestamp=1.7e9,
+        profile="cpu",
+        metadata={},
+        value=value,
+    )
 
 
 def scores(policy: str, env_id: str, rewards: list[float]) -> stage2.PolicyScores:

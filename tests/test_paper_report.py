@@ -91,7 +91,19 @@ def _estimate(mean: float, low: float, high: float, n: int = 48, clusters: int =
 
 
 def _policy(label: str, reward: float, leak: float) -> stage1.PolicyResult:
-    summary = EvaluationSummary(48, reward, reward - 0.05, reward + 0.05, "bootstrap", 0.95, 0.4, 1.0, 0.1, leak, 6.0)
+    summary = EvaluationSummary(
+        n=48,
+        mean_reward=reward,
+        ci_low=reward - 0.05,
+        ci_high=reward + 0.05,
+        ci_method="bootstrap",
+        confidence=0.95,
+        agreement_rate=0.4,
+        pareto_optimal_rate=1.0,
+        invalid_action_rate=0.1,
+        leakage_rate=leak,
+        mean_rounds=6.0,
+    )
     metrics = {"reward": _estimate(reward, reward - 0.05, reward + 0.05), "leak": _estimate(leak, 0.0, leak + 0.05)}
     return stage1.PolicyResult(
         label, f"{label}-model", "model" if label != "accept_first" else "code", summary, metrics
@@ -102,7 +114,16 @@ def stand_in_evaluation() -> stage1.SpecialistEvaluation:
     """Craigslist's stage-1 result as the README reports it: PPO - SFT not shown, the leak rate higher under
     PPO (against the paper), the anchoring difference on only 4 scenario clusters."""
     specialist = stage1.Specialist(
-        "craigslist-v0", "buyer", "/a", "run", "run-v2", "/sft", (), "mlflow-run-1", "socialrl-craigslist-specialist", 2
+        env_id="craigslist-v0",
+        seat="buyer",
+        adapter_dir="/a",
+        run_name="run",
+        served_name="run-v2",
+        init_adapter_dir="/sft",
+        curve=(),
+        mlflow_run_id="mlflow-run-1",
+        model_name="socialrl-craigslist-specialist",
+        model_version=2,
     )
     policies = {
         "base": _policy("base", 0.012, 0.02),
@@ -122,13 +143,21 @@ def stand_in_evaluation() -> stage1.SpecialistEvaluation:
         "invalid_per_turn": {"ppo_minus_sft": _estimate(0.14, 0.08, 0.2)},
     }
     return stage1.SpecialistEvaluation(
-        "craigslist-v0", "buyer", "r", "cocoa", policies, paired, behaviour, "accept_first", {}, specialist,
-        "32 held-out cocoa scenarios x 3 counterparts",
+        env_id="craigslist-v0", seat="buyer", run_id="r", scenario_source="cocoa", policies=policies, paired=paired, behaviour_paired=behaviour, best_baseline="accept_first", imitation={}, specialist=specialist,
+        plan="32 held-out cocoa scenarios x 3 counterparts",
     )  # fmt: skip
 
 
 def _read(value: object) -> StageRead:
-    return StageRead("specialist_eval", "craigslist-v0", "abcdef1234", 1.7e9, "cpu", {}, value)
+    return StageRead(
+        asset="specialist_eval",
+        partition="craigslist-v0",
+        run_id="abcdef1234",
+        timestamp=1.7e9,
+        profile="cpu",
+        metadata={},
+        value=value,
+    )
 
 
 def _row(report, claim_id: str, scope: str = "craigslist-v0"):
@@ -242,8 +271,25 @@ def test_the_published_report_and_the_readme_block_carry_every_claim_row_and_its
 
 
 def test_a_stored_output_of_another_shape_is_named_not_fatal() -> None:
-    broken = StageRead("tom_analysis", "craigslist-v0", "r1", 1.7e9, "cpu", {}, object())
-    unreadable = StageRead("transfer_matrix", None, "r2", 1.7e9, "cpu", {}, None, "AttributeError: gone")
+    broken = StageRead(
+        asset="tom_analysis",
+        partition="craigslist-v0",
+        run_id="r1",
+        timestamp=1.7e9,
+        profile="cpu",
+        metadata={},
+        value=object(),
+    )
+    unreadable = StageRead(
+        asset="transfer_matrix",
+        partition=None,
+        run_id="r2",
+        timestamp=1.7e9,
+        profile="cpu",
+        metadata={},
+        value=None,
+        error="AttributeError: gone",
+    )
     report = build_report(PAPERS, Snapshot((broken, unreadable)), PROFILES)
     prompt = next(r for r in report.rows if r.claim.claim_id == "tom_prompt")
     assert prompt.verdict.kind == NOT_MEASURED and "could not be read" in prompt.verdict.reason

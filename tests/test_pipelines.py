@@ -464,8 +464,8 @@ def test_transcripts_and_rounded_numbers_render_in_the_webserver(dagster_webserv
 
     hostile = "<script>alert(1)</script> | x |\n# not a heading\x07" + "long " * 5000
     transcript = Transcript(
-        "ep-1", "craigslist-v0", "s1", 0, (SeatView("buyer", "p", 0.5, 1.0, 0, (), ("target $90",)),),
-        (TranscriptTurn(0, "buyer", "offer", hostile, {"price": 90.0}),), True, {"price": 90.0}, "buyer", ("best",),
+        episode_id="ep-1", env_id="craigslist-v0", scenario_id="s1", seed=0, seats=(SeatView(seat="buyer", agent="p", reward=0.5, utility=1.0, invalid_actions=0, leaked=(), private_text=("target $90",)),),
+        turns=(TranscriptTurn(0, "buyer", "offer", hostile, {"price": 90.0}),), agreement=True, deal={"price": 90.0}, policy_seat="buyer", labels=("best",),
     )  # fmt: skip
     markdown = transcripts_markdown([transcript], title="probe@v1")
 

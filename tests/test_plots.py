@@ -46,15 +46,44 @@ def test_the_evaluation_plot_fits_its_axis_and_plots_the_paired_differences(monk
     from models.socialrl import stage1
 
     def policy(label: str, mean: float, low: float, high: float) -> stage1.PolicyResult:
-        summary = EvaluationSummary(48, mean, low, high, "bootstrap", 0.95, 0.5, math.nan, 0.1, 0.0, 6.0)
+        summary = EvaluationSummary(
+            n=48,
+            mean_reward=mean,
+            ci_low=low,
+            ci_high=high,
+            ci_method="bootstrap",
+            confidence=0.95,
+            agreement_rate=0.5,
+            pareto_optimal_rate=math.nan,
+            invalid_action_rate=0.1,
+            leakage_rate=0.0,
+            mean_rounds=6.0,
+        )
         return stage1.PolicyResult(label, label, "model", summary, {})
 
-    specialist = stage1.Specialist("craigslist-v0", "buyer", "/a", "run", "run-v2", None, ())
+    specialist = stage1.Specialist(
+        env_id="craigslist-v0",
+        seat="buyer",
+        adapter_dir="/a",
+        run_name="run",
+        served_name="run-v2",
+        init_adapter_dir=None,
+        curve=(),
+    )
     policies = {"base": policy("base", 0.012, 0.0, 0.037), "sft": policy("sft", 0.13, 0.05, 0.2)}
     policies["ppo"] = policy("ppo", 0.16, 0.09, 0.25)
     paired = {"ppo_minus_sft": Estimate(0.03, -0.02, 0.08, 48), "ppo_minus_base": Estimate(0.148, 0.07, 0.22, 48)}
     evaluation = stage1.SpecialistEvaluation(
-        "craigslist-v0", "buyer", "r", "generated", policies, paired, {}, None, {}, specialist
+        env_id="craigslist-v0",
+        seat="buyer",
+        run_id="r",
+        scenario_source="generated",
+        policies=policies,
+        paired=paired,
+        behaviour_paired={},
+        best_baseline=None,
+        imitation={},
+        specialist=specialist,
     )
     figures = []
     monkeypatch.setattr(plots, "_png", lambda figure: figures.append(figure) or b"png")
@@ -117,14 +146,14 @@ def test_the_imitation_plot_compares_the_warm_start_with_its_teacher_and_the_bas
     (student, student_result), (teacher, teacher_result) = code["accept_first"], code["teacher"]
     sft = stage1.PolicyResult("sft", "sft", "model", student.summary, student.metrics, student.records)
     imitation = stage1.WarmStartImitation(
-        "craigslist-v0",
-        "buyer",
-        "r",
-        "2 scenarios",
-        sft,
-        teacher,
-        {label: p for label, (p, _) in code.items() if label != "teacher"},
-        imitation_report(student_result, teacher_result, student.records, teacher.records),
+        env_id="craigslist-v0",
+        seat="buyer",
+        run_id="r",
+        plan="2 scenarios",
+        sft=sft,
+        teacher=teacher,
+        baselines={label: p for label, (p, _) in code.items() if label != "teacher"},
+        report=imitation_report(student_result, teacher_result, student.records, teacher.records),
     )
     assert is_png(stage1.imitation_plot(imitation)) and png_size(stage1.imitation_plot(imitation))[0] <= 1280
     figures = []

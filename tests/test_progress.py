@@ -250,7 +250,18 @@ def test_make_run_prints_and_reports_the_nightly_result(tmp_path: Path) -> None:
     from pipelines.run_lineage import StepResult, nightly_text, write_report
 
     def summary(n: int, mean: float, low: float, high: float) -> dict:
-        return EvaluationSummary(n, mean, low, high, "bootstrap", 0.95, 0.5, math.nan, 0.1, 0.0).as_dict()
+        return EvaluationSummary(
+            n=n,
+            mean_reward=mean,
+            ci_low=low,
+            ci_high=high,
+            ci_method="bootstrap",
+            confidence=0.95,
+            agreement_rate=0.5,
+            pareto_optimal_rate=math.nan,
+            invalid_action_rate=0.1,
+            leakage_rate=0.0,
+        ).as_dict()
 
     report = display_json(
         {
@@ -262,8 +273,24 @@ def test_make_run_prints_and_reports_the_nightly_result(tmp_path: Path) -> None:
     assert "  socialrl-craigslist-specialist@v1: mean reward 0.223 [0.126, 0.33] (n=48)" in text.splitlines()
     assert "  socialrl-dnd-specialist@v2: mean reward 0.5 [n/a, n/a] (n=1)" in text.splitlines()
     steps = [
-        StepResult("stage1_job[dnd-v0]", "stage1_job", "dnd-v0", True, 1.0, "a", report={"paired": {}}),
-        StepResult("champion_evaluation_job", "champion_evaluation_job", None, True, 1.0, "b", report=report),
+        StepResult(
+            name="stage1_job[dnd-v0]",
+            job="stage1_job",
+            partition="dnd-v0",
+            success=True,
+            seconds=1.0,
+            run_id="a",
+            report={"paired": {}},
+        ),
+        StepResult(
+            name="champion_evaluation_job",
+            job="champion_evaluation_job",
+            partition=None,
+            success=True,
+            seconds=1.0,
+            run_id="b",
+            report=report,
+        ),
     ]
     written = json.loads(write_report(DataPaths(tmp_path / "data"), "smoke", steps, 2.0).read_text())
     assert written["nightly"] == report and written["domains"] == {"dnd-v0": {"paired": {}}}

@@ -149,7 +149,9 @@ def launched_jobs(profile: str, data: Path) -> list[tuple[str, Any, str]]:
 
     def run(self: Launcher, job: str, partition: str | None = None, *args: Any, **kwargs: Any) -> LaunchedRun:
         launched.append((self.launched_by, self, job))
-        return LaunchedRun(job, partition, False, 0.0, "", "stopped by the test")
+        return LaunchedRun(
+            job=job, partition=partition, success=False, seconds=0.0, run_id="", error="stopped by the test"
+        )
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Launcher, "run", run)

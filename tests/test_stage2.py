@@ -341,9 +341,31 @@ def _cascade(stages: list[tuple[str, str, dict[str, dict[str, float]]]]) -> stag
         )
         heldout = tuple(scores(f"cascade@stage{index}", d, BASE_REWARDS) for d in order)
         built.append(
-            stage2.CascadeStage(index, domain, None, None, (0.1,), candidates, chosen, Path(chosen), heldout, 1.0)
+            stage2.CascadeStage(
+                index=index,
+                domain=domain,
+                init_adapter=None,
+                sft_adapter=None,
+                ppo_rewards=(0.1,),
+                candidates=candidates,
+                chosen=chosen,
+                adapter=Path(chosen),
+                heldout=heldout,
+                wall_s=1.0,
+            )
         )
-    return stage2.CascadeResult(order, tuple(built), Path("a"), built[-1].heldout, None, None, None, b"", 0, 1.0)
+    return stage2.CascadeResult(
+        order=order,
+        stages=tuple(built),
+        adapter_dir=Path("a"),
+        scores=built[-1].heldout,
+        model_name=None,
+        model_version=None,
+        mlflow_run_id=None,
+        curve_png=b"",
+        resumed_stages=0,
+        wall_s=1.0,
+    )
 
 
 def test_the_checkpoint_check_fails_when_a_stage_did_not_keep_its_best() -> None:
@@ -578,7 +600,21 @@ def test_run_stage2_writes_the_recovered_share_with_its_interval_and_the_cluster
     mopd = tuple(scores(stage2.MOPD, d, shifted(o)) for d, o in ((DNND, 0.20), (CRAIG, 0.0), (MARKET, 0.15)))
     share = stage2.recovered_share(mopd, matrix)
     student = stage2.MOPDStudentResult(
-        matrix.domains, Path("a"), 4, (), {}, (), mopd, share.per_domain, None, None, None, b"", None, 1.0, share
+        domains=matrix.domains,
+        adapter_dir=Path("a"),
+        steps=4,
+        history=(),
+        targets={},
+        gap_curve=(),
+        scores=mopd,
+        recovered=share.per_domain,
+        model_name=None,
+        model_version=None,
+        mlflow_run_id=None,
+        gap_png=b"",
+        resumed_from=None,
+        wall_s=1.0,
+        share=share,
     )
     used = {
         d: {"model": f"socialrl-{d}", "version": 1, "source": "stage1 registry", "plan": "p"} for d in matrix.domains
@@ -599,8 +635,24 @@ def test_run_stage2_writes_the_recovered_share_with_its_interval_and_the_cluster
     from pipelines.run_lineage import StepResult
 
     steps = [
-        StepResult("stage1_job[dnd-v0]", "stage1_job", DNND, True, 692.04, "r1", step_seconds={"specialist": 401.26}),
-        StepResult("stage2_job", "stage2_job", None, True, 1980.0, "r2", step_seconds={"transfer_matrix": 270.44}),
+        StepResult(
+            name="stage1_job[dnd-v0]",
+            job="stage1_job",
+            partition=DNND,
+            success=True,
+            seconds=692.04,
+            run_id="r1",
+            step_seconds={"specialist": 401.26},
+        ),
+        StepResult(
+            name="stage2_job",
+            job="stage2_job",
+            partition=None,
+            success=True,
+            seconds=1980.0,
+            run_id="r2",
+            step_seconds={"transfer_matrix": 270.44},
+        ),
     ]
     result = result_json(outputs, matrix.domains, 1.0, steps)
     assert list(result) == [
@@ -633,7 +685,20 @@ def test_run_stage2_writes_the_recovered_share_with_its_interval_and_the_cluster
     )
     # A result stored before the share existed: recomputed from its held-out scores.
     older = stage2.MOPDStudentResult(
-        matrix.domains, Path("a"), 4, (), {}, (), mopd, share.per_domain, None, None, None, b"", None, 1.0
+        domains=matrix.domains,
+        adapter_dir=Path("a"),
+        steps=4,
+        history=(),
+        targets={},
+        gap_curve=(),
+        scores=mopd,
+        recovered=share.per_domain,
+        model_name=None,
+        model_version=None,
+        mlflow_run_id=None,
+        gap_png=b"",
+        resumed_from=None,
+        wall_s=1.0,
     )
     assert result_json({**outputs, "mopd_student": older}, matrix.domains, 1.0, steps) == result
 
@@ -661,11 +726,38 @@ def test_the_nightly_evaluation_covers_stage2_champions_on_each_domain(tmp_path:
 
     def result(env_id: str, rewards: list[float]) -> EvaluationResult:
         episodes = [
-            PolicyEpisode(f"{env_id}:{i}", "boulware", "buyer", f"s{i}", i, r, r, True, None, 0, 1, (), 0, 2, i)
+            PolicyEpisode(
+                episode_id=f"{env_id}:{i}",
+                counterpart="boulware",
+                seat="buyer",
+                scenario_id=f"s{i}",
+                seed=i,
+                reward=r,
+                utility=r,
+                agreement=True,
+                pareto_optimal=None,
+                invalid_actions=0,
+                policy_turns=1,
+                leaked=(),
+                timeouts=0,
+                rounds=2,
+                scenario_index=i,
+            )
             for i, r in enumerate(rewards)
         ]
         summary = summarise(episodes)
-        return EvaluationResult(env_id, "p", "buyer", ("boulware",), "given", 0, [], episodes, summary, None)
+        return EvaluationResult(
+            env_id=env_id,
+            policy="p",
+            seat="buyer",
+            counterparts=("boulware",),
+            scenario_source="given",
+            seed=0,
+            episodes=[],
+            policy_episodes=episodes,
+            summary=summary,
+            by_counterpart=None,
+        )
 
     one = result(CRAIG, [0.2, 0.4])
     assert _summary([one]) is one.summary
@@ -689,7 +781,16 @@ def test_a_reexecuted_cascade_keeps_the_stages_an_earlier_attempt_finished(tmp_p
         candidates = (stage2.CandidateScore("it00001", stage_dir / "ppo", {domain: 0.1}, 0.1),)
         heldout = tuple(scores(f"cascade@stage{index}", d, shifted(0.05 * index)) for d in order)
         stage = stage2.CascadeStage(
-            index, domain, None, None, (0.1,), candidates, "it00001", stage_dir / "chosen", heldout, 1.0
+            index=index,
+            domain=domain,
+            init_adapter=None,
+            sft_adapter=None,
+            ppo_rewards=(0.1,),
+            candidates=candidates,
+            chosen="it00001",
+            adapter=stage_dir / "chosen",
+            heldout=heldout,
+            wall_s=1.0,
         )
         (stage_dir / "stage.json").write_text(json.dumps(stage.to_json()))
     result = stage2.train_cascade(order, get_profile("smoke"), tmp_path, tmp_path, None, output, None)  # type: ignore[arg-type]

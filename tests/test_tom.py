@@ -176,7 +176,23 @@ def test_the_probed_code_teacher_predicts_its_counterparts_next_move_well_above_
 # --------------------------------------------------------------------------------------- correlation
 def _synthetic_run(arm: str, skill_values: list[float], rewards: list[float], scenarios: list[int]) -> Any:
     views = [
-        PolicyEpisode(f"e{i}", "c", "buyer", f"s{k}", i, r, r, True, None, 0, 1, (), 0, 2, scenario_index=k)
+        PolicyEpisode(
+            episode_id=f"e{i}",
+            counterpart="c",
+            seat="buyer",
+            scenario_id=f"s{k}",
+            seed=i,
+            reward=r,
+            utility=r,
+            agreement=True,
+            pareto_optimal=None,
+            invalid_actions=0,
+            policy_turns=1,
+            leaked=(),
+            timeouts=0,
+            rounds=2,
+            scenario_index=k,
+        )
         for i, (r, k) in enumerate(zip(rewards, scenarios, strict=True))
     ]
     skills = [tom_skills.EpisodeSkills(x, 1.0 - x, 1, 1, 1, 1) for x in skill_values]
@@ -213,7 +229,7 @@ def test_both_students_train_on_the_same_episodes_in_their_own_format(tmp_path: 
         one_pass = sum(len(m["content"]) for c in train for m in c)  # characters stand in for tokens
         examples = sum(m["role"] == "assistant" for c in train for m in c)
         return SFTResult(
-            out / "adapter", 1.0, 2.0, 1.5, 2, examples, 0.1,
+            adapter_dir=out / "adapter", train_loss=1.0, eval_loss_before=2.0, eval_loss_after=1.5, steps=2, examples=examples, wall_seconds=0.1,
             train_tokens=int(settings.epochs * one_pass), pass_tokens=one_pass,
         )  # fmt: skip
 

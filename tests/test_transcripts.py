@@ -312,8 +312,17 @@ def nasty_transcript(long_text: str) -> Transcript:
         scenario_id="s|1",
         seed=0,
         seats=(
-            SeatView("buyer", "<b>agent</b>", 0.5, 1.0, 0, ("target_price",), (NASTY,), ("target_price: <i>x</i>",)),
-            SeatView("seller", "x", 0.1, 0.0, 2),
+            SeatView(
+                seat="buyer",
+                agent="<b>agent</b>",
+                reward=0.5,
+                utility=1.0,
+                invalid_actions=0,
+                leaked=("target_price",),
+                private_text=(NASTY,),
+                private_facts=("target_price: <i>x</i>",),
+            ),
+            SeatView(seat="seller", agent="x", reward=0.1, utility=0.0, invalid_actions=2),
         ),
         turns=(
             TranscriptTurn(0, "buyer", "message", NASTY, {"html": "<script>"}),

@@ -151,9 +151,9 @@ def test_a_frame_that_does_not_exist_is_an_error_naming_it() -> None:
         YoaoSettings(train_frames=("trade_war",))  # a held-out frame cannot train
     models = PlayerModels("http://127.0.0.1:1/v1", "u", "s")
     with pytest.raises(FrameError, match="moon_base"):
-        ExperimentSetup("moon_base", SMOKE, models)
+        ExperimentSetup(frame="moon_base", settings=SMOKE, models=models)
     with pytest.raises(ValueError, match="baseline"):
-        ExperimentSetup("baseline", SMOKE, models)  # a training frame
+        ExperimentSetup(frame="baseline", settings=SMOKE, models=models)  # a training frame
 
 
 def test_held_out_frames_never_appear_in_the_seed_dataset() -> None:
@@ -201,7 +201,19 @@ def hand_trace(replies: list[tuple[str, str, int]]) -> Trace:
     for text, _, round_ in replies:
         messages += [{"role": "user", "content": f"round {round_}"}, {"role": "assistant", "content": text}]
     turns = [{"round": r, "kind": k} for _, k, r in replies]
-    return Trace("e1", "red-black-v0", "A0", "t", "tit_for_tat", "train:baseline:0", messages, turns, 0.5, True, ())
+    return Trace(
+        episode_id="e1",
+        env_id="red-black-v0",
+        seat="A0",
+        agent="t",
+        counterpart="tit_for_tat",
+        scenario_id="train:baseline:0",
+        messages=messages,
+        reasoning=turns,
+        reward=0.5,
+        agreement=True,
+        leaked=(),
+    )
 
 
 def test_dataset_keeps_principled_turns_and_cuts_before_the_first_dropped_one() -> None:
@@ -426,8 +438,8 @@ def experiment(frame: str, profile: str = "smoke", version: int | None = 1) -> E
     plays = play_arms(arms, game_specs([frame], ["always_defect", "tit_for_tat"], 4), makers, settings, "t")
     summaries = tuple(summarise(p) for p in plays)
     return ExperimentResult(
-        "propagation_by_seed_count", frame, profile, version, summaries,
-        tuple(g for p in plays for g in p.games), {}, {}, 0, 1.0,
+        experiment="propagation_by_seed_count", frame=frame, profile=profile, seed_version=version, arms=summaries,
+        games=tuple(g for p in plays for g in p.games), comparisons={}, window={}, llm_calls=0, wall_s=1.0,
     )  # fmt: skip
 
 
@@ -483,7 +495,9 @@ def test_the_four_experiments_reuse_pair_and_window_their_arms(caplog: pytest.Lo
     )  # fmt: skip
     models = PlayerModels("http://unused.invalid/v1", "u", "s", seed.TeacherChoice(seed.CODE_TEACHER, "code"))
     players = code_players()
-    setup = ExperimentSetup("trade_war", settings, models, "smoke", 1, players=players)
+    setup = ExperimentSetup(
+        frame="trade_war", settings=settings, models=models, profile="smoke", seed_version=1, players=players
+    )
     caplog.set_level(logging.INFO, logger="socialrl.yoao")
     by_count = propagation_by_seed_count(setup)
     # One progress line per game as it ends: 4 arms x 3 games.

@@ -213,7 +213,14 @@ def test_a_muted_seed_does_not_move_teammates_who_listen_to_arguments() -> None:
         persistence_rounds=2, opponents=("always_defect", "tit_for_tat"), batch_arms=True, prompting_baseline=False,
     )  # fmt: skip
     models = PlayerModels("http://unused.invalid/v1", "u", "s")
-    setup = ExperimentSetup("trade_war", settings, models, "smoke", 1, players=listening_players(2))
+    setup = ExperimentSetup(
+        frame="trade_war",
+        settings=settings,
+        models=models,
+        profile="smoke",
+        seed_version=1,
+        players=listening_players(2),
+    )
     by_count = propagation_by_seed_count(setup)
     assert {a.name for a in by_count.ahead_arms} == {"k=1 muted", "k=3 removed"}  # played in the same batch
     untrained = {a.arm: a.untrained_cooperation.mean for a in by_count.arms}
@@ -267,7 +274,7 @@ def test_heldout_split_and_learning_curve() -> None:
     train, held = split_eval([[{"role": "user", "content": str(i)}] for i in range(4)], 2)
     assert len(train) == 2 and [c[0]["content"] for c in held] == ["0", "1"]
     result = SFTResult(
-        "x", 1.0, 2.0, 1.0, 9, 10, 1.0,
+        adapter_dir="x", train_loss=1.0, eval_loss_before=2.0, eval_loss_after=1.0, steps=9, examples=10, wall_seconds=1.0,
         checkpoints=(SFTCheckpoint(3, 0, 1.5, "a"), SFTCheckpoint(6, 0, 1.02, "b"), SFTCheckpoint(9, 0, 1.0, "c")),
     )  # fmt: skip
     assert eval_curve(result) == ((0, 2.0), (3, 1.5), (6, 1.02), (9, 1.0))
@@ -310,7 +317,20 @@ def test_cpu_profile_sizes_the_paired_arms_and_leaves_sugarscape_out_with_a_reas
 
 
 def test_sugarscape_reports_trades_and_invalid_rate() -> None:
-    world = WorldRecord(0.5, 0, (0,), 4, 3, ((2, 2), (2, 1)), (False, True), (3, 2), (0.0, 0.1), 20, 5, 1.0)
+    world = WorldRecord(
+        fraction=0.5,
+        seed=0,
+        seeds=(0,),
+        encounters=4,
+        trades=3,
+        tick_encounters=((2, 2), (2, 1)),
+        starved=(False, True),
+        lifespan=(3, 2),
+        leaning_shift=(0.0, 0.1),
+        llm_calls=20,
+        invalid_actions=5,
+        wall_s=1.0,
+    )
     share = summarise_fraction(0.5, [world]).as_dict()
     assert share["trades"] == 3 and share["trade_rate"] == pytest.approx(0.75) and share["invalid_rate"] == 0.25
     assert set(report.SUGARSCAPE_KEYS) <= set(share)

@@ -169,7 +169,7 @@ class PlanIdentity:
 
 
 # ------------------------------------------------------------------------------------------- results
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EvaluationSummary:
     """Summary of the policy's seat over a set of episodes (definitions in the module docstring)."""
 
@@ -204,7 +204,7 @@ class EvaluationSummary:
         return Estimate(self.mean_reward, self.ci_low, self.ci_high, self.n)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PolicyEpisode:
     """The policy's view of one episode."""
 
@@ -284,7 +284,7 @@ def summarise(
     )
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, kw_only=True)
 class EvaluationResult:
     """Everything one evaluation produced."""
 

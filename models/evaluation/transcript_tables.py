@@ -125,14 +125,14 @@ def transcript_from_rows(
         note=note,
         attempts=tuple(
             TranscriptAttempt(
-                int(a["attempt_index"]),
-                str(a["agent_id"]),
-                str(a.get("text") or ""),
-                bool(a["accepted"]),
-                str(a.get("reason") or ""),
-                str(a.get("kind") or ""),
-                _loads(a.get("payload"), {}),
-                None if a.get("turn_index") is None else int(a["turn_index"]),
+                index=int(a["attempt_index"]),
+                speaker=str(a["agent_id"]),
+                text=str(a.get("text") or ""),
+                accepted=bool(a["accepted"]),
+                reason=str(a.get("reason") or ""),
+                kind=str(a.get("kind") or ""),
+                payload=_loads(a.get("payload"), {}),
+                turn_index=None if a.get("turn_index") is None else int(a["turn_index"]),
             )
             for a in sorted(attempts, key=lambda a: int(a["attempt_index"]))
         ),

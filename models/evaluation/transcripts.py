@@ -145,7 +145,7 @@ def representatives_by_policy(scored: Iterable[ScoredEpisode]) -> dict[str, list
 
 
 # --------------------------------------------------------------------------------------- transcripts
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SeatView:
     """One seat of an episode: who played it, what it privately knew, how it ended for it."""
 
@@ -181,7 +181,7 @@ class TranscriptTurn:
     """The parsed action's structured arguments (price, split, choice, ...)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TranscriptAttempt:
     """One answer of a seat, accepted or refused (environments.core.base.Attempt, as the tables keep it)."""
 
@@ -200,7 +200,7 @@ class TranscriptAttempt:
     """The turn an accepted attempt became."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Transcript:
     """One episode as a person reads it."""
 
@@ -374,7 +374,16 @@ def transcript_from_result(
         policy=policy,
         note=note,
         attempts=tuple(
-            TranscriptAttempt(a.index, a.agent_id, a.text, a.accepted, a.reason, a.kind, dict(a.payload), a.turn_index)
+            TranscriptAttempt(
+                index=a.index,
+                speaker=a.agent_id,
+                text=a.text,
+                accepted=a.accepted,
+                reason=a.reason,
+                kind=a.kind,
+                payload=dict(a.payload),
+                turn_index=a.turn_index,
+            )
             for a in result.attempts
         ),
     )

@@ -91,7 +91,7 @@ class PaperSpec:
         return tuple(dict.fromkeys([*(c.asset for c in self.claims), *(s.asset for s in self.stages)]))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ClaimRow:
     claim: Claim
     scope: str
@@ -117,7 +117,7 @@ class Figure:
     """Why the figure is not available (png None)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StageSection:
     paper: str
     title: str
@@ -221,8 +221,8 @@ def _row(claim: Claim, m: Measurement, model_of: Callable[[Any], str], ctx: _Con
         source += f" (run {m.read.run_id[:8]}, {m.read.when})"
     dagster, mlflow = links_of(m.read, ctx.links, ctx.experiment_id)
     return ClaimRow(
-        claim, m.scope, value if not m.missing else "-", n, clusters, m.baseline or "-",
-        scale(m.read, n, model_of, ctx.profiles, ctx.default) if not m.missing else "-", source, dagster, mlflow, verdict,
+        claim=claim, scope=m.scope, value=value if not m.missing else "-", n=n, clusters=clusters, baseline=m.baseline or "-",
+        scale=scale(m.read, n, model_of, ctx.profiles, ctx.default) if not m.missing else "-", source=source, dagster_url=dagster, mlflow_url=mlflow, verdict=verdict,
     )  # fmt: skip
 
 
@@ -261,8 +261,8 @@ def _section(paper: PaperSpec, stage: StageSpec, read: StageRead, ctx: _Context)
     status = (read.error or empty) if read.value is None else ""
     rows, cut = metric_rows(read.value) if read.value is not None else ((), 0)
     return StageSection(
-        paper.name, stage.title, replace(read, value=None, metadata={}), status, scale(read, None, paper.model_of, ctx.profiles, ctx.default), dagster, mlflow,
-        rows, cut, _figures(stage, read),
+        paper=paper.name, title=stage.title, read=replace(read, value=None, metadata={}), status=status, scale=scale(read, None, paper.model_of, ctx.profiles, ctx.default), dagster_url=dagster, mlflow_url=mlflow,
+        metrics=rows, cut=cut, figures=_figures(stage, read),
     )  # fmt: skip
 
 
@@ -272,9 +272,19 @@ def stage_sections(paper: PaperSpec, ctx: _Context) -> list[StageSection]:
     for stage in paper.stages:
         reads = ctx.snapshot.of(stage.asset)
         if not reads:
-            absent = StageRead(stage.asset)
+            absent = StageRead(asset=stage.asset)
             why = f"not measured: {ctx.snapshot.why_absent(stage.asset)}"
-            out.append(StageSection(paper.name, stage.title, absent, why, "-", "", ""))
+            out.append(
+                StageSection(
+                    paper=paper.name,
+                    title=stage.title,
+                    read=absent,
+                    status=why,
+                    scale="-",
+                    dagster_url="",
+                    mlflow_url="",
+                )
+            )
         out += [_section(paper, stage, read, ctx) for read in reads]
     return out
 

@@ -36,7 +36,7 @@ NOT_STATED = "not stated here"
 """The paper's value where neither ../shared nor docs/ quote it (never invented)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Claim:
     """One claim of a paper and where this project's value for it comes from."""
 

@@ -15,7 +15,7 @@ PROFILE_MARK = "+"
 """A profile tag such as "cpu+stage2-specialists" names its profile before this mark."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StageRead:
     """One asset (and partition) as the instance holds it: its latest materialisation and stored output."""
 

@@ -70,7 +70,7 @@ def uses_commitment(text: str) -> bool:
 
 
 # ================================================================================= one recorded episode
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RecordedEpisode:
     """One episode from the policy's seat, as the tables (or an EvaluationResult) hold it."""
 

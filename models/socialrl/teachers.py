@@ -423,7 +423,7 @@ def sft_traces(traces: Sequence[Trace], fmt: str) -> list[Trace]:
 def traces_from_rows(rows: Sequence[Any]) -> list[Trace]:
     """Traces from rows of the `traces` table (e.g. `frame.itertuples()`)."""
     return [
-        Trace(r.episode_id, r.env_id, r.seat, r.agent, r.counterpart, r.scenario_id, json.loads(r.messages),
-              json.loads(r.reasoning), float(r.reward), bool(r.agreement), tuple(json.loads(r.leaked)))
+        Trace(episode_id=r.episode_id, env_id=r.env_id, seat=r.seat, agent=r.agent, counterpart=r.counterpart, scenario_id=r.scenario_id, messages=json.loads(r.messages),
+              reasoning=json.loads(r.reasoning), reward=float(r.reward), agreement=bool(r.agreement), leaked=tuple(json.loads(r.leaked)))
         for r in rows
     ]  # fmt: skip

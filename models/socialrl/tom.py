@@ -387,7 +387,7 @@ def analyse(
 
 
 # ========================================================================================== students
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Student:
     """One trained student of the study."""
 
@@ -470,8 +470,8 @@ def train_students(
                 run.log_artifact_dir(result.adapter_dir, "adapter")
                 run_id = run.run_id
         students[arm] = Student(
-            arm, fmt, str(result.adapter_dir), result.train_loss, result.eval_loss_before, result.eval_loss_after,
-            result.examples, result.steps, result.wall_seconds, run_id, result.train_tokens, result.pass_tokens,
+            arm=arm, trace_format=fmt, adapter_dir=str(result.adapter_dir), train_loss=result.train_loss, eval_loss_before=result.eval_loss_before, eval_loss_after=result.eval_loss_after,
+            examples=result.examples, steps=result.steps, wall_seconds=result.wall_seconds, mlflow_run_id=run_id, train_tokens=result.train_tokens, pass_tokens=result.pass_tokens,
         )  # fmt: skip
         log.info("%s %s: %d examples, %d steps, %.2f passes, %d tokens, loss %.3f, %.0f s", env_id, arm,
                  result.examples, result.steps, students[arm].passes, result.train_tokens, result.train_loss,

@@ -104,7 +104,7 @@ class EvaluatedVersion:
         return f"{self.plan_text} [{self.plan}]" if self.plan_text else self.plan or "no recorded plan"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ChampionComparison:
     """A candidate version against the current champion under the registry's one promotion rule."""
 
@@ -130,7 +130,15 @@ def compare_versions(
     def decide(wins: bool, basis: str, reason: str, paired: Estimate | None = None) -> ChampionComparison:
         version = champion.version if champion is not None else None
         best = champion.value if champion is not None else None
-        return ChampionComparison(wins, value, version, best, basis, reason, paired)
+        return ChampionComparison(
+            wins=wins,
+            candidate_value=value,
+            champion_version=version,
+            champion_value=best,
+            basis=basis,
+            reason=reason,
+            paired=paired,
+        )
 
     if champion is None:
         return decide(True, "no champion", f"v{candidate.version}: no champion yet")

@@ -182,7 +182,7 @@ class SFTCheckpoint:
     """The adapter saved at this step."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SFTResult:
     """What a warm-start produced."""
 

@@ -142,7 +142,15 @@ def score_segment(
         teacher_logprobs[i, : len(tokens)] = torch.tensor([max(row[t], -1e4) for t in tokens])
         valid[i, : len(tokens)] = True
         sampled[i] = row[ids[position]]
-    return ScoredSegment(domain, segment, teacher_ids, teacher_logprobs, valid, positions, sampled)
+    return ScoredSegment(
+        domain=domain,
+        segment=segment,
+        teacher_ids=teacher_ids,
+        teacher_logprobs=teacher_logprobs,
+        valid=valid,
+        positions=positions,
+        sampled_teacher_logprob=sampled,
+    )
 
 
 # ------------------------------------------------------------------------------------------------- loop

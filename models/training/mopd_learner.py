@@ -44,7 +44,7 @@ def topk_reverse_kl(
     return head + tail_s * (tail_s.log() - tail_t.log())
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ScoredSegment:
     """A student segment with its teacher's top-k log-probs at every agent position it could score."""
 

@@ -104,7 +104,7 @@ def makers(models: PlayerModels, settings: YoaoSettings) -> dict[str, Maker]:
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ExperimentResult:
     """One experiment on one held-out frame."""
 
@@ -207,7 +207,7 @@ def _store(store: TableStore | None, plays: Sequence[ArmPlay], run_id: str, expe
     store.append_all(rows_for([e for p in plays for e in p.episodes], run_id))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ExperimentSetup:
     """What every propagation experiment on one held-out frame is given."""
 
@@ -367,7 +367,17 @@ def propagation_persistence(setup: ExperimentSetup, reference: ExperimentResult 
 def not_played(experiment: str, setup: ExperimentSetup, reason: str) -> ExperimentResult:
     """An experiment the profile does not request: no games, the reason recorded."""
     return ExperimentResult(
-        experiment, setup.frame, setup.profile, setup.seed_version, (), (), {}, {}, 0, 0.0, skipped=reason
+        experiment=experiment,
+        frame=setup.frame,
+        profile=setup.profile,
+        seed_version=setup.seed_version,
+        arms=(),
+        games=(),
+        comparisons={},
+        window={},
+        llm_calls=0,
+        wall_s=0.0,
+        skipped=reason,
     )
 
 

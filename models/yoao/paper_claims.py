@@ -36,7 +36,16 @@ TWO_ESTIMATES = (
 
 def _claim(claim_id: str, text: str, direction: str, asset: str, key: str, value: str = NOT_STATED,
            source: str = NOT_STATED) -> Claim:  # fmt: skip
-    return Claim(PAPER, claim_id, text, value, source, direction, asset, key)
+    return Claim(
+        paper=PAPER,
+        claim_id=claim_id,
+        text=text,
+        paper_value=value,
+        paper_source=source,
+        direction=direction,
+        asset=asset,
+        key=key,
+    )
 
 
 CLAIMS = (

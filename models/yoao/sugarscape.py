@@ -74,7 +74,7 @@ def world_config(settings: SugarscapeSettings, seed: int) -> SugarscapeConfig:
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class WorldRecord:
     """One finished world."""
 

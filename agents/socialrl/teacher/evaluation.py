@@ -30,7 +30,7 @@ def make_candidate(name: str, seed: int) -> Agent:
     return make_teacher(seed) if name == TEACHER_NAME else make_code_agent(name, seed=seed)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PairedEpisode:
     """One episode of the paired design and its result for the candidate's seat."""
 
@@ -96,16 +96,16 @@ def run_paired(
                 role = result.outcome.roles[seat]
                 episodes.append(
                     PairedEpisode(
-                        env_id,
-                        candidate,
-                        seat,
-                        counterpart,
-                        index,
-                        role.reward,
-                        result.outcome.agreement,
-                        role.leaked,
-                        role.invalid_actions,
-                        result,
+                        env_id=env_id,
+                        candidate=candidate,
+                        seat=seat,
+                        counterpart=counterpart,
+                        scenario_index=index,
+                        reward=role.reward,
+                        agreement=result.outcome.agreement,
+                        leaked=role.leaked,
+                        invalid_actions=role.invalid_actions,
+                        result=result,
                     )
                 )
             if progress is not None:

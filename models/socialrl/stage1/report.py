@@ -44,7 +44,7 @@ def _fmt(value: float | None, digits: int = 3) -> str:
     return fixed(value, f".{digits}f")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SpecialistEvaluation:
     """Every policy of a domain on its held-out plan: base, warm-start, specialist, teacher, baselines."""
 
@@ -243,21 +243,21 @@ def evaluate_specialist(
     paired, behaviour = compare(policies)
     shown = [t for label, result in results.items() for t in representative_transcripts(result, label)]
     return SpecialistEvaluation(
-        env_id,
-        specialist.seat,
-        run_id,
-        profile.scenario_source,
-        policies,
-        paired,
-        behaviour,
-        best_baseline(policies),
-        imitation.report.as_json() if imitation is not None else {},
-        specialist,
-        f"{len(plan.scenario_list())} held-out {profile.scenario_source} scenarios x {', '.join(plan.counterparts)}"
+        env_id=env_id,
+        seat=specialist.seat,
+        run_id=run_id,
+        scenario_source=profile.scenario_source,
+        policies=policies,
+        paired=paired,
+        behaviour_paired=behaviour,
+        best_baseline=best_baseline(policies),
+        imitation=imitation.report.as_json() if imitation is not None else {},
+        specialist=specialist,
+        plan=f"{len(plan.scenario_list())} held-out {profile.scenario_source} scenarios x {', '.join(plan.counterparts)}"
         f" (base: the first {len(base_plan(plan, profile).scenario_list())}), seat {plan.seat}, seed {plan.seed}",
-        transcripts_markdown(shown) if shown else "",
-        transcripts_html(shown) if shown else "",
-        plan.identity(profile.scenario_source),
+        transcripts_markdown=transcripts_markdown(shown) if shown else "",
+        transcripts_html=transcripts_html(shown) if shown else "",
+        plan_identity=plan.identity(profile.scenario_source),
     )
 
 

@@ -56,7 +56,7 @@ class CurvePoint:
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(self).items()}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Specialist:
     """A trained PPO specialist and where it is registered."""
 
@@ -133,13 +133,13 @@ def train_specialist(
     def done(result: PPOResult, **registry: Any) -> Specialist:
         curve = tuple(CurvePoint.from_history(m) for m in result.history)
         return Specialist(
-            env_id,
-            seat,
-            str(result.adapter_dir),
-            config.run_name,
-            result.served_name,
-            str(init_adapter) if init_adapter else None,
-            curve,
+            env_id=env_id,
+            seat=seat,
+            adapter_dir=str(result.adapter_dir),
+            run_name=config.run_name,
+            served_name=result.served_name,
+            init_adapter_dir=str(init_adapter) if init_adapter else None,
+            curve=curve,
             resumed_from=result.resumed_from,
             trained_by=trained_by,
             **registry,

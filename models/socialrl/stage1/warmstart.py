@@ -143,7 +143,7 @@ def _card(
 
 
 # ---------------------------------------------------------------------------------------- imitation
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class WarmStartImitation:
     """The warm-start, its teacher and the trivial baselines on the domain's held-out plan: has the warm-start
     learned its teacher (models/socialrl/imitation.py)? The records are reused by the specialist's evaluation,
@@ -191,14 +191,14 @@ def measure_imitation(
     )
     described = f"{len(plan.scenario_list())} held-out {profile.scenario_source} scenarios x {', '.join(plan.counterparts)}, seat {plan.seat}, seed {plan.seed}"
     return WarmStartImitation(
-        env_id,
-        plan.seat or "",
-        run_id,
-        described,
-        sft,
-        teacher,
-        {label: policy for label, (policy, _) in code.items() if label != "teacher"},
-        report,
+        env_id=env_id,
+        seat=plan.seat or "",
+        run_id=run_id,
+        plan=described,
+        sft=sft,
+        teacher=teacher,
+        baselines={label: policy for label, (policy, _) in code.items() if label != "teacher"},
+        report=report,
     )
 
 

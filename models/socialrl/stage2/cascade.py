@@ -75,7 +75,7 @@ def order_score(
     return OrderScore(tuple(order), backward + adjacency_weight * adjacency, backward, adjacency)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CascadeOrder:
     """The chosen cascade order and the scores it is compared with."""
 
@@ -133,13 +133,13 @@ def choose_cascade_order(
     best = max(scored, key=lambda s: s.score)  # max keeps the first of equal scores: closest to the paper
     ranked = sorted(scored, key=lambda s: -s.score)[:keep]
     return CascadeOrder(
-        best.order,
-        best,
-        order_score(start, transfer, adjacency_weight),
-        order_score(start[::-1], transfer, adjacency_weight),
-        tuple(ranked),
-        len(scored),
-        adjacency_weight,
+        order=best.order,
+        chosen=best,
+        paper=order_score(start, transfer, adjacency_weight),
+        reverse=order_score(start[::-1], transfer, adjacency_weight),
+        top=tuple(ranked),
+        orders_scored=len(scored),
+        adjacency_weight=adjacency_weight,
     )
 
 
@@ -170,7 +170,7 @@ def best_checkpoint(candidates: Sequence[CandidateScore]) -> CandidateScore:
     return max(reversed(candidates), key=lambda c: c.mean_seen)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CascadeStage:
     """One finished stage of the cascade."""
 
@@ -211,23 +211,23 @@ class CascadeStage:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CascadeStage:
         return cls(
-            data["index"],
-            data["domain"],
-            data["init_adapter"],
-            data["sft_adapter"],
-            tuple(data["ppo_rewards"]),
-            tuple(
+            index=data["index"],
+            domain=data["domain"],
+            init_adapter=data["init_adapter"],
+            sft_adapter=data["sft_adapter"],
+            ppo_rewards=tuple(data["ppo_rewards"]),
+            candidates=tuple(
                 CandidateScore(c["checkpoint"], Path(c["adapter"]), dict(c["probe"]), float(c["mean_seen"]))
                 for c in data["candidates"]
             ),
-            data["chosen"],
-            Path(data["adapter"]),
-            tuple(PolicyScores.from_dict(s) for s in data["heldout"]),
-            float(data["wall_s"]),
+            chosen=data["chosen"],
+            adapter=Path(data["adapter"]),
+            heldout=tuple(PolicyScores.from_dict(s) for s in data["heldout"]),
+            wall_s=float(data["wall_s"]),
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CascadeResult:
     """What the `cascade_policy` asset produced."""
 
@@ -299,7 +299,7 @@ def ppo_checkpoints(ppo_dir: Path) -> list[tuple[str, Path]]:
     ]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _CascadeRun:
     """What every stage of one cascade attempt shares."""
 
@@ -334,7 +334,15 @@ def train_cascade(
     continues where it stopped. Registered as `socialrl-cascade` (alias candidate) when a tracker is given."""
     start_all = time.perf_counter()
     output.mkdir(parents=True, exist_ok=True)
-    run = _CascadeRun(tuple(order), profile, base_model_dir, critic_model_dir, services, uuid.uuid4().hex[:6], run_id)
+    run = _CascadeRun(
+        order=tuple(order),
+        profile=profile,
+        base_model_dir=base_model_dir,
+        critic_model_dir=critic_model_dir,
+        services=services,
+        attempt=uuid.uuid4().hex[:6],
+        run_id=run_id,
+    )
     stages: list[CascadeStage] = []
     resumed = 0
     if first_init is None and tracker is not None and order[0] in profile.sft_domains:
@@ -364,16 +372,16 @@ def train_cascade(
         mlflow_run_id, version = _register_cascade(tracker, run, stages, png, final)
         name = CASCADE_MODEL
     return CascadeResult(
-        tuple(order),
-        tuple(stages),
-        final,
-        scores,
-        name,
-        version,
-        mlflow_run_id,
-        png,
-        resumed,
-        time.perf_counter() - start_all,
+        order=tuple(order),
+        stages=tuple(stages),
+        adapter_dir=final,
+        scores=scores,
+        model_name=name,
+        model_version=version,
+        mlflow_run_id=mlflow_run_id,
+        curve_png=png,
+        resumed_stages=resumed,
+        wall_s=time.perf_counter() - start_all,
     )
 
 
@@ -397,16 +405,16 @@ def _train_stage(run: _CascadeRun, index: int, domain: str, stage_dir: Path, pre
     )
     run.services.engine.unload_adapter(served)
     stage = CascadeStage(
-        index,
-        domain,
-        str(init) if init else None,
-        str(sft_adapter) if sft_adapter else None,
-        tuple(float(m["reward_mean"]) for m in result.history),
-        candidates,
-        chosen.checkpoint,
-        keep,
-        tuple(heldout),
-        time.perf_counter() - stage_start,
+        index=index,
+        domain=domain,
+        init_adapter=str(init) if init else None,
+        sft_adapter=str(sft_adapter) if sft_adapter else None,
+        ppo_rewards=tuple(float(m["reward_mean"]) for m in result.history),
+        candidates=candidates,
+        chosen=chosen.checkpoint,
+        adapter=keep,
+        heldout=tuple(heldout),
+        wall_s=time.perf_counter() - stage_start,
     )
     _atomic_json(stage_dir / "stage.json", stage.to_json())
     log.info(

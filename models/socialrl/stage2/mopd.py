@@ -130,7 +130,7 @@ def student_start(domains: Sequence[str], warm_starts: Mapping[str, Path | None]
     return StudentStart(None, None)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MOPDStudentResult:
     """What the `mopd_student` asset produced."""
 
@@ -293,23 +293,23 @@ def train_mopd_student(
         mlflow_run_id = run.run_id
     version = tracker.register_adapter(mlflow_run_id, "adapter", MOPD_MODEL, tags={DOMAINS_TAG: ",".join(domains)})
     return MOPDStudentResult(
-        tuple(domains),
-        result.adapter_dir,
-        len(result.history),
-        tuple(result.history),
-        targets,
-        tuple(curve),
-        scores,
-        recovered,
-        MOPD_MODEL,
-        version,
-        mlflow_run_id,
-        png,
-        result.resumed_from,
-        time.perf_counter() - start,
-        share,
-        init.description,
-        result.curriculum,
+        domains=tuple(domains),
+        adapter_dir=result.adapter_dir,
+        steps=len(result.history),
+        history=tuple(result.history),
+        targets=targets,
+        gap_curve=tuple(curve),
+        scores=scores,
+        recovered=recovered,
+        model_name=MOPD_MODEL,
+        model_version=version,
+        mlflow_run_id=mlflow_run_id,
+        gap_png=png,
+        resumed_from=result.resumed_from,
+        wall_s=time.perf_counter() - start,
+        share=share,
+        student_init=init.description,
+        curriculum=result.curriculum,
     )
 
 

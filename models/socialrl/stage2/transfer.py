@@ -197,7 +197,7 @@ def transfer_heatmap(matrix: TransferMatrix) -> bytes:
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TransferMatrixResult:
     """What the `transfer_matrix` asset produced."""
 
@@ -265,11 +265,11 @@ def compute_transfer_matrix(
         run.log_file("transfer_matrix.json", json.dumps(matrix.as_json(), indent=1), "tables")
         mlflow_run_id = run.run_id
     return TransferMatrixResult(
-        matrix,
-        {d: a.specialist for d, a in adapters.items()},
-        tuple(d for d, a in adapters.items() if a.sft_path is not None),
-        png,
-        mlflow_run_id,
-        time.perf_counter() - start,
-        tuple(a.source for a in adapters.values() if a.source is not None),
+        matrix=matrix,
+        specialists={d: a.specialist for d, a in adapters.items()},
+        sft_domains=tuple(d for d, a in adapters.items() if a.sft_path is not None),
+        heatmap_png=png,
+        mlflow_run_id=mlflow_run_id,
+        wall_s=time.perf_counter() - start,
+        specialists_source=tuple(a.source for a in adapters.values() if a.source is not None),
     )

@@ -137,7 +137,7 @@ def spread_games(frames: Sequence[str], opponents: Sequence[str], n: int, seed: 
     ]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CandidateRow:
     """One line of the selection table."""
 
@@ -256,7 +256,16 @@ def _probe_candidates(candidates: Sequence[TeacherCandidate]) -> tuple[dict[str,
 
 def _skipped_row(choice: TeacherChoice, reason: str) -> CandidateRow:
     return CandidateRow(
-        choice.name, choice.kind, "skipped", reason, 0, _NO_ESTIMATE, _NO_ESTIMATE, math.nan, math.nan, 0
+        name=choice.name,
+        kind=choice.kind,
+        status="skipped",
+        reason=reason,
+        games=0,
+        welfare_points=_NO_ESTIMATE,
+        cooperation=_NO_ESTIMATE,
+        abstention_rate=math.nan,
+        invalid_vote_rate=math.nan,
+        llm_calls=0,
     )
 
 
@@ -278,14 +287,14 @@ def _played_row(choice: TeacherChoice, play: ArmPlay, settings: YoaoSettings) ->
         status = "ineligible"
         reason = f"abstention rate {summary.abstention_rate:.2f} > {settings.max_abstention_rate:.2f}"
     return CandidateRow(
-        choice.name,
-        choice.kind,
-        status,
-        reason,
-        len(play.games),
-        welfare,
-        summary.cooperation,
-        summary.abstention_rate,
-        summary.invalid_vote_rate,
-        play.llm_calls,
+        name=choice.name,
+        kind=choice.kind,
+        status=status,
+        reason=reason,
+        games=len(play.games),
+        welfare_points=welfare,
+        cooperation=summary.cooperation,
+        abstention_rate=summary.abstention_rate,
+        invalid_vote_rate=summary.invalid_vote_rate,
+        llm_calls=play.llm_calls,
     )

@@ -173,7 +173,7 @@ def eval_curve(result: SFTResult) -> tuple[tuple[int, float], ...]:
     return tuple(sorted((step, float(loss)) for step, loss in points.items()))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FormatWarmup:
     """The untrained teammates' format warm-up adapter and what it was trained on."""
 
@@ -224,8 +224,8 @@ def format_warmup(
         n_eval=heldout_count(traces.games, settings.heldout_share, per_game),
     )
     return FormatWarmup(
-        adapter, len(traces.traces), black, red, traces.frames, time.perf_counter() - start,
-        traces.follows_majority, settings.warmup_tutors,
+        adapter=adapter, traces=len(traces.traces), black_votes=black, red_votes=red, frames=traces.frames, wall_s=time.perf_counter() - start,
+        follows_majority=traces.follows_majority, tutors=settings.warmup_tutors,
     )  # fmt: skip
 
 
