@@ -52,7 +52,7 @@ setup:
 # The whole lineage on the default profile ($SOCIALRL_PROFILE, default cpu); DOMAINS=a-v0,b-v0 overrides
 # the profile's domains; what is already materialised is skipped unless FORCE=1.
 run: setup
-	$(PY) -m pipelines.run_lineage $(if $(DOMAINS),--domains $(DOMAINS)) $(if $(FORCE),--force)
+	$(PY) -m pipelines.run_lineage --machine-speed $(if $(DOMAINS),--domains $(DOMAINS)) $(if $(FORCE),--force)
 
 # The YOAO group (docs/yoao.md) on the default profile; results to benchmarks/results/yoao_<profile>.json.
 yoao: setup

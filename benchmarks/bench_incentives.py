@@ -12,25 +12,17 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import subprocess
 import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 from models.profiles import get_profile
+from models.provenance import code_state
 from models.socialrl.incentives import PRICE_DOMAINS, IncentiveAudit, run_incentive_audit
 from models.socialrl.stage1.evaluation import evaluation_plan
 
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def _commit() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True, cwd=RESULTS)
-        return out.stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def render(audit: IncentiveAudit) -> str:
@@ -69,10 +61,12 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     plans = [evaluation_plan(env_id, profile, seat="buyer") for env_id in PRICE_DOMAINS]
     audit = run_incentive_audit(plans)
+    code = code_state()
     payload = {
         **audit.as_json(),
         "profile": profile.name,
-        "commit": _commit(),
+        "commit": code.commit or "unknown",
+        "uncommitted_changes": code.uncommitted_changes,
         "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "wall_s": round(time.perf_counter() - start, 1),
         "machine": platform.platform(),

@@ -21,36 +21,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from models.provenance import measure_update_tok_s
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULT = ROOT / "benchmarks" / "results" / "test_suite.json"
 SLOWEST = 10
-LEARNER = ROOT / "benchmarks" / "bench_learner.py"
-MACHINE_SPEED_ARGS = ("--device", "cpu", "--shape", "small", "--iterations", "1")
-"""bench_learner's smallest run: the small shape, one timed iteration after the warm-up (seconds on a CPU)."""
-
-
-def measure_update_tok_s(timeout_s: float = 600.0) -> float:
-    """The PPO update's tokens/s on this machine: `benchmarks/bench_learner.py` with `MACHINE_SPEED_ARGS` in a
-    subprocess (its own torch, its default threads), read from the JSON line it prints (`tokens_per_s.update`)."""
-    done = subprocess.run(
-        [sys.executable, str(LEARNER), *MACHINE_SPEED_ARGS],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        cwd=ROOT,
-        check=False,
-    )
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        raise RuntimeError(f"bench_learner failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
-    return float(json.loads(lines[-1])["tokens_per_s"]["update"])
 
 
 def summarise(

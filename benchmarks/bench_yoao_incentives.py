@@ -14,23 +14,15 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from models.profiles import PROFILE_NAMES, get_profile
+from models.provenance import code_state
 from models.yoao.incentives import audit_markdown, prior_calibration, run_yoao_incentives
 
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def _git(*args: str) -> str | None:
-    try:
-        out = subprocess.run(["git", *args], capture_output=True, text=True, check=True, cwd=RESULTS)
-        return out.stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,14 +37,15 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     audit = run_yoao_incentives(settings)
     calibration = prior_calibration(settings)
+    code = code_state()
     payload = {
         **audit.as_json(),
         "prior_calibration": calibration,
         "profile": profile.name,
         "team_size": settings.team_size,
         "rounds": settings.rounds,
-        "commit": _git("rev-parse", "HEAD") or "unknown",
-        "uncommitted_changes": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        "commit": code.commit or "unknown",
+        "uncommitted_changes": code.uncommitted_changes,
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "total_wall_s": round(time.perf_counter() - start, 1),
         "machine": platform.platform(),

@@ -22,6 +22,7 @@ mean reward with its interval and n).
 
 import argparse
 import logging
+import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -33,6 +34,7 @@ from environments import SOCIALRL_ENV_IDS
 from models.display import format_number, strict_json
 from models.profiles import PROFILE_NAMES, get_profile
 from models.progress import PlainFormatter
+from models.provenance import code_state, measure_update_tok_s
 from models.settings import DataPaths
 from models.tracking import TrackingConfig
 from pipelines.launcher import LaunchedRun, Launcher, Materialisation
@@ -185,16 +187,27 @@ def _announce(step: StepResult) -> None:
     log.info("%s: %s (%.0f s, run %s)", step.name, status, step.seconds, step.run_id[:8])
 
 
-def write_report(paths: DataPaths, profile: str, steps: list[StepResult], elapsed: float) -> Path:
-    """The run's numbers as strict JSON under <data>/reports/: per domain `paired` and `learning_curve`."""
+def write_report(
+    paths: DataPaths,
+    profile: str,
+    steps: list[StepResult],
+    elapsed: float,
+    machine_update_tok_s: float | None = None,
+) -> Path:
+    """The run's numbers as strict JSON under <data>/reports/: per domain `paired` and `learning_curve`, with
+    where they came from (the code's commit and the machine's speed, models/provenance.py)."""
     path = paths.report_file("make-run")
     domains = {s.partition: s.report for s in steps if s.partition and s.report}
+    code = code_state()
     report = {
         "profile": profile,
         # Results of different environment versions are never compared (agents/env_version.py).
         "env_version": env_version(),
+        "commit": code.commit,
+        "uncommitted_changes": code.uncommitted_changes,
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "wall_s": round(elapsed, 1),
+        "machine_update_tok_s": machine_update_tok_s,
         "domains": domains,
         "nightly": next((s.report for s in steps if s.job == "champion_evaluation_job" and s.report), None),
         "steps": [{k: v for k, v in asdict(s).items() if k not in ("report", "markdown")} for s in steps],
@@ -239,6 +252,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=None, help="overrides $SOCIALRL_DATA_DIR")
     parser.add_argument("--skip-monitoring", action="store_true", help="leave out champion_evaluations")
     parser.add_argument("--force", action="store_true", help="materialise again what is already materialised")
+    parser.add_argument(
+        "--machine-speed",
+        action="store_true",
+        help="measure the machine's PPO update speed after the run (a few seconds) for the report",
+    )
     args = parser.parse_args(argv)
     profile = get_profile(args.profile)
     domains = tuple(d for d in args.domains.split(",") if d) or profile.domains
@@ -258,7 +276,14 @@ def main(argv: list[str] | None = None) -> int:
             print(step.markdown + "\n")
         if step.job == "champion_evaluation_job" and step.report:
             print(nightly_text(step.report) + "\n")
-    print(f"This run's numbers: {write_report(paths, profile.name, steps, elapsed)}")
+    speed = None
+    if args.machine_speed:
+        try:
+            speed = measure_update_tok_s()
+            print(f"[make run] this machine's PPO update speed: {speed:,.0f} tokens/s")
+        except (RuntimeError, OSError, subprocess.SubprocessError) as exc:  # the run's numbers matter more
+            log.warning("the machine's speed was not measured: %s", exc)
+    print(f"This run's numbers: {write_report(paths, profile.name, steps, elapsed, speed)}")
     tracking = TrackingConfig.from_env(paths)
     print(
         f"\nTables (Parquet, query with DuckDB): {paths.tables}\n"

@@ -294,3 +294,9 @@ def test_make_run_prints_and_reports_the_nightly_result(tmp_path: Path) -> None:
     ]
     written = json.loads(write_report(DataPaths(tmp_path / "data"), "smoke", steps, 2.0).read_text())
     assert written["nightly"] == report and written["domains"] == {"dnd-v0": {"paired": {}}}
+    # Where the numbers came from: this work tree's commit, and the machine's speed only when measured.
+    from models.provenance import code_state
+
+    assert written["commit"] == code_state().commit and written["machine_update_tok_s"] is None
+    again = write_report(DataPaths(tmp_path / "data"), "smoke", steps, 2.0, machine_update_tok_s=2634.0)
+    assert json.loads(again.read_text())["machine_update_tok_s"] == 2634.0

@@ -131,6 +131,7 @@ def test_the_test_suite_summary_measures_the_machines_update_speed_in_the_same_r
     import json
 
     from benchmarks import bench_test_suite
+    from models import provenance
 
     junit = tmp_path / "pytest.xml"
     junit.write_text(
@@ -143,7 +144,7 @@ def test_the_test_suite_summary_measures_the_machines_update_speed_in_the_same_r
         "print('warming up')\n"
         "print(json.dumps({'benchmark': 'learner', 'tokens_per_s': {'prepare': 9.0, 'update': 1234.56}}))\n"
     )
-    monkeypatch.setattr(bench_test_suite, "LEARNER", learner)
+    monkeypatch.setattr(provenance, "LEARNER", learner)
     output = tmp_path / "test_suite.json"
 
     def written(*extra: str) -> dict:
@@ -156,4 +157,4 @@ def test_the_test_suite_summary_measures_the_machines_update_speed_in_the_same_r
     assert written()["wall_s"] == 60.0  # the existing keys stay
     learner.write_text("import sys\nsys.exit('no torch here')\n")
     with pytest.raises(RuntimeError, match="no torch here"):
-        bench_test_suite.measure_update_tok_s()
+        provenance.measure_update_tok_s()

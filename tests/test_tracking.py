@@ -428,3 +428,22 @@ def test_plots_go_to_the_run_as_png_artifacts(tracker: Tracker) -> None:
     stored = list(local.rglob("plots/curve.png"))
     assert len(stored) == 1 and stored[0].read_bytes() == png
     assert markdown_image(png, "curve").startswith("![curve](data:image/png;base64,")
+
+
+def test_the_code_state_reads_the_commit_and_uncommitted_changes(tmp_path: Path) -> None:
+    """models/provenance.py: a result names the commit and whether tracked files differed; outside git, None."""
+    import subprocess
+
+    from models.provenance import code_state, git_commit
+
+    assert code_state(tmp_path).commit is None and git_commit(tmp_path) is None
+    run = {"cwd": tmp_path, "check": True, "capture_output": True}
+    subprocess.run(["git", "init", "-q"], **run)
+    (tmp_path / "a.txt").write_text("one\n")
+    subprocess.run(["git", "add", "a.txt"], **run)
+    subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "a"], **run)
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], text=True, **run).stdout.strip()
+    (tmp_path / "untracked.txt").write_text("does not count\n")
+    assert code_state(tmp_path).commit == sha and not code_state(tmp_path).uncommitted_changes
+    (tmp_path / "a.txt").write_text("two\n")
+    assert code_state(tmp_path).uncommitted_changes and git_commit(tmp_path) == f"{sha}-dirty"

@@ -37,6 +37,7 @@ client and fetches the version's source URI directly; registered sources are the
 artifact URI (e.g. `file:///.../artifacts/adapter`), not `runs:/`, for the same reason.
 """
 
+from models.provenance import git_commit  # the commit tag's value: one reading of git for every result
 from models.tracking.attempts import attempt_run
 from models.tracking.cards import ModelCard, write_model_card
 from models.tracking.champion import (
@@ -84,7 +85,6 @@ from models.tracking.runs import (
     SUMMARY_PREFIX,
     TrackedRun,
     flatten_params,
-    git_commit,
     run_tags,
 )
 

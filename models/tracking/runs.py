@@ -9,14 +9,11 @@ import json
 import logging
 import math
 import os
-import subprocess
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from models.settings import REPO_ROOT
 
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow.tracking import MlflowClient
@@ -64,22 +61,6 @@ def flatten_params(params: Mapping[str, Any] | Any, prefix: str = "") -> dict[st
 def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
-
-
-def git_commit(repo: str | Path = REPO_ROOT) -> str | None:
-    """The commit checked out in `repo` (full sha, with "-dirty" when tracked files changed), or None
-    when it is not a git work tree or git is missing."""
-    try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo, capture_output=True, text=True,
-            timeout=10, check=True,
-        ).stdout.strip()  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return f"{sha}-dirty" if dirty else sha or None
 
 
 def run_tags(

@@ -1,0 +1,80 @@
+"""Where a result came from, in one place: the code's state in git and the machine's speed. Result files (the
+main run's report, the audits' benchmarks, the test suite's timing) and MLflow's commit tag take them from
+here, so that every result says which code and how fast a machine made it.
+
+| function | gives |
+| --- | --- |
+| `code_state()` | `CodeState`: the commit checked out and whether tracked files differ from it |
+| `git_commit()` | the commit as MLflow's tag writes it (`<sha>` or `<sha>-dirty`), None outside git |
+| `measure_update_tok_s()` | the machine's PPO update speed: `benchmarks/bench_learner.py --shape small` in a subprocess |
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from models.settings import REPO_ROOT
+
+LEARNER = REPO_ROOT / "benchmarks" / "bench_learner.py"
+MACHINE_SPEED_ARGS = ("--device", "cpu", "--shape", "small", "--iterations", "1")
+"""bench_learner's smallest run: the small shape, one timed iteration after the warm-up (seconds on a CPU)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CodeState:
+    """The code a result was made with."""
+
+    commit: str | None
+    """`git rev-parse HEAD` of the work tree; None outside a git work tree or without git."""
+    uncommitted_changes: bool
+    """Whether tracked files differ from `commit` (the result then does not follow from the commit alone)."""
+
+    def tag(self) -> str | None:
+        """`<sha>`, or `<sha>-dirty` with uncommitted changes (MLflow's `mlflow.source.git.commit`)."""
+        if self.commit is None:
+            return None
+        return f"{self.commit}-dirty" if self.uncommitted_changes else self.commit
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=repo, capture_output=True, text=True, timeout=10, check=True
+    ).stdout.strip()
+
+
+def code_state(repo: str | Path = REPO_ROOT) -> CodeState:
+    """The commit checked out in `repo` and whether tracked files changed (untracked files do not count)."""
+    try:
+        sha = _git(Path(repo), "rev-parse", "HEAD")
+        dirty = _git(Path(repo), "status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return CodeState(commit=None, uncommitted_changes=False)
+    return CodeState(commit=sha or None, uncommitted_changes=bool(dirty))
+
+
+def git_commit(repo: str | Path = REPO_ROOT) -> str | None:
+    """The commit checked out in `repo` (full sha, with "-dirty" when tracked files changed), or None when it is
+    not a git work tree or git is missing."""
+    return code_state(repo).tag()
+
+
+def measure_update_tok_s(timeout_s: float = 600.0) -> float:
+    """The PPO update's tokens/s on this machine: `benchmarks/bench_learner.py` with `MACHINE_SPEED_ARGS` in a
+    subprocess (its own torch, its default threads), read from the JSON line it prints (`tokens_per_s.update`).
+    Raises RuntimeError when the benchmark fails."""
+    done = subprocess.run(
+        [sys.executable, str(LEARNER), *MACHINE_SPEED_ARGS],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        cwd=REPO_ROOT,
+        check=False,
+    )
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"bench_learner failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
+    return float(json.loads(lines[-1])["tokens_per_s"]["update"])
