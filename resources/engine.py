@@ -47,7 +47,6 @@ class EngineResource(ConfigurableResource):
     proxy_flush_every: int = Field(default=64, description="The proxy writes a Parquet shard every this many calls.")
     proxy_flush_interval_s: float = Field(default=2.0, description="...or when its oldest buffered call is this old.")
 
-    _client: EngineClient | None = PrivateAttr(default=None)
     _model_dir: Path | None = PrivateAttr(default=None)
     _stack: ServingStack | None = PrivateAttr(default=None)
 
@@ -79,7 +78,7 @@ class EngineResource(ConfigurableResource):
                 **flush,
             )
         with serving as stack:
-            self._stack, self._client = stack, stack.client
+            self._stack = stack
             yield self
 
     def model_reference(self) -> str:
@@ -99,9 +98,9 @@ class EngineResource(ConfigurableResource):
 
     @property
     def client(self) -> EngineClient:
-        if self._client is None:
+        if self._stack is None:
             raise RuntimeError("the engine is not started (use it inside a run)")
-        return self._client
+        return self._stack.client
 
     @property
     def base_url(self) -> str:

@@ -42,7 +42,6 @@ from agents.yoao.red_black_teacher import (
     PrincipledCooperator,
     ScriptedSeed,
 )
-from environments.core.events import RAW_TEXT, Action
 from environments.core.runtime import Agent, EpisodeResult, run_episode
 from environments.yoao.red_black import BLACK, RED, RedBlackEnv, RedBlackScenario, list_frames, load_frame, read_choice
 from models.evaluation.stats import Estimate
@@ -57,6 +56,7 @@ from models.yoao.incentives import (
     prior_calibration,
     run_yoao_incentives,
 )
+from tests.test_yoao_propagation import Says  # the scripted teammate: a fixed statement and vote
 
 SMOKE = get_profile("smoke").yoao
 WORDS = {"coop": "OPEN", "defect": "TARIFF", "them": "Belmont Trade Council", "us": "Arden Trade Council"}
@@ -257,20 +257,6 @@ def test_model_parts_check_their_values() -> None:
 
 
 # ------------------------------------------------------------------------------ the persuadable tutor
-class Says:
-    """A scripted teammate: states a fixed text, votes a fixed choice."""
-
-    def __init__(self, text: str, vote: str) -> None:
-        self.text, self.vote, self.agent_id = text, vote, ""
-
-    async def reset(self, agent_id, env_id, spec, episode_id) -> None:  # type: ignore[no-untyped-def]
-        self.agent_id = agent_id
-
-    async def observe(self, event) -> None:  # type: ignore[no-untyped-def]
-        return None
-
-    async def act(self, request):  # type: ignore[no-untyped-def]
-        return Action(self.agent_id, RAW_TEXT, f"VOTE: {self.vote}" if "vote" in request.allowed else self.text)
 
 
 def play(agents: Mapping[str, Agent], scenario: RedBlackScenario, seed_: int = 0) -> EpisodeResult:

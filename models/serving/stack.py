@@ -55,7 +55,7 @@ class ServingStack:
     """The engine's log file (None when remote)."""
 
     def __post_init__(self) -> None:
-        if self.kind not in ("vllm", "standin", "remote"):
+        if self.kind not in (*ENGINE_KINDS, "remote"):
             raise ValueError(f"unknown serving kind {self.kind!r}")
 
 
@@ -102,7 +102,7 @@ def serve_stack(
     assert weights is not None
     overrides = {"served_model_name": base_name, "api_key": new_token(), **(engine_overrides or {})}
     config = settings.engine_config(weights, **overrides)
-    log_path = log_dir / f"{'vllm' if config.kind == 'vllm' else config.kind}-{log_tag}.log"
+    log_path = log_dir / f"{config.kind}-{log_tag}.log"
     with local_engine(config, log_path=log_path) as engine:
         assert engine.client is not None
         say(f"{config.kind} serving {weights} at {engine.base_url} (log {log_path})")
