@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from agents.env_version import env_version
-from models.evaluation.policy import EvaluationPlan
+from agents.socialrl.scripted import BuyerScript, ScriptedBuyer
+from models.evaluation.policy import EvaluationPlan, evaluate_policy
 from models.evaluation.stats import Estimate
 from models.socialrl.incentives import (
     BEHAVIOURS,
@@ -90,6 +91,41 @@ def test_the_targets_refuse_what_they_must(craigslist_audit) -> None:
     for words, domain in cases.items():
         failures = IncentiveAudit(env_version="v", domains={"craigslist-v0": domain}, settings=SMALL).failures()
         assert len(failures) == 1 and words in failures[0], (words, failures)
+    # A bluff that costs and an uninformed commitment that does not pay are reported, not refused.
+    costly = {
+        **good.behaviours,
+        **{
+            name: dataclasses.replace(good.behaviours[name], effect=_estimate(-0.05, -0.1, -0.01))
+            for name in ("commit_bluff", "commit_uninformed")
+        },
+    }
+    reported = IncentiveAudit(
+        env_version="v", domains={"craigslist-v0": dataclasses.replace(good, behaviours=costly)}, settings=SMALL
+    )
+    assert reported.failures() == []
+
+
+def test_a_commitment_splits_into_its_credible_part_and_its_bluff(craigslist_audit) -> None:
+    """Each episode's final offer is either inside the counterpart's reservation or beyond it, so the
+    uninformed commitment's effect is the credible one's plus the bluff's, episode for episode; and the credible
+    commitment never loses a deal the base made (a credible final offer is never punished)."""
+    b = craigslist_audit.behaviours
+    credible, bluff, uninformed = b["commit"], b["commit_bluff"], b["commit_uninformed"]
+    assert uninformed.effect.mean == pytest.approx(credible.effect.mean + bluff.effect.mean, abs=1e-12)
+    # Every episode is unchanged by at least one of the two, so their identical pairs cover the plan.
+    assert credible.identical + bluff.identical >= credible.effect.n
+    assert credible.effect.mean > 0 and credible.identical < credible.effect.n
+
+
+def test_a_conditional_final_offer_needs_the_reservation_and_a_single_final() -> None:
+    with pytest.raises(ValueError, match="final_when"):
+        BuyerScript(final="every", final_when="inside_reservation")
+    with pytest.raises(ValueError, match="final_when"):
+        BuyerScript(final="once", final_when="sometimes")
+    plan = EvaluationPlan("craigslist-v0", 2, seat="buyer", seed=3)
+    script = BuyerScript(final="once", final_when="inside_reservation")
+    with pytest.raises(ValueError, match="needs the counterpart's reservation"):
+        evaluate_policy(plan, lambda s: ScriptedBuyer(script, s))
 
 
 def test_the_result_json_has_the_keys_the_checks_read(craigslist_audit) -> None:

@@ -11,6 +11,7 @@ seat of Craigslist or Marketplace from a `BuyerScript`:
 | `states_limit` | every message starts with "My target is $T and my maximum is $R." |
 | `reject_words` | when a seller offer stands, the counter-offer starts with "That's too high for me." |
 | `final` | "none"; "once": "This is my final offer: $h." the first time it reaches its hold price (then it holds); "every": "This is my final offer." in every message |
+| `final_when` | for "once": "always"; "inside_reservation" / "beyond_reservation": only when the hold price lies inside / beyond the counterpart's reservation (the script is told it, as the oracle is), so that a credible commitment and a bluff are measured apart |
 
 Prices are whole dollars (cents under $20). The buyer accepts a standing offer at or below the price it would
 offer next, and on its last turn any standing offer below its reservation. Target: the seat's private
@@ -31,6 +32,7 @@ from environments.core.events import Action, Event, Notification, Observation
 OPENINGS = ("anchor", "hold")
 HOLDS = ("midpoint", "listing", "oracle")
 FINALS = ("none", "once", "every")
+FINAL_WHENS = ("always", "inside_reservation", "beyond_reservation")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,10 +55,15 @@ class BuyerScript:
     """Whether a counter-offer to a standing seller offer starts with rejection words."""
     final: str = "none"
     """"none", "once" or "every" (see the module table)."""
+    final_when: str = "always"
+    """For `final="once"`: "always", or only when the hold price lies "inside_reservation" / "beyond_reservation"
+    of the counterpart (a credible commitment / a bluff)."""
 
     def __post_init__(self) -> None:
         if self.opening not in OPENINGS or self.hold not in HOLDS or self.final not in FINALS:
             raise ValueError(f"opening in {OPENINGS}, hold in {HOLDS}, final in {FINALS}; got {self}")
+        if self.final_when not in FINAL_WHENS or (self.final_when != "always" and self.final != "once"):
+            raise ValueError(f"final_when in {FINAL_WHENS}, and other than 'always' only with final='once'; got {self}")
         if not 0.0 <= self.hold_share <= 1.5 or not 0.0 < self.anchor_share <= 1.0:
             raise ValueError(f"hold_share must lie in [0, 1.5] and anchor_share in (0, 1], got {self}")
         if self.concede_turns < 1:
@@ -88,11 +95,14 @@ class ScriptedBuyer(CodeAgent):
         super().__init__(seed)
         self.script = script
         self.reservations = reservations
-        """For an oracle script: the counterpart's reservation by `view_key` of the buyer's private view."""
+        """For an oracle script, or one whose final offer depends on the counterpart's reservation: that
+        reservation by `view_key` of the buyer's private view."""
         self.name = "scripted"
         self.plan: tuple[float, float, float, float, float] | None = None
         """(opening, hold, target, reservation, listing) once the private view arrived."""
         self.said_final = False
+        self.may_say_final = script.final != "none"
+        """Whether this episode's script may call an offer final (`final_when` decides it once the plan is known)."""
 
     def describe(self) -> str:
         return f"scripted({self.script})"
@@ -109,9 +119,7 @@ class ScriptedBuyer(CodeAgent):
         target = float(private.get("target_price", 0.8 * reservation))
         s = self.script
         if s.hold == "oracle":
-            if self.reservations is None or view_key(view) not in self.reservations:
-                raise ValueError("an oracle script needs the counterpart's reservation of this scenario")
-            hold = self.reservations[view_key(view)]
+            hold = self._counterpart_reservation(view)
         elif s.hold == "listing":
             hold = max(target, s.hold_share * listing)
         else:
@@ -120,7 +128,15 @@ class ScriptedBuyer(CodeAgent):
         # An oracle anchors below the reservation it was told; the others below their target.
         anchor = s.anchor_share * (hold if s.hold == "oracle" else target)
         opening = hold if s.opening == "hold" else _dollars(min(hold, anchor), listing)
+        if s.final_when != "always":
+            inside = hold >= self._counterpart_reservation(view) - 1e-9
+            self.may_say_final = inside == (s.final_when == "inside_reservation")
         return opening, hold, target, reservation, listing
+
+    def _counterpart_reservation(self, view: Mapping[str, Any]) -> float:
+        if self.reservations is None or view_key(view) not in self.reservations:
+            raise ValueError(f"script {self.script} needs the counterpart's reservation of this scenario")
+        return self.reservations[view_key(view)]
 
     def decide(self, request: Notification) -> Action:
         assert self.space is not None and self.plan is not None
@@ -143,7 +159,7 @@ class ScriptedBuyer(CodeAgent):
             words.append("That's too high for me.")
         if s.final == "every":
             words.append(f"This is my final offer: ${price:g}.")
-        elif s.final == "once" and price >= hold - 1e-9 and not self.said_final:
+        elif s.final == "once" and self.may_say_final and price >= hold - 1e-9 and not self.said_final:
             self.said_final = True
             words.append(f"This is my final offer: ${price:g}.")
         else:

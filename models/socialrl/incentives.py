@@ -10,7 +10,9 @@ scenario-clustered bootstrap of models/evaluation/stats.py:
 | `protect_information` | the base (never states its limit) | the base stating "My target is $T and my maximum is $R." every turn | pay |
 | `anchor` | the base (opens at 0.8 x target, concedes to its hold price over 4 offers) | the base opening at its hold price | pay |
 | `reject_with_counter` | the base with "That's too high for me." before each counter-offer to a standing seller offer | the base (counters without rejecting) | pay |
-| `commit` | the base saying "This is my final offer" once, when it first reaches its hold price (then holds, as the base does) | the base | pay |
+| `commit` | the base saying "This is my final offer" once, when it first reaches its hold price (then holds, as the base does), in the episodes where that price lies inside the counterpart's reservation (a credible commitment; the script is told the reservation, as the oracle is) | the base | pay |
+| `commit_bluff` | the same final offer in the episodes where the hold price lies beyond the counterpart's reservation | the base | reported |
+| `commit_uninformed` | the same final offer in every episode (a buyer that cannot tell whether its price is credible: the sum of the two above) | the base | reported |
 | `commit_spam` | the base saying "This is my final offer" in every message | the base | not pay |
 
 The base is run at each hold price of `IncentiveSettings.base_hold_shares` (a share of the way from the target
@@ -53,12 +55,17 @@ BEHAVIOURS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "protect_information": ({}, {"states_limit": True}),
     "anchor": ({}, {"opening": "hold"}),
     "reject_with_counter": ({"reject_words": True}, {}),
-    "commit": ({"final": "once"}, {}),
+    "commit": ({"final": "once", "final_when": "inside_reservation"}, {}),
+    "commit_bluff": ({"final": "once", "final_when": "beyond_reservation"}, {}),
+    "commit_uninformed": ({"final": "once"}, {}),
     "commit_spam": ({"final": "every"}, {}),
 }
 """Behaviour -> (minuend, subtrahend) as `BuyerScript` changes to the base (see the module table)."""
 MUST_NOT_PAY = ("commit_spam",)
 """Behaviours that must not pay: a phrase repeated without meaning."""
+REPORTED_ONLY = ("commit_bluff", "commit_uninformed")
+"""Behaviours measured without a target: a commitment's value splits into the credible part (`commit`, which
+must pay) and the bluff (which the counterparts may punish), and a buyer that cannot tell them apart gets their sum."""
 PRICE_DOMAINS = ("craigslist-v0", "marketplace-v0")
 
 
@@ -167,7 +174,7 @@ class IncentiveAudit:
                 low = b.effect.ci_low
                 if name in MUST_NOT_PAY and low > 0:
                     problems.append(f"{env_id}: {name} pays ({b.effect.text()}) though it must not")
-                if name not in MUST_NOT_PAY and not low > 0:
+                if name not in MUST_NOT_PAY + REPORTED_ONLY and not low > 0:
                     problems.append(f"{env_id}: {name} does not pay ({b.effect.text()})")
             if not d.teacher_minus_best_fixed_rule.ci_low > 0:
                 problems.append(
@@ -297,9 +304,11 @@ def audit_domain(
         raise ValueError(f"the audit plays the buyer seat of {PRICE_DOMAINS}, got {plan.env_id} seat {plan.seat}")
     seed = settings.bootstrap_seed
 
+    reservations = _reservations(plan)
+
     def scripted(**changes: Any) -> EvaluationResult:
         script = BuyerScript(**changes)
-        return play(plan, lambda s: ScriptedBuyer(script, s))
+        return play(plan, lambda s: ScriptedBuyer(script, s, reservations))
 
     results: dict[tuple[str, float], EvaluationResult] = {}
     base_means: dict[str, Estimate] = {}
@@ -331,7 +340,6 @@ def audit_domain(
     fixed_means = {f: _own_mean(r, seed) for f, r in fixed.items()}
     best_f = max(fixed_means, key=lambda f: (fixed_means[f].mean, -f))
     teacher = play(plan, make_teacher)
-    reservations = _reservations(plan)
     oracle_script = BuyerScript(hold="oracle", reject_words=True, final="once")
     oracle = play(plan, lambda s: ScriptedBuyer(oracle_script, s, reservations))
     baselines = {name: play(plan, lambda s, name=name: make_baseline(name, s)) for name in BASELINES}
