@@ -407,8 +407,10 @@ def specialist_eval(
     specialist's seat: the base model (on the first `base_heldout_scenarios` scenarios), the SFT warm-start,
     the PPO specialist, the teacher and the trivial baselines (the last three from `warmstart_imitation`, same
     plan). Paired differences of reward (ppo-sft, sft-base, ppo-base, ppo-best baseline, ppo-teacher) and of
-    every behaviour metric with scenario-clustered bootstrap CIs; representative transcripts. Stored in the
-    `evaluations` table, on the model version (description, model card) and its MLflow run."""
+    every behaviour metric with scenario-clustered bootstrap CIs; representative transcripts of the base and the
+    specialist (markdown), and of sft, ppo and teacher as JSON (`representative_episodes`, which `make run`
+    writes to its transcripts file). Stored in the `evaluations` table, on the model version (description, model
+    card) and its MLflow run."""
     env_id, profile = context.partition_key, settings.get_profile()
     run_id = execution_id(context)
     served = {"base": "base"}
@@ -449,6 +451,8 @@ def specialist_eval(
             "plot": MetadataValue.md(markdown_image(png, "held-out reward")),
             "transcripts": MetadataValue.md(evaluation.transcripts_markdown or "*no episodes*"),
             "report": MetadataValue.json(display_json(evaluation.report())),
+            # Best, median, worst (and most refused) of sft, ppo and teacher: `make run`'s transcripts file.
+            "representative_episodes": MetadataValue.json(display_json(evaluation.representative_episodes())),
             "seat": evaluation.seat,
             **display_metadata(
                 {

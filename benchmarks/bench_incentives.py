@@ -4,25 +4,26 @@ Plays the scripted buyers, the best fixed rule, the oracle, the trivial baseline
 domain's held-out plan (`evaluation_plan(domain, profile, seat="buyer")`), all code (no model), and writes
 benchmarks/results/incentives_<profile>.json. Exits 1 when a target of the audit fails (the file says which).
 
-    python -m benchmarks.bench_incentives [--profile cpu] [--out PATH]
+    python -m benchmarks.bench_incentives [--profile cpu] [--out PATH] [--machine-speed]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import platform
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 from models.profiles import get_profile
-from models.provenance import code_state
+from models.provenance import machine_speed_or_none, provenance
 from models.socialrl.incentives import PRICE_DOMAINS, IncentiveAudit, run_incentive_audit
 from models.socialrl.stage1.evaluation import evaluation_plan
 
 RESULTS = Path(__file__).resolve().parent / "results"
+log = logging.getLogger("socialrl.bench_incentives")
 
 
 def render(audit: IncentiveAudit) -> str:
@@ -56,19 +57,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="cpu")
     parser.add_argument("--out", type=Path, default=None, help="default: benchmarks/results/incentives_<profile>.json")
+    parser.add_argument(
+        "--machine-speed", action="store_true", help="also measure the machine's PPO update speed (a few seconds)"
+    )
     args = parser.parse_args(argv)
     profile = get_profile(args.profile)
     start = time.perf_counter()
     plans = [evaluation_plan(env_id, profile, seat="buyer") for env_id in PRICE_DOMAINS]
     audit = run_incentive_audit(plans)
-    code = code_state()
+    wall_s = round(time.perf_counter() - start, 1)
+    speed = machine_speed_or_none(log) if args.machine_speed else None
     payload = {
         **audit.as_json(),
-        "profile": profile.name,
-        "commit": code.commit or "unknown",
-        "uncommitted_changes": code.uncommitted_changes,
-        "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "wall_s": round(time.perf_counter() - start, 1),
+        **provenance(profile=profile.name, machine_update_tok_s=speed),
+        "wall_s": wall_s,
         "machine": platform.platform(),
         "command": f"python -m benchmarks.bench_incentives --profile {profile.name}",
     }

@@ -6,23 +6,25 @@ games, all code (no model), and the calibration of the tutors' priors on the tra
 writes benchmarks/results/yoao_incentives_<profile>.json. Exits 1 when a target of the audit fails (the file
 says which).
 
-    python -m benchmarks.bench_yoao_incentives [--profile cpu] [--out PATH]
+    python -m benchmarks.bench_yoao_incentives [--profile cpu] [--out PATH] [--machine-speed]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import platform
 import sys
 import time
 from pathlib import Path
 
 from models.profiles import PROFILE_NAMES, get_profile
-from models.provenance import code_state
+from models.provenance import machine_speed_or_none, provenance
 from models.yoao.incentives import audit_markdown, prior_calibration, run_yoao_incentives
 
 RESULTS = Path(__file__).resolve().parent / "results"
+log = logging.getLogger("socialrl.bench_yoao_incentives")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,23 +33,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, default=None, help="default: benchmarks/results/yoao_incentives_<profile>.json"
     )
+    parser.add_argument(
+        "--machine-speed", action="store_true", help="also measure the machine's PPO update speed (a few seconds)"
+    )
     args = parser.parse_args(argv)
     profile = get_profile(args.profile)
     settings = profile.yoao
     start = time.perf_counter()
     audit = run_yoao_incentives(settings)
     calibration = prior_calibration(settings)
-    code = code_state()
+    wall_s = round(time.perf_counter() - start, 1)
+    speed = machine_speed_or_none(log) if args.machine_speed else None
     payload = {
         **audit.as_json(),
+        **provenance(profile=profile.name, machine_update_tok_s=speed),
         "prior_calibration": calibration,
-        "profile": profile.name,
         "team_size": settings.team_size,
         "rounds": settings.rounds,
-        "commit": code.commit or "unknown",
-        "uncommitted_changes": code.uncommitted_changes,
-        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "total_wall_s": round(time.perf_counter() - start, 1),
+        "wall_s": wall_s,
         "machine": platform.platform(),
         "command": f"python -m benchmarks.bench_yoao_incentives --profile {profile.name}",
     }

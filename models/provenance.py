@@ -7,17 +7,28 @@ here, so that every result says which code and how fast a machine made it.
 | `code_state()` | `CodeState`: the commit checked out and whether tracked files differ from it |
 | `git_commit()` | the commit as MLflow's tag writes it (`<sha>` or `<sha>-dirty`), None outside git |
 | `measure_update_tok_s()` | the machine's PPO update speed: `benchmarks/bench_learner.py --shape small` in a subprocess |
+| `machine_speed_or_none()` | the same, or None (with a warning) where the benchmark fails: a run's numbers matter more |
+| `provenance()` | the keys every result file carries (`PROVENANCE_KEYS`): `env_version`, `commit`, `uncommitted_changes`, `profile`, `measured_at`, `machine_update_tok_s` |
+
+Each runner writes its own `wall_s` beside them (seconds, or asset -> seconds where a runner times its assets).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from agents.env_version import env_version
 from models.settings import REPO_ROOT
+
+PROVENANCE_KEYS = ("env_version", "commit", "uncommitted_changes", "profile", "measured_at", "machine_update_tok_s")
+"""Where a result came from: the keys `provenance()` gives every result file (the papers' report reads them)."""
 
 LEARNER = REPO_ROOT / "benchmarks" / "bench_learner.py"
 MACHINE_SPEED_ARGS = ("--device", "cpu", "--shape", "small", "--iterations", "1")
@@ -78,3 +89,29 @@ def measure_update_tok_s(timeout_s: float = 600.0) -> float:
     if done.returncode != 0 or not lines:
         raise RuntimeError(f"bench_learner failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
     return float(json.loads(lines[-1])["tokens_per_s"]["update"])
+
+
+def machine_speed_or_none(log: logging.Logger) -> float | None:
+    """`measure_update_tok_s()`, or None with a warning on `log` when the benchmark fails."""
+    try:
+        return measure_update_tok_s()
+    except (RuntimeError, OSError, subprocess.SubprocessError, ValueError, KeyError) as exc:
+        log.warning("the machine's speed was not measured: %s", exc)
+        return None
+
+
+def provenance(
+    *, profile: str, machine_update_tok_s: float | None = None, repo: str | Path = REPO_ROOT
+) -> dict[str, Any]:
+    """The `PROVENANCE_KEYS` of a result made now by the code in `repo` with `profile`: the environment version
+    (agents/env_version.py), the commit and whether tracked files differed from it, the UTC time, and the
+    machine's PPO update speed when measured (None otherwise)."""
+    code = code_state(repo)
+    return {
+        "env_version": env_version(),
+        "commit": code.commit,
+        "uncommitted_changes": code.uncommitted_changes,
+        "profile": profile,
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine_update_tok_s": machine_update_tok_s,
+    }

@@ -2,8 +2,9 @@
 process on the Dagster instance the UI uses (pipelines/launcher.py), and report what their assets recorded.
 
 Order: `tournament_job`; `incentives_job` (the incentive audit, code only); `stage1_job` once per domain partition (scenarios -> teacher_traces ->
-sft_warmstart -> specialist -> specialist_eval -> specialist_champion, with the checks); then
-`champion_evaluation_job` (the nightly re-evaluation of every champion). A job that fails does not stop the
+sft_warmstart -> specialist -> specialist_eval -> specialist_champion, with the checks); with --nightly
+also `champion_evaluation_job` (the nightly re-evaluation of every champion: the nightly schedule's work, so
+`make run` leaves it out and says per domain where the champion stands instead). A job that fails does not stop the
 others; the command exits non-zero and names it. A candidate that loses the blocking `beats_champion`
 check is an outcome ("not promoted"), not a failure. What this instance already materialised with the same
 profile is skipped unless --force.
@@ -13,28 +14,31 @@ every Dagster event and every log line go to <data>/logs/make-run-<time>.log. Th
 written to <data>/reports/make-run-<time>.json) is read back from the `report` metadata of each domain's
 `specialist_eval` materialisation: per domain the policies' held-out results, the paired differences
 (`ppo_minus_sft`, `sft_minus_base`, `ppo_minus_base`, each {mean, ci_low, ci_high, n}) and the PPO
-`learning_curve`; and from `champion_evaluations`' `report` the nightly result (`nightly`: each champion's
-mean reward with its interval and n).
+`learning_curve`; and, with --nightly, from `champion_evaluations`' `report` the nightly result (`nightly`:
+each champion's mean reward with its interval and n).
+
+Beside the report, <data>/reports/make-run-transcripts-<time>.json holds what the agents said: per domain, the
+best, median and worst episode (and the most refused one, where any has a refused attempt) of the warm-start
+(`sft`), the specialist (`ppo`) and the teacher, as the asset page renders them, from the
+`representative_episodes` metadata of the same materialisation (`write_transcripts`).
 
     python -m pipelines.run_lineage [--profile smoke|cpu|paper] [--domains craigslist-v0,dnd-v0]
-                                    [--data-dir DIR] [--skip-monitoring] [--force]
+                                    [--data-dir DIR] [--nightly] [--force]
 """
 
 import argparse
 import logging
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents.env_version import env_version
 from environments import SOCIALRL_ENV_IDS
 from models.display import format_number, strict_json
 from models.profiles import PROFILE_NAMES, get_profile
 from models.progress import PlainFormatter
-from models.provenance import code_state, measure_update_tok_s
+from models.provenance import machine_speed_or_none, provenance
 from models.settings import DataPaths
 from models.tracking import TrackingConfig
 from pipelines.launcher import LaunchedRun, Launcher, Materialisation
@@ -61,6 +65,9 @@ class StepResult:
     run's `champion_evaluations` report (each champion's mean reward with its interval and n)."""
     markdown: str = ""
     """The same evaluation as `SpecialistEvaluation.markdown()` rendered it (its `evaluation` metadata)."""
+    transcripts: dict[str, Any] | None = None
+    """A domain run's representative episodes, policy -> entries (its `representative_episodes` metadata,
+    models/evaluation/transcripts.py `transcripts_json`); None where the materialisation has none."""
     step_seconds: dict[str, float] = field(default_factory=dict)
     """Wall seconds of each step of the Dagster run, from the instance's step stats."""
     promoted: bool | None = None
@@ -108,11 +115,18 @@ def _evaluation(done: Materialisation | None) -> tuple[dict[str, Any] | None, st
     return done.metadata.get("report"), done.metadata.get("evaluation") or ""
 
 
+def _transcripts(done: Materialisation | None) -> dict[str, Any] | None:
+    """The representative episodes a `specialist_eval` materialisation keeps (`representative_episodes`), else
+    None."""
+    return done.metadata.get("representative_episodes") if done is not None else None
+
+
 def _step(launcher: Launcher, run: LaunchedRun) -> StepResult:
     """The StepResult of a run the launcher just made."""
     partition = run.partition
     promoted = run.checks.get("beats_champion") if partition else None
-    report, markdown = _evaluation(launcher.latest(_MARKER[run.job], partition))  # where the marker has them
+    marker = launcher.latest(_MARKER[run.job], partition)
+    report, markdown = _evaluation(marker)  # where the marker has them
     # A candidate that does not beat the champion fails the blocking check (Dagster marks the run failed and
     # the alias stays); for `make run` that is an outcome, not an error.
     not_promoted = promoted is False and report is not None and all("beats_champion" in k for k in run.failed_steps)
@@ -127,6 +141,7 @@ def _step(launcher: Launcher, run: LaunchedRun) -> StepResult:
         error="" if not_promoted else run.error[:500],
         report=report if ok else None,
         markdown=markdown if ok else "",
+        transcripts=_transcripts(marker) if ok else None,
         step_seconds=launcher.step_seconds(run.run_id),
         promoted=promoted,
     )
@@ -135,7 +150,7 @@ def _step(launcher: Launcher, run: LaunchedRun) -> StepResult:
 def run_lineage(
     profile: str,
     domains: tuple[str, ...],
-    with_monitoring: bool = True,
+    with_monitoring: bool = False,
     data: Path | None = None,
     force: bool = False,
     log_file: Path | None = None,
@@ -167,6 +182,7 @@ def run_lineage(
                     run_id=done.run_id,
                     report=report,
                     markdown=markdown,
+                    transcripts=_transcripts(done),
                     skipped=True,
                 )
             )
@@ -198,21 +214,31 @@ def write_report(
     where they came from (the code's commit and the machine's speed, models/provenance.py)."""
     path = paths.report_file("make-run")
     domains = {s.partition: s.report for s in steps if s.partition and s.report}
-    code = code_state()
     report = {
-        "profile": profile,
         # Results of different environment versions are never compared (agents/env_version.py).
-        "env_version": env_version(),
-        "commit": code.commit,
-        "uncommitted_changes": code.uncommitted_changes,
-        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **provenance(profile=profile, machine_update_tok_s=machine_update_tok_s),
         "wall_s": round(elapsed, 1),
-        "machine_update_tok_s": machine_update_tok_s,
         "domains": domains,
         "nightly": next((s.report for s in steps if s.job == "champion_evaluation_job" and s.report), None),
-        "steps": [{k: v for k, v in asdict(s).items() if k not in ("report", "markdown")} for s in steps],
+        "steps": [
+            {k: v for k, v in asdict(s).items() if k not in ("report", "markdown", "transcripts")} for s in steps
+        ],
     }
     path.write_text(strict_json(report, indent=1))
+    return path
+
+
+def write_transcripts(paths: DataPaths, profile: str, steps: list[StepResult]) -> Path:
+    """What the agents said, as strict JSON under <data>/reports/ (make-run-transcripts-<time>.json), beside the
+    report: per domain, policy -> its representative episodes (`labels` such as best, median, worst, most
+    refused; `episode_id`, `scenario_id`, `counterpart`, the policy seat's `reward`, `agreement`, and the
+    `markdown` the asset page shows), with the environment version and the code's commit."""
+    path = paths.report_file("make-run-transcripts")
+    transcripts = {
+        **provenance(profile=profile),
+        "domains": {s.partition: s.transcripts for s in steps if s.partition and s.transcripts},
+    }
+    path.write_text(strict_json(transcripts, indent=1))
     return path
 
 
@@ -222,6 +248,25 @@ def nightly_text(report: dict[str, Any]) -> str:
     for label, r in report.items():
         low, high = format_number(r.get("ci_low")), format_number(r.get("ci_high"))
         lines.append(f"  {label}: mean reward {format_number(r.get('mean_reward'))} [{low}, {high}] (n={r.get('n')})")
+    return "\n".join(lines)
+
+
+def champion_text(steps: list[StepResult]) -> str:
+    """Where each domain's champion stands after the run: this run's candidate promoted, or the champion kept."""
+    lines = ["Champions:"]
+    for step in steps:
+        if not step.partition:
+            continue
+        model = (step.report or {}).get("model") or "no candidate"
+        if step.skipped:
+            where = f"{model} evaluated earlier on this instance (skipped)"
+        elif step.promoted:
+            where = f"{model} promoted to champion"
+        elif step.promoted is False:
+            where = f"{model} not promoted: it did not beat the champion, its warm-start or the best rule; the champion stays"
+        else:
+            where = f"{model}: no promotion decision ({'failed' if not step.success else 'not checked'})"
+        lines.append(f"  {step.partition}: {where}")
     return "\n".join(lines)
 
 
@@ -250,7 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", choices=PROFILE_NAMES, default=None, help="default: $SOCIALRL_PROFILE or cpu")
     parser.add_argument("--domains", default="", help="comma-separated environment ids (default: the profile's)")
     parser.add_argument("--data-dir", type=Path, default=None, help="overrides $SOCIALRL_DATA_DIR")
-    parser.add_argument("--skip-monitoring", action="store_true", help="leave out champion_evaluations")
+    parser.add_argument(
+        "--nightly", action="store_true", help="also run champion_evaluations (the nightly schedule's job)"
+    )
     parser.add_argument("--force", action="store_true", help="materialise again what is already materialised")
     parser.add_argument(
         "--machine-speed",
@@ -268,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(log_file)
     log.info("profile %s, domains %s, data %s; full log %s", profile.name, ", ".join(domains), paths.root, log_file)
     start = time.perf_counter()
-    steps = run_lineage(profile.name, domains, not args.skip_monitoring, paths.root, args.force, log_file)
+    steps = run_lineage(profile.name, domains, args.nightly, paths.root, args.force, log_file)
     elapsed = time.perf_counter() - start
     print(f"\n[make run] lineage finished in {elapsed / 60:.1f} min\n")
     for step in steps:
@@ -276,14 +323,12 @@ def main(argv: list[str] | None = None) -> int:
             print(step.markdown + "\n")
         if step.job == "champion_evaluation_job" and step.report:
             print(nightly_text(step.report) + "\n")
-    speed = None
-    if args.machine_speed:
-        try:
-            speed = measure_update_tok_s()
-            print(f"[make run] this machine's PPO update speed: {speed:,.0f} tokens/s")
-        except (RuntimeError, OSError, subprocess.SubprocessError) as exc:  # the run's numbers matter more
-            log.warning("the machine's speed was not measured: %s", exc)
+    print(champion_text(steps) + "\n")
+    speed = machine_speed_or_none(log) if args.machine_speed else None
+    if speed is not None:
+        print(f"[make run] this machine's PPO update speed: {speed:,.0f} tokens/s")
     print(f"This run's numbers: {write_report(paths, profile.name, steps, elapsed, speed)}")
+    print(f"What the agents said (best, median, worst episodes): {write_transcripts(paths, profile.name, steps)}")
     tracking = TrackingConfig.from_env(paths)
     print(
         f"\nTables (Parquet, query with DuckDB): {paths.tables}\n"

@@ -14,6 +14,7 @@ benchmarks/results/stage2_cpu.json).
 
 import argparse
 import json
+import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,9 +23,12 @@ from typing import Any
 from agents.env_version import env_version
 from environments import SOCIALRL_ENV_IDS
 from models.profiles import PROFILE_NAMES, get_profile
+from models.provenance import machine_speed_or_none, provenance
 from models.settings import DataPaths
 from pipelines.launcher import Launcher
 from pipelines.run_lineage import StepResult, configure_logging, run_lineage
+
+log = logging.getLogger("socialrl.run_stage2")
 
 DOMAINS_TAG = "socialrl/stage2_domains"
 STAGE2_ASSETS = ("transfer_matrix", "cascade_order", "cascade_policy", "mopd_student", "unified_evaluation")
@@ -190,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--result", type=Path, default=None, help="also write the result JSON here")
     parser.add_argument(
+        "--machine-speed", action="store_true", help="measure the machine's PPO update speed after the run (seconds)"
+    )
+    parser.add_argument(
         "--skip-stage1", action="store_true", help="train no specialist: use only those already registered"
     )
     args = parser.parse_args(argv)
@@ -212,7 +219,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[stage 2] failed: {step.error}")
         return 1
     print(report(outputs))
-    data = result_json(outputs, domains, elapsed, [*stage1, step])
+    speed = machine_speed_or_none(log) if args.machine_speed else None
+    data = {
+        **provenance(profile=profile.name, machine_update_tok_s=speed),
+        **result_json(outputs, domains, elapsed, [*stage1, step]),
+    }
     path = DataPaths(root).report_file("stage2")
     path.write_text(json.dumps(data, indent=1))
     print(f"\nThis run's numbers: {path}")

@@ -13,16 +13,19 @@ scenarios and 24 SFT steps per student; 50-57 min estimated with today's 12 and 
 """
 
 import argparse
+import logging
 import time
 from pathlib import Path
 
-from agents.env_version import env_version
 from environments import SOCIALRL_ENV_IDS
 from models.profiles import PROFILE_NAMES, get_profile
+from models.provenance import machine_speed_or_none, provenance
 from models.settings import REPO_ROOT, DataPaths
 from models.socialrl.tom import ToMDomainResult, result_file, write_json
 from pipelines.launcher import Launcher
 from pipelines.run_lineage import configure_logging
+
+log = logging.getLogger("socialrl.run_tom")
 
 STAGES = (("students", ("tom_traces", "tom_student")), ("analysis", ("tom_analysis",)))
 """The two runs of `tom_job` per domain: the students train before the engine starts (in one in-process run
@@ -73,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--domains", default="", help="comma-separated environment ids (default: the profile's)")
     parser.add_argument("--data-dir", type=Path, default=None, help="overrides $SOCIALRL_DATA_DIR")
     parser.add_argument("--output", type=Path, default=None, help="default: benchmarks/results/tom_<profile>.json")
+    parser.add_argument(
+        "--machine-speed", action="store_true", help="measure the machine's PPO update speed after the run (seconds)"
+    )
     args = parser.parse_args(argv)
     profile = get_profile(args.profile)
     domains = tuple(d for d in args.domains.split(",") if d) or profile.tom.domains
@@ -91,7 +97,16 @@ def main(argv: list[str] | None = None) -> int:
     for r in done:
         print(r.markdown() + "\n")
     if done:
-        write_json(output, {"env_version": env_version(), **result_file(done)})
+        speed = machine_speed_or_none(log) if args.machine_speed else None
+        # Provenance first, then one entry per domain (models/provenance.py PROVENANCE_KEYS).
+        write_json(
+            output,
+            {
+                **provenance(profile=profile.name, machine_update_tok_s=speed),
+                "wall_s": round(elapsed, 1),
+                **result_file(done),
+            },
+        )
         details = {r.env_id: r.details() for r in done}
         details["_run"] = {
             "profile": profile.name,

@@ -15,6 +15,7 @@ benchmarks/results/yoao_<profile>.json, exactly the keys of models/yoao/report.p
 
 import argparse
 import json
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,10 +23,13 @@ from pathlib import Path
 from assets import yoao as yoao_assets
 from assets import yoao_experiments
 from models.profiles import PROFILE_NAMES, get_profile
+from models.provenance import machine_speed_or_none, provenance
 from models.settings import REPO_ROOT, DataPaths
 from models.yoao.report import BENCHMARK_KEYS, write_json
 from pipelines.launcher import Launcher
 from pipelines.run_lineage import configure_logging
+
+log = logging.getLogger("socialrl.run_yoao")
 
 SEED_PIPELINE = (*yoao_assets.SEED_PIPELINE_ASSETS, "yoao_warmstart_imitation", "sugarscape_zero_shot")
 EXPERIMENTS = yoao_experiments.EXPERIMENTS
@@ -60,10 +64,16 @@ def plan(frames: tuple[str, ...]) -> list[tuple[str, tuple[str, ...]]]:
 
 
 def run_yoao(
-    profile_name: str, data: Path | None = None, results_path: Path | None = None, log_file: Path | None = None
+    profile_name: str,
+    data: Path | None = None,
+    results_path: Path | None = None,
+    log_file: Path | None = None,
+    machine_speed: bool = False,
 ):
     """Run `yoao_job` per planned frame (module docstring); returns (runs, YoaoResults or None, written result
-    file). The job serves the profile's YOAO model on the code location's `yoao_engine`."""
+    file, which leads with the provenance of models/provenance.py; `machine_speed`: measure the machine's PPO
+    update speed for it after the runs). The job serves the profile's YOAO model on the code location's
+    `yoao_engine`."""
     profile = get_profile(profile_name)
     paths = DataPaths(data) if data is not None else DataPaths.from_env()
     launcher = Launcher(profile.name, paths, "run_yoao", log_file=log_file)
@@ -107,6 +117,8 @@ def run_yoao(
         benchmark = results.benchmark()
         benchmark["wall_s"] = asset_wall_times(runs)
         assert tuple(benchmark) == BENCHMARK_KEYS
+        speed = machine_speed_or_none(log) if machine_speed else None
+        benchmark = {**provenance(profile=profile.name, machine_update_tok_s=speed), **benchmark}
         written = write_json(
             results_path or REPO_ROOT / "benchmarks" / "results" / f"yoao_{profile.name}.json", benchmark
         )
@@ -129,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", choices=PROFILE_NAMES, default=None, help="default: $SOCIALRL_PROFILE or cpu")
     parser.add_argument("--data-dir", type=Path, default=None, help="overrides $SOCIALRL_DATA_DIR")
     parser.add_argument("--results", type=Path, default=None, help="default: benchmarks/results/yoao_<profile>.json")
+    parser.add_argument(
+        "--machine-speed", action="store_true", help="measure the machine's PPO update speed after the run (seconds)"
+    )
     args = parser.parse_args(argv)
     profile = get_profile(args.profile)
     paths = DataPaths(args.data_dir) if args.data_dir else DataPaths.from_env()
@@ -138,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     frames = ", ".join(profile.yoao.heldout_frames)
     print(f"[yoao] profile {profile.name}, held-out frames {frames}, data {root}; full log {log_file}", flush=True)
     start = time.perf_counter()
-    runs, results, written = run_yoao(profile.name, root, args.results, log_file)
+    runs, results, written = run_yoao(profile.name, root, args.results, log_file, args.machine_speed)
     print(f"\n[yoao] finished in {(time.perf_counter() - start) / 60:.1f} min")
     if results is not None:
         print("\n" + results.markdown())

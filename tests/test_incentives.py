@@ -17,6 +17,7 @@ from models.socialrl.incentives import (
     IncentiveAudit,
     IncentiveSettings,
     audit_domain,
+    search_fixed_rule,
 )
 
 SMALL = IncentiveSettings(base_hold_shares=(0.5,), fixed_rule_grid=(0.6, 0.8, 0.95))
@@ -202,3 +203,29 @@ def test_the_committed_audit_was_measured_on_the_current_environment() -> None:
     committed = json.loads((RESULTS / "incentives_cpu.json").read_text())
     assert committed["env_version"] == env_version(), "re-run python -m benchmarks.bench_incentives"
     assert set(committed["domains"]) == {"craigslist-v0", "marketplace-v0"} and committed["profile"] == "cpu"
+
+
+def test_stage_one_plays_the_best_fixed_rule_where_it_is_defined(craigslist_audit) -> None:
+    """The stage-1 code policies carry the audit's best fixed rule in a price domain's buyer seat (a rule a
+    trained buyer must beat), chosen as the audit chooses it, and leave it out where it means nothing."""
+    from models.socialrl.stage1.evaluation import BEST_FIXED_RULE, best_baseline, evaluate_code_policies
+
+    plan = EvaluationPlan("craigslist-v0", 10, seat="buyer", seed=3)
+    fraction, searched = search_fixed_rule(plan, SMALL.fixed_rule_grid)
+    assert fraction == craigslist_audit.best_fixed_rule[0]
+    played = evaluate_code_policies(plan)
+    rule, _ = played[BEST_FIXED_RULE]
+    means = {f: sum(e.reward for e in r.policy_episodes) / len(r.policy_episodes) for f, r in searched.items()}
+    full_fraction, _ = search_fixed_rule(plan)
+    assert rule.model == f"hold max(target, {full_fraction:g} x listing)"
+    assert rule.summary.mean_reward >= max(means.values()) - 1e-9  # the full grid holds the small one
+    policies = {label: policy for label, (policy, _) in played.items()}
+    best = best_baseline(policies)
+    assert best is not None and best != "teacher"
+    assert policies[best].summary.mean_reward == max(
+        p.summary.mean_reward for label, p in policies.items() if label != "teacher"
+    )
+    dnd = evaluate_code_policies(EvaluationPlan("dnd-v0", 2), labels=(BEST_FIXED_RULE, "hold_target"))
+    assert set(dnd) == {"hold_target"}
+    with pytest.raises(ValueError, match="buyer seat"):
+        search_fixed_rule(EvaluationPlan("craigslist-v0", 2, seat="seller"))

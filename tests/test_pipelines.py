@@ -225,7 +225,7 @@ def test_smoke_lineage_materialises_with_real_resources(
     craigslist = steps[2].report
     assert craigslist["seat"] == "buyer"
     assert set(craigslist["policies"]) == {
-        "base", "sft", "ppo", "teacher", "accept_first", "hold_target", "split_difference"
+        "base", "sft", "ppo", "teacher", "accept_first", "hold_target", "split_difference", "best_fixed_rule"
     }  # fmt: skip
     ppo = craigslist["policies"]["ppo"]
     # Opening below target counts an episode without an offer as 0: it is P(below | offer) x P(offer), over every
@@ -241,8 +241,16 @@ def test_smoke_lineage_materialises_with_real_resources(
         # every evaluation episode is paired; the base plays its part of the plan (all of it in smoke)
         assert difference["n"] == ppo["n"], name
     assert set(craigslist["behaviour_paired"]["command_rate"]) == {"ppo_minus_sft", "sft_minus_base", "ppo_minus_base"}
-    assert craigslist["best_baseline"] in {"accept_first", "hold_target", "split_difference"}
-    assert set(craigslist["baselines"]) == {"accept_first", "hold_target", "split_difference"}
+    for behaviour in ("opening_below_target", "leak", "reject_with_counter", "commitment"):
+        assert "ppo_minus_sft" in craigslist["behaviour_paired"][behaviour], behaviour
+    rules = {"accept_first", "hold_target", "split_difference", "best_fixed_rule"}
+    assert set(craigslist["baselines"]) == rules
+    # The best rule is the best of all of them by its own mean, the fixed rule included.
+    best_rule = craigslist["best_baseline"]
+    assert best_rule in rules and craigslist["baselines"][best_rule]["mean"] == max(
+        r["mean"] for r in craigslist["baselines"].values()
+    )
+    assert craigslist["policies"]["best_fixed_rule"]["model"].startswith("hold max(target, ")
     imitation = craigslist["warmstart_imitation"]
     assert imitation["n"] == ppo["n"] and imitation["teacher_command_rate"] == 1.0  # the teacher always commands
     share = imitation["reward_over_teacher"]
@@ -260,6 +268,7 @@ def test_smoke_lineage_materialises_with_real_resources(
         "eval craigslist-v0 accept_first",
         "eval craigslist-v0 hold_target",
         "eval craigslist-v0 split_difference",
+        "eval craigslist-v0 best_fixed_rule",
         "eval craigslist-v0 base",
         "eval craigslist-v0 ppo",
     ]
@@ -324,6 +333,15 @@ def test_smoke_lineage_materialises_with_real_resources(
     from agents.env_version import env_version
 
     assert parsed["env_version"] == env_version()  # never compared with results of another environment
+    # Beside it, what the agents said: best, median and worst episode of each policy, read back from the metadata.
+    from pipelines.run_lineage import write_transcripts
+
+    said = json.loads(write_transcripts(DataPaths(data), "smoke", steps).read_text())
+    assert set(said["domains"]["craigslist-v0"]) == {"sft", "ppo", "teacher"}
+    assert set(said["domains"]["dnd-v0"]) == {"ppo", "teacher"}  # no warm-start in the smoke profile's DnD
+    best = said["domains"]["craigslist-v0"]["ppo"][0]
+    assert "best" in best["labels"] and best["counterpart"] and r"buyer \(policy\)" in best["markdown"]
+    assert again[2].transcripts == steps[2].transcripts
     # The runs are on the instance `make ui` opens.
     assert (data / "dagster_home").is_dir()
 

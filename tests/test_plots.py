@@ -162,9 +162,10 @@ def test_the_imitation_plot_compares_the_warm_start_with_its_teacher_and_the_bas
     (figure,) = figures
     rewards, differences = figure.axes[:2]
     assert [t.get_text() for t in rewards.get_xticklabels()] == [
-        "sft", "teacher", "accept_first", "hold_target", "split_difference"
+        "sft", "teacher", "accept_first", "hold_target", "split_difference", "best_fixed_rule"
     ]  # fmt: skip
     assert [t.get_text() for t in differences.get_yticklabels()][::-1] == [
-        "sft_minus_teacher", "sft_minus_accept_first", "sft_minus_hold_target", "sft_minus_split_difference"
+        "sft_minus_teacher", "sft_minus_accept_first", "sft_minus_hold_target", "sft_minus_split_difference",
+        "sft_minus_best_fixed_rule",
     ]  # fmt: skip
     plots.plt.close(figure)

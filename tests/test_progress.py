@@ -300,3 +300,31 @@ def test_make_run_prints_and_reports_the_nightly_result(tmp_path: Path) -> None:
     assert written["commit"] == code_state().commit and written["machine_update_tok_s"] is None
     again = write_report(DataPaths(tmp_path / "data"), "smoke", steps, 2.0, machine_update_tok_s=2634.0)
     assert json.loads(again.read_text())["machine_update_tok_s"] == 2634.0
+
+
+def test_make_run_says_where_each_champion_stands() -> None:
+    """Without the nightly job, make run names per domain whether its candidate became the champion."""
+    from pipelines.run_lineage import StepResult, champion_text, plan
+
+    assert ("champion_evaluation_job", None) not in plan(("dnd-v0",), with_monitoring=False)
+    assert ("champion_evaluation_job", None) in plan(("dnd-v0",), with_monitoring=True)
+
+    def step(partition: str, promoted: bool | None, success: bool = True, skipped: bool = False) -> StepResult:
+        return StepResult(
+            name=f"stage1_job[{partition}]",
+            job="stage1_job",
+            partition=partition,
+            success=success,
+            seconds=1.0,
+            run_id="r",
+            report={"model": f"socialrl-{partition}-specialist v2"} if success else None,
+            promoted=promoted,
+            skipped=skipped,
+        )
+
+    lines = champion_text(
+        [step("craigslist-v0", True), step("dnd-v0", False), step("casino-v0", None, success=False)]
+    ).splitlines()
+    assert lines[1] == "  craigslist-v0: socialrl-craigslist-v0-specialist v2 promoted to champion"
+    assert lines[2].startswith("  dnd-v0: socialrl-dnd-v0-specialist v2 not promoted") and "champion stays" in lines[2]
+    assert lines[3] == "  casino-v0: no candidate: no promotion decision (failed)"

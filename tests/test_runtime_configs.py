@@ -155,7 +155,7 @@ def launched_jobs(profile: str, data: Path) -> list[tuple[str, Any, str]]:
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Launcher, "run", run)
-        run_lineage(profile, ("craigslist-v0",), data=data)
+        run_lineage(profile, ("craigslist-v0",), with_monitoring=True, data=data)
         run_stage2(profile, ("craigslist-v0",), data)
         run_tom(profile, ("craigslist-v0",), data)
         run_yoao(profile, data, data / "yoao.json")

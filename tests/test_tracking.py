@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from agents.env_version import env_version
 from models.tracking import (
     CANDIDATE,
     CHAMPION,
@@ -447,3 +448,26 @@ def test_the_code_state_reads_the_commit_and_uncommitted_changes(tmp_path: Path)
     assert code_state(tmp_path).commit == sha and not code_state(tmp_path).uncommitted_changes
     (tmp_path / "a.txt").write_text("two\n")
     assert code_state(tmp_path).uncommitted_changes and git_commit(tmp_path) == f"{sha}-dirty"
+    # Every result file's provenance reads the same state, with the machine's speed only where measured.
+    from models.provenance import PROVENANCE_KEYS, provenance
+
+    made = provenance(profile="cpu", repo=tmp_path)
+    assert tuple(made) == PROVENANCE_KEYS
+    assert made["commit"] == sha and made["uncommitted_changes"] and made["machine_update_tok_s"] is None
+    assert made["env_version"] == env_version() and made["profile"] == "cpu"
+    assert provenance(profile="smoke", machine_update_tok_s=2634.0, repo=tmp_path)["machine_update_tok_s"] == 2634.0
+
+
+def test_a_failed_speed_measurement_leaves_the_run_its_numbers(monkeypatch: pytest.MonkeyPatch, caplog) -> None:
+    """`machine_speed_or_none`: a benchmark that fails gives None and a warning, never an exception."""
+    import logging
+
+    from models import provenance
+
+    def broken(timeout_s: float = 600.0) -> float:
+        raise RuntimeError("bench_learner failed (exit 1)")
+
+    monkeypatch.setattr(provenance, "measure_update_tok_s", broken)
+    with caplog.at_level(logging.WARNING):
+        assert provenance.machine_speed_or_none(logging.getLogger("socialrl.test")) is None
+    assert "not measured: bench_learner failed" in caplog.text

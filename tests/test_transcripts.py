@@ -15,17 +15,19 @@ from markdown_it import MarkdownIt
 from agents.socialrl.code_agents import make_code_agent
 from environments.core.registry import sample_scenarios
 from models.evaluation.policy import EvaluationPlan, evaluate_policy, store_evaluation
+from models.evaluation.representatives import (
+    MOST_REFUSED,
+    ScoredEpisode,
+    pick_representatives,
+    representatives_by_policy,
+)
 from models.evaluation.safe_text import clean_text, escape_markdown
 from models.evaluation.transcript_tables import load_transcripts, representative_transcripts_from_store
 from models.evaluation.transcripts import (
-    MOST_REFUSED,
-    ScoredEpisode,
     SeatView,
     Transcript,
     TranscriptTurn,
-    pick_representatives,
     representative_transcripts,
-    representatives_by_policy,
     transcript_from_result,
     transcript_html,
     transcript_markdown,

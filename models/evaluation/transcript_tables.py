@@ -16,14 +16,13 @@ import pandas as pd
 
 from environments.core.base import Scenario
 from environments.core.registry import env_class
+from models.evaluation.representatives import ScoredEpisode, pick_representatives
 from models.evaluation.transcripts import (
     PrivateView,
-    ScoredEpisode,
     SeatView,
     Transcript,
     TranscriptAttempt,
     TranscriptTurn,
-    pick_representatives,
     private_views,
 )
 from models.storage import TableStore

@@ -35,10 +35,11 @@ runs of empty lines shrink to one; markdown backslash-escapes the punctuation ma
 
 | function | input | output |
 | --- | --- | --- |
-| `pick_representatives(scored)` | `ScoredEpisode`s of one policy | `Representative`s (labels + episode) |
-| `representatives_by_policy(scored)` | `ScoredEpisode`s of several policies | policy -> `Representative`s |
+| `pick_representatives(scored)` (representatives.py) | `ScoredEpisode`s of one policy | `Representative`s (labels + episode) |
+| `representatives_by_policy(scored)` (representatives.py) | `ScoredEpisode`s of several policies | policy -> `Representative`s |
 | `transcript_from_result(result, policy_seat)` | an `EpisodeResult` | `Transcript` |
 | `representative_transcripts(evaluation)` | a `models.evaluation.policy.EvaluationResult` | `Transcript`s (best, median, worst, most refused) |
+| `transcripts_json(ts)` | transcripts of one or more policies | policy -> JSON entries (labels, ids, counterpart, reward, agreement, markdown) |
 | `load_transcripts(store, episode_ids)` (transcript_tables.py) | the episode tables | `Transcript`s |
 | `representative_transcripts_from_store(store, run_id)` (transcript_tables.py) | an evaluation run in the tables | policy name -> `Transcript`s |
 | `transcript_markdown(t)` / `transcripts_markdown(ts, title)` | transcripts | Dagster markdown (`MetadataValue.md`) |
@@ -60,6 +61,7 @@ from environments.core.base import Scenario
 from environments.core.events import Observation
 from environments.core.registry import make
 from environments.core.runtime import EpisodeResult
+from models.evaluation.representatives import ScoredEpisode, pick_representatives
 from models.evaluation.safe_text import MAX_CHARS, html_text, md_text, uncut
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -67,81 +69,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger("socialrl.transcripts")
 
-MOST_REFUSED = "most refused"
-"""Label of the episode whose policy seat had the most refused attempts (only where some episode has one)."""
-LABELS = ("best", "median", "worst", MOST_REFUSED)
-"""Labels of the representative episodes, in the order they are shown."""
 MAX_TURNS = 80
 """Default: most turns of one episode shown (the first ones; the rest is counted)."""
-
-
-# ------------------------------------------------------------------------------------------ choosing
-@dataclass(frozen=True)
-class ScoredEpisode:
-    """One episode of a policy with the reward of the policy's seat (what the choice ranks by)."""
-
-    episode_id: str
-    """The episode's id (also the tie-breaker)."""
-    reward: float
-    """The policy seat's normalised reward."""
-    seat: str = ""
-    """The policy's seat in this episode."""
-    policy: str = ""
-    """Which policy played it (the grouping key of `representatives_by_policy`)."""
-    refused: int = 0
-    """Refused attempts of the policy's seat (its invalid actions): what `most refused` ranks by."""
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.reward, int | float) or math.isnan(float(self.reward)):
-            raise ValueError(f"episode {self.episode_id!r}: reward must be a number, got {self.reward!r}")
-        if self.refused < 0:
-            raise ValueError(f"episode {self.episode_id!r}: refused must be >= 0, got {self.refused}")
-
-
-@dataclass(frozen=True)
-class Representative:
-    """An episode chosen to represent a policy, with every label it earned."""
-
-    labels: tuple[str, ...]
-    """A subset of `LABELS` ("best", "median", "worst", "most refused"), in that order."""
-    episode: ScoredEpisode
-
-
-def pick_representatives(scored: Iterable[ScoredEpisode]) -> list[Representative]:
-    """Best, median and worst episode by the policy seat's reward, and the one with the most refused attempts
-    where any has one (rules and tie-breaking in the module docstring); one entry per distinct episode, in the
-    order of `LABELS`. Empty input: []."""
-    episodes = list(scored)
-    if not episodes:
-        return []
-    ids = [e.episode_id for e in episodes]
-    if len(set(ids)) != len(ids):
-        duplicated = sorted({i for i in ids if ids.count(i) > 1})
-        raise ValueError(f"episode ids must be unique, repeated: {duplicated[:5]}")
-    ascending = sorted(episodes, key=lambda e: (float(e.reward), e.episode_id))
-    best = min(episodes, key=lambda e: (-float(e.reward), e.episode_id))
-    chosen = {"best": best, "median": ascending[(len(ascending) - 1) // 2], "worst": ascending[0]}
-    refused = min(episodes, key=lambda e: (-e.refused, e.episode_id))
-    if refused.refused > 0:  # picked by reward alone, none of the three may show a refused attempt
-        chosen[MOST_REFUSED] = refused
-    out: list[Representative] = []
-    for label in (label for label in LABELS if label in chosen):
-        episode = chosen[label]
-        for i, existing in enumerate(out):
-            if existing.episode.episode_id == episode.episode_id:
-                out[i] = Representative((*existing.labels, label), existing.episode)
-                break
-        else:
-            out.append(Representative((label,), episode))
-    return out
-
-
-def representatives_by_policy(scored: Iterable[ScoredEpisode]) -> dict[str, list[Representative]]:
-    """`pick_representatives` for each policy (`ScoredEpisode.policy`), policies in first-seen order."""
-    groups: dict[str, list[ScoredEpisode]] = {}
-    for episode in scored:
-        groups.setdefault(episode.policy, []).append(episode)
-    return {policy: pick_representatives(episodes) for policy, episodes in groups.items()}
 
 
 # --------------------------------------------------------------------------------------- transcripts
@@ -218,6 +147,8 @@ class Transcript:
     """Why it was chosen (`LABELS`: "best", "median", "worst", "most refused")."""
     policy: str = ""
     """The policy's name, when known."""
+    counterpart: str = ""
+    """The counterpart the policy met (a name of the plan's `counterparts`), when known."""
     note: str = ""
     """What could not be shown (e.g. private facts of a scenario that could not be rebuilt)."""
     attempts: tuple[TranscriptAttempt, ...] = ()
@@ -329,6 +260,7 @@ def transcript_from_result(
     labels: Sequence[str] = (),
     policy: str = "",
     env_config: Mapping[str, Any] | None = None,
+    counterpart: str = "",
 ) -> Transcript:
     """The transcript of a finished episode. Private facts come from the result's inboxes when it kept
     them, else from a fresh environment reset with its scenario and seed (`env_config`: the constructor
@@ -372,6 +304,7 @@ def transcript_from_result(
         policy_seat=policy_seat,
         labels=tuple(labels),
         policy=policy,
+        counterpart=counterpart,
         note=note,
         attempts=tuple(
             TranscriptAttempt(
@@ -394,14 +327,47 @@ def representative_transcripts(evaluation: EvaluationResult, policy: str = "") -
     refused attempts where any has one, as transcripts. `policy`: the name shown (default: the evaluation's
     policy description)."""
     by_id = {e.episode_id: e for e in evaluation.episodes}
+    counterparts = {view.episode_id: view.counterpart for view in evaluation.policy_episodes}
     scored = [
         ScoredEpisode(view.episode_id, view.reward, view.seat, policy or evaluation.policy, view.invalid_actions)
         for view in evaluation.policy_episodes
     ]
     return [
-        transcript_from_result(by_id[r.episode.episode_id], r.episode.seat, r.labels, policy or evaluation.policy)
+        transcript_from_result(
+            by_id[r.episode.episode_id],
+            r.episode.seat,
+            r.labels,
+            policy or evaluation.policy,
+            counterpart=counterparts[r.episode.episode_id],
+        )
         for r in pick_representatives(scored)
     ]
+
+
+def transcript_entry(t: Transcript, max_chars: int = MAX_CHARS) -> dict[str, Any]:
+    """One transcript as JSON: why it was chosen (`labels`), `episode_id`, `scenario_id`, `counterpart`, the policy
+    seat's `reward` (None where undefined), `agreement`, and the `markdown` the asset page shows
+    (`transcript_markdown`)."""
+    reward = t.policy_reward
+    return {
+        "labels": list(t.labels),
+        "episode_id": t.episode_id,
+        "scenario_id": t.scenario_id,
+        "counterpart": t.counterpart,
+        "reward": reward if reward is not None and math.isfinite(reward) else None,
+        "agreement": t.agreement,
+        "markdown": transcript_markdown(t, max_chars),
+    }
+
+
+def transcripts_json(transcripts: Iterable[Transcript], max_chars: int = MAX_CHARS) -> dict[str, list[dict[str, Any]]]:
+    """Policy (`Transcript.policy`) -> its transcripts as `transcript_entry`s, policies in first-seen order: what
+    a person reads of what each policy said (the `specialist_eval` asset's metadata, `make run`'s transcripts
+    file)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for t in transcripts:
+        out.setdefault(t.policy, []).append(transcript_entry(t, max_chars))
+    return out
 
 
 def _payload_text(payload: Mapping[str, Any]) -> str:

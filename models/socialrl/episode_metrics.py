@@ -13,6 +13,8 @@ compared episode by episode (scenario-clustered bootstrap, models/evaluation/sta
 | `rounds` | accepted moves of both seats | every domain |
 | `offer_rate` | 1 when the seat made at least one price offer | Craigslist, Marketplace |
 | `first_offer_accepted` | 1 when the seat accepted the counterpart's opening offer (the deal closed at it) | Craigslist, Marketplace |
+| `reject_with_counter` | seat turns that turn down the counterpart's standing offer while naming a counter-price (a `reject` move or rejection words, `is_rejection`, with an offer's price or a price in the text; an accept or walk-away never counts) / seat turns at which a counterpart offer stood (made, and neither rejected nor yet turned down with a counter by the seat); undefined without such a turn. As the listening counterparts count a rejection with a counter (agents/socialrl/price_counterpart.py) | Craigslist, Marketplace |
+| `commitment` | 1 when the seat called a price final (`says_final`; the price: its offer's, else its last offer's, else the one it names) and never moved from it (no later offer or final at another price), else 0: the SocialRL paper's one credible final offer, judged as the listening counterparts judge it | Craigslist, Marketplace |
 | `opening_below_target` | 1 when the seat's first offer is below its target (0 without an offer): the SocialRL paper's anchoring measure | Craigslist buyer |
 | `opening_below_target_given_offer` | as above, among episodes with an offer (undefined without one) | Craigslist buyer |
 | `opening_over_target` | first offer / target (undefined without an offer); summarised by its median | Craigslist buyer |
@@ -29,8 +31,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from agents.socialrl.price_reading import is_rejection, mentioned_price, says_final
+from environments.core.base import TranscriptEntry
 from environments.core.runtime import EpisodeResult
-from environments.socialrl.craigslist import BUYER, opening_offer
+from environments.socialrl.craigslist import BUYER, CraigslistEnv, opening_offer
+from environments.socialrl.marketplace import MarketplaceEnv
+from environments.socialrl.price_offers import PriceMoves
 from models.evaluation.policy import EvaluationResult, PolicyEpisode
 from models.evaluation.stats import Estimate, mean_estimate, paired_difference
 
@@ -38,6 +44,8 @@ MESSAGE_KINDS = frozenset({"message", "send_message"})
 """Action kinds that are plain talk (no move), across the SocialRL domains."""
 PRICE_DOMAINS = {"craigslist-v0": ("offer", "accept"), "marketplace-v0": ("make_offer", "accept_offer")}
 """Price domains and their (offer, accept) action kinds."""
+PRICE_MOVES: dict[str, PriceMoves] = {env.env_id: env.moves for env in (CraigslistEnv, MarketplaceEnv)}
+"""Every move kind of the price domains (reject, walk-away, ...)."""
 METRICS = (
     "reward",
     "agreement",
@@ -47,6 +55,8 @@ METRICS = (
     "rounds",
     "offer_rate",
     "first_offer_accepted",
+    "reject_with_counter",
+    "commitment",
     "opening_below_target",
     "opening_below_target_given_offer",
     "opening_over_target",
@@ -63,6 +73,57 @@ def _opening(episode: EpisodeResult, seat: str, kind: str) -> float | None:
         if entry.agent_id == seat and entry.kind == kind:
             return float(entry.payload["price"])
     return None
+
+
+def _offered(entry: TranscriptEntry, moves: PriceMoves) -> float | None:
+    return float(entry.payload["price"]) if entry.kind == moves.offer else None
+
+
+def rejections_with_counter(episode: EpisodeResult, seat: str) -> tuple[int, int]:
+    """(turns of `seat` that turned down the counterpart's standing offer with a counter-price, turns of `seat` at
+    which a counterpart offer stood) in a price-domain episode (module table, `reject_with_counter`)."""
+    moves = PRICE_MOVES[episode.env_id]
+    rejections = turns = 0
+    standing = False  # a counterpart offer stands that the seat has neither rejected nor turned down with a counter
+    for entry in episode.transcript:
+        if entry.agent_id != seat:
+            standing = standing or entry.kind == moves.offer
+            continue
+        if standing:
+            turns += 1
+            offered = _offered(entry, moves)
+            counter = offered if offered is not None else mentioned_price(entry.text)
+            turned_down = entry.kind == moves.reject or is_rejection(entry.text)
+            if counter is not None and turned_down and entry.kind not in (moves.accept, moves.walk_away):
+                rejections += 1
+                standing = False
+        if entry.kind == moves.reject:
+            standing = False
+    return rejections, turns
+
+
+def kept_final_price(episode: EpisodeResult, seat: str) -> float | None:
+    """The one price `seat` called final in a price-domain episode and never moved from (module table,
+    `commitment`); None when it called none, or called one and then offered or called final another price."""
+    moves = PRICE_MOVES[episode.env_id]
+    final: float | None = None
+    last_offer: float | None = None
+    for entry in episode.transcript:
+        if entry.agent_id != seat:
+            continue
+        offered = _offered(entry, moves)
+        if offered is not None:
+            if final is not None and abs(offered - final) > 1e-9:
+                return None  # moved after calling a price final
+            last_offer = offered
+        if says_final(entry.text):
+            price = offered if offered is not None else last_offer
+            price = price if price is not None else mentioned_price(entry.text)
+            if price is not None:
+                if final is not None and abs(price - final) > 1e-9:
+                    return None  # a second final at another price
+                final = price
+    return final
 
 
 def episode_metrics(episode: EpisodeResult, view: PolicyEpisode) -> dict[str, float]:
@@ -94,6 +155,9 @@ def episode_metrics(episode: EpisodeResult, view: PolicyEpisode) -> dict[str, fl
         and their_opening is not None
         and abs(float(closing.payload.get("price", math.nan)) - their_opening) < 1e-9
     )
+    rejections, facing = rejections_with_counter(episode, seat)
+    metrics["reject_with_counter"] = rejections / facing if facing else math.nan
+    metrics["commitment"] = float(kept_final_price(episode, seat) is not None)
     if episode.env_id == "craigslist-v0" and seat == BUYER:
         target = episode.scenario.buyer_target
         price = opening_offer(episode.transcript, BUYER)

@@ -334,11 +334,8 @@ def audit_domain(
         identical = sum(abs(a[k] - b[k]) < 1e-12 for k in a)
         behaviours[name] = BehaviourEffect(effect=effect, identical=identical, by_base=by_base)
 
-    fixed: dict[float, EvaluationResult] = {
-        f: scripted(opening="hold", hold="listing", hold_share=f) for f in settings.fixed_rule_grid
-    }
+    best_f, fixed = search_fixed_rule(plan, settings.fixed_rule_grid, play)
     fixed_means = {f: _own_mean(r, seed) for f, r in fixed.items()}
-    best_f = max(fixed_means, key=lambda f: (fixed_means[f].mean, -f))
     teacher = play(plan, make_teacher)
     oracle_script = BuyerScript(hold="oracle", reject_words=True, final="once")
     oracle = play(plan, lambda s: ScriptedBuyer(oracle_script, s, reservations))
@@ -367,6 +364,26 @@ def audit_domain(
         agreement={k: round(float(v), 4) for k, v in agreement.items()},
         calibration=_calibration(plan, teacher) if plan.env_id == "craigslist-v0" else None,
     )
+
+
+def fixed_rule_script(fraction: float) -> BuyerScript:
+    """The fixed rule: offer max(target, `fraction` x listing) from the first offer and hold it."""
+    return BuyerScript(opening="hold", hold="listing", hold_share=fraction)
+
+
+def search_fixed_rule(
+    plan: EvaluationPlan,
+    grid: Sequence[float] = IncentiveSettings().fixed_rule_grid,
+    play: Callable[[EvaluationPlan, Callable[[int], Agent]], EvaluationResult] = evaluate_policy,
+) -> tuple[float, dict[float, EvaluationResult]]:
+    """The best fixed rule on `plan` (a price domain's buyer seat): the fraction of `grid` with the highest mean
+    reward (ties: the smaller fraction), and every fraction's result. Chosen on the plan it is then compared
+    on, so the rule is as strong as one constant can be there."""
+    if plan.env_id not in PRICE_DOMAINS or plan.seat != "buyer":
+        raise ValueError(f"the fixed rule plays the buyer seat of {PRICE_DOMAINS}, got {plan.env_id} seat {plan.seat}")
+    results = {f: play(plan, lambda s, f=f: ScriptedBuyer(fixed_rule_script(f), s)) for f in grid}
+    means = {f: float(np.mean([e.reward for e in r.policy_episodes])) for f, r in results.items()}
+    return max(means, key=lambda f: (means[f], -f)), results
 
 
 def changes_key(changes: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:

@@ -22,6 +22,8 @@ pipelines/run_yoao.py) has exactly these keys:
 | `sugarscape` | seed share -> {trades, trade_rate, survival, invalid_rate, mean_lifespan, leaning_shift_seed, leaning_shift_untrained}, or {"skipped": reason} when the profile leaves Sugarscape out |
 | `wall_s` | asset -> seconds (summed over partitions) |
 
+`make yoao` writes these keys after the provenance of models/provenance.py (`PROVENANCE_KEYS`).
+
 The full report (`<data>/reports/yoao-<profile>.json`) adds every arm's summary (influence, invalid-vote
 rates, ...), the paired differences of every experiment, the teacher selection table, the seed data counts,
 call counts and calls per second.

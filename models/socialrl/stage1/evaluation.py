@@ -2,7 +2,8 @@
 
 A domain's plan (`evaluation_plan`) is its held-out scenarios against the fixed counterparts in the learning
 seat; every policy played on it (the served models: base, warm-start, specialist; the code policies: the
-teacher and the trivial baselines of agents/socialrl/baselines.py) is paired with every other episode by
+teacher, the trivial baselines of agents/socialrl/baselines.py and, in a price domain's buyer seat, the
+incentive audit's best fixed rule) is paired with every other episode by
 episode (models/evaluation/policy.py). A `PolicyResult` keeps a policy's summary and its per-episode
 records (models/socialrl/episode_metrics.py), which is all a paired comparison needs, so an evaluation made
 by one asset can be compared with one made by another.
@@ -35,12 +36,24 @@ from models.evaluation.scenarios import held_out_scenarios
 from models.evaluation.stats import Estimate
 from models.profiles import Profile
 from models.socialrl.episode_metrics import EpisodeRecord, episode_records, summary
+from models.socialrl.incentives import PRICE_DOMAINS, search_fixed_rule
 from models.socialrl.stage1.common import specialist_seat
 
 log = logging.getLogger("socialrl.evaluation")
 
-CODE_POLICIES = ("teacher", *BASELINES)
-"""The code policies every plan also plays: the strategic teacher and the trivial baselines."""
+BEST_FIXED_RULE = "best_fixed_rule"
+"""The label of the incentive audit's best fixed rule (models/socialrl/incentives.py `search_fixed_rule`): hold
+max(target, f x listing), f searched on the plan itself. Played where it is defined: a price domain's buyer."""
+CODE_POLICIES = ("teacher", *BASELINES, BEST_FIXED_RULE)
+"""The code policies every plan also plays: the strategic teacher, the trivial baselines and, in a price
+domain's buyer seat, the best fixed rule."""
+RULES = (*BASELINES, BEST_FIXED_RULE)
+"""The rules a trained policy must beat (`best_baseline` picks among them)."""
+
+
+def plays_fixed_rule(plan: EvaluationPlan) -> bool:
+    """Whether the best fixed rule is defined on `plan` (a price domain's buyer seat)."""
+    return plan.env_id in PRICE_DOMAINS and plan.seat == "buyer"
 
 
 def llm_policy(
@@ -204,12 +217,21 @@ def code_policy(label: str) -> Callable[[int], Agent]:
 def evaluate_code_policies(
     plan: EvaluationPlan, labels: Sequence[str] = CODE_POLICIES, store_result: StoreResult | None = None
 ) -> dict[str, tuple[PolicyResult, EvaluationResult]]:
-    """The teacher and the trivial baselines on `plan` (code: no engine, seconds)."""
+    """The teacher, the trivial baselines and the best fixed rule (where `plays_fixed_rule`) on `plan` (code: no
+    engine, seconds)."""
     out = {}
     for label in labels:
         started = time.perf_counter()
-        result = evaluate_policy(plan, code_policy(label))
-        policy = PolicyResult.from_result(label, result.policy, "code", result, time.perf_counter() - started)
+        if label == BEST_FIXED_RULE:
+            if not plays_fixed_rule(plan):
+                continue
+            fraction, searched = search_fixed_rule(plan)
+            result = searched[fraction]
+            name = f"hold max(target, {fraction:g} x listing)"
+        else:
+            result = evaluate_policy(plan, code_policy(label))
+            name = result.policy
+        policy = PolicyResult.from_result(label, name, "code", result, time.perf_counter() - started)
         log.info("eval %s %s", plan.env_id, policy.line())
         if store_result is not None:
             store_result(result, label)
@@ -218,6 +240,7 @@ def evaluate_code_policies(
 
 
 def best_baseline(policies: Mapping[str, PolicyResult]) -> str | None:
-    """The trivial baseline with the highest mean reward on the plan (None without one)."""
-    baselines = [p for p in policies.values() if p.label in BASELINES]
+    """The rule (a trivial baseline or the best fixed rule) with the highest mean reward on the plan (None
+    without one)."""
+    baselines = [p for p in policies.values() if p.label in RULES]
     return max(baselines, key=lambda p: p.summary.mean_reward).label if baselines else None

@@ -1,8 +1,8 @@
 """A specialist's held-out evaluation: every policy of the domain's plan, paired, and rendered once.
 
 `evaluate_specialist` plays the base model (on the first `base_heldout_scenarios` scenarios of the plan) and
-the PPO specialist, and takes the warm-start, the teacher and the trivial baselines from the warm-start's
-imitation measurement, which played the same plan. `SpecialistEvaluation` renders itself: `report()` is the
+the PPO specialist, and takes the warm-start, the teacher and the rules (the trivial baselines, and the best fixed
+rule in a price domain's buyer seat) from the warm-start's imitation measurement, which played the same plan. `SpecialistEvaluation` renders itself: `report()` is the
 JSON every consumer reads (Dagster metadata, `make run`'s report file, benchmarks/results/make_run_cpu.json),
 `markdown()` the table every console and page shows.
 """
@@ -14,15 +14,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.socialrl.baselines import BASELINES
 from models import plots
 from models.display import fixed, interval_text
 from models.evaluation.policy import PlanIdentity
 from models.evaluation.stats import Estimate
-from models.evaluation.transcripts import representative_transcripts, transcripts_html, transcripts_markdown
+from models.evaluation.transcripts import (
+    Transcript,
+    representative_transcripts,
+    transcripts_html,
+    transcripts_json,
+    transcripts_markdown,
+)
 from models.profiles import Profile
 from models.socialrl.episode_metrics import METRICS, paired_metric, paired_metrics
 from models.socialrl.stage1.evaluation import (
+    RULES,
     PolicyResult,
     StoreResult,
     base_plan,
@@ -34,10 +40,13 @@ from models.socialrl.stage1.specialist import Specialist
 from models.socialrl.stage1.warmstart import WarmStart, WarmStartImitation
 from models.tracking import SUMMARY_PREFIX, ModelCard, Tracker
 
-POLICY_ORDER = ("base", "sft", "ppo", "teacher", "accept_first", "hold_target", "split_difference")
+POLICY_ORDER = ("base", "sft", "ppo", "teacher", *RULES)
 """The policies of a domain's report, in display order."""
 PAIRS = (("ppo", "sft"), ("sft", "base"), ("ppo", "base"))
 """Paired differences of reward and of every behaviour metric."""
+TRANSCRIPT_POLICIES = ("sft", "ppo", "teacher")
+"""The policies whose representative episodes `make run` writes (`SpecialistEvaluation.representative_episodes`);
+the base's, which follows no format, stay on the asset page (`transcripts_markdown`)."""
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -74,6 +83,10 @@ class SpecialistEvaluation:
     plan_identity: PlanIdentity | None = None
     """The plan's identity (`EvaluationPlan.identity`): recorded on the registry version, it is what the champion
     rule compares (models/socialrl/stage1/registry.py); None in evaluations stored before it existed."""
+    transcripts: tuple[Transcript, ...] = field(default=(), repr=False)
+    """The representative episodes (best, median, worst, most refused) of base, sft, ppo and teacher, in
+    POLICY_ORDER (`Transcript.policy` is the label; the warm-start's and the teacher's from the imitation
+    measurement); `representative_episodes()` renders them; empty in evaluations stored before they were kept."""
 
     def report(self) -> dict[str, Any]:
         """The numbers every consumer reads, JSON-safe (None where a value is undefined)."""
@@ -101,9 +114,7 @@ class SpecialistEvaluation:
                 metric: {pair: e.as_dict() for pair, e in pairs.items()}
                 for metric, pairs in self.behaviour_paired.items()
             },
-            "baselines": {
-                label: p.summary.reward.as_dict() for label, p in self.policies.items() if label in BASELINES
-            },
+            "baselines": {label: p.summary.reward.as_dict() for label, p in self.policies.items() if label in RULES},
             "best_baseline": self.best_baseline,
             "warmstart_imitation": dict(self.imitation),
             "learning_curve": [point.as_dict() for point in self.specialist.curve],
@@ -114,6 +125,13 @@ class SpecialistEvaluation:
         """Policies, paired differences (reward and behaviour), imitation and the learning curve, as markdown
         tables (`report_markdown` of `report()`)."""
         return report_markdown(self.report())
+
+    def representative_episodes(self) -> dict[str, list[dict[str, Any]]]:
+        """What the warm-start, the specialist and the teacher said (`TRANSCRIPT_POLICIES`): policy -> its best,
+        median, worst (and most refused) episode as JSON (models/evaluation/transcripts.py `transcripts_json`:
+        labels, ids, counterpart, reward, agreement, the page's markdown); the asset's `representative_episodes`
+        metadata."""
+        return transcripts_json(t for t in self.transcripts if t.policy in TRANSCRIPT_POLICIES)
 
 
 def _cell(e: Mapping[str, Any] | None) -> str:
@@ -237,11 +255,16 @@ def evaluate_specialist(
     if imitation is not None:
         policies["teacher"] = imitation.teacher
         policies.update(imitation.baselines)
+        warm_and_teacher = imitation.transcripts
     else:
-        policies.update({k: p for k, (p, _) in evaluate_code_policies(plan, store_result=store_result).items()})
+        code = evaluate_code_policies(plan, store_result=store_result)
+        policies.update({k: p for k, (p, _) in code.items()})
+        warm_and_teacher = tuple(representative_transcripts(code["teacher"][1], "teacher"))
     policies = {label: policies[label] for label in POLICY_ORDER if label in policies}
     paired, behaviour = compare(policies)
     shown = [t for label, result in results.items() for t in representative_transcripts(result, label)]
+    order = {label: i for i, label in enumerate(POLICY_ORDER)}
+    every = sorted([*shown, *warm_and_teacher], key=lambda t: order.get(t.policy, len(order)))
     return SpecialistEvaluation(
         env_id=env_id,
         seat=specialist.seat,
@@ -258,6 +281,7 @@ def evaluate_specialist(
         transcripts_markdown=transcripts_markdown(shown) if shown else "",
         transcripts_html=transcripts_html(shown) if shown else "",
         plan_identity=plan.identity(profile.scenario_source),
+        transcripts=tuple(every),
     )
 
 

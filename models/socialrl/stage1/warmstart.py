@@ -10,6 +10,7 @@ from pathlib import Path
 
 from agents.traces import Trace, filter_traces
 from models import plots
+from models.evaluation.transcripts import Transcript, representative_transcripts
 from models.profiles import Profile
 from models.socialrl.episode_metrics import paired_metric
 from models.socialrl.imitation import ImitationReport, imitation_report
@@ -158,6 +159,10 @@ class WarmStartImitation:
     teacher: PolicyResult
     baselines: Mapping[str, PolicyResult]
     report: ImitationReport
+    transcripts: tuple[Transcript, ...] = ()
+    """The representative episodes (best, median, worst, most refused) of the warm-start (`policy` "sft") and the
+    teacher ("teacher"), for the specialist's evaluation to show beside its own; empty in results stored before
+    they were kept."""
 
     @property
     def passed(self) -> bool:
@@ -199,6 +204,10 @@ def measure_imitation(
         teacher=teacher,
         baselines={label: policy for label, (policy, _) in code.items() if label != "teacher"},
         report=report,
+        transcripts=(
+            *representative_transcripts(sft_result, "sft"),
+            *representative_transcripts(teacher_result, "teacher"),
+        ),
     )
 
 
