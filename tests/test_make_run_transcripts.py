@@ -140,9 +140,9 @@ def test_make_run_writes_what_the_agents_said_beside_its_report(tmp_path: Path) 
     assert written.parent == report.parent and written.name.startswith("make-run-transcripts-")
     parsed = json.loads(written.read_text(), parse_constant=lambda c: pytest.fail(f"bare {c}"))
     from agents.env_version import env_version
-    from models.provenance import code_state
+    from models.provenance import PROVENANCE_KEYS, code_state
 
-    assert set(parsed) == {"env_version", "commit", "profile", "measured_at", "domains"}
+    assert set(parsed) == {*PROVENANCE_KEYS, "domains"}
     assert parsed["env_version"] == env_version() and parsed["commit"] == code_state().commit
     assert parsed["profile"] == "cpu" and parsed["domains"] == {ENV: said}  # a domain without any is left out
     # The report stays the numbers: no transcripts in its steps.

@@ -15,6 +15,7 @@ import pytest
 @pytest.mark.slow
 def test_smoke_yoao_group_materialises_end_to_end(tmp_path: Path, tiny_model_dir: Path, standin_engine: str) -> None:
     from models.profiles import get_profile
+    from models.provenance import PROVENANCE_KEYS
     from models.storage import TableStore
     from models.tracking import Tracker, TrackingConfig
     from models.yoao.report import BENCHMARK_KEYS, SUGARSCAPE_KEYS
@@ -29,9 +30,11 @@ def test_smoke_yoao_group_materialises_end_to_end(tmp_path: Path, tiny_model_dir
     print(f"smoke YOAO group: {time.perf_counter() - start:.0f} s")
     assert [r.success for r in runs] == [True], [r.error for r in runs]
 
-    # The result file: exactly BENCHMARK_KEYS, every seed count, every seed share, every asset's wall time.
+    # The result file: the provenance, then exactly BENCHMARK_KEYS; every seed count, every seed share, every
+    # asset's wall time.
     benchmark = json.loads(written.read_text())
-    assert tuple(benchmark) == BENCHMARK_KEYS
+    assert tuple(benchmark) == (*PROVENANCE_KEYS, *BENCHMARK_KEYS[1:])  # env_version leads both
+    assert benchmark["profile"] == "smoke" and benchmark["machine_update_tok_s"] is None
     assert set(benchmark["cooperation_by_seed_count"]) == {str(k) for k in settings.seed_counts}
     for entry in benchmark["cooperation_by_seed_count"].values():
         assert set(entry) == {"mean", "ci_low", "ci_high", "games"} and entry["games"] == settings.games_per_arm
