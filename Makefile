@@ -58,7 +58,7 @@ run: setup
 yoao: setup
 	$(PY) -m pipelines.run_yoao --machine-speed
 
-# The papers' report (docs/report.md) from what the Dagster instance holds: nothing heavy runs; prints where the
+# The papers' report (docs/report.md) from the result files (and an instance holding runs): nothing heavy runs; prints where the
 # HTML is and a short table of verdicts. PUBLISH=1 also writes it to benchmarks/results/ (paper_report.md, .html,
 # .json) and renders the README's results block from it.
 report: setup

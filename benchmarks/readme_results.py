@@ -10,7 +10,7 @@ Each block sits between `<!-- <name>: begin -->` and `<!-- <name>: end -->` in i
 | `yoao_tutor_reference` | docs/yoao.md | benchmarks/results/yoao_tutor_reference.json | `benchmark_markdown` |
 | `yoao_incentives_cpu` | docs/yoao.md | benchmarks/results/yoao_incentives_cpu.json | `audit_markdown` (models/yoao/incentives.py: the YOAO incentive audit and the tutors' prior calibration) |
 | `test_suite` | README.md | benchmarks/results/test_suite.json | `render` (benchmarks/bench_test_suite.py: `make test`'s JUnit XML) |
-| `paper_report` | README.md | benchmarks/results/paper_report.json | `summary_markdown` (models/report/render.py: the verdicts `make report PUBLISH=1` published, linking the whole report beside it) |
+| `paper_report` | README.md | benchmarks/results/paper_report.json | `summary_markdown` (models/report/render.py: every claim row `make report PUBLISH=1` published from the result files, with its verdict, reason and source, linking the whole report beside it) |
 
 A block whose result file does not exist yet is left as it is. tests/test_readme_results.py fails when a
 document and its file disagree.
@@ -78,7 +78,7 @@ class Block:
 
 
 def render_paper_report(summary: dict[str, Any]) -> str:
-    """The README's results block: the published report's verdicts, linking the whole report."""
+    """The README's results block: the published report's claim rows and verdicts, linking the whole report."""
     return summary_markdown(summary, "benchmarks/results/paper_report.md")
 
 

@@ -1,6 +1,7 @@
 """Each paper's measurers (models/socialrl/paper_claims.py, models/yoao/paper_claims.py) on stand-ins of the
 result classes their stages store: every claim a materialised stage can measure comes out measured (with the
-key it read), none reads "could not be read", and claims with no interval say why. No engine, no training."""
+key it read), none reads "could not be read", and claims with no interval say why. The file measurers, on real
+result files: tests/test_paper_report_files.py. No engine, no training."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from agents.env_version import env_version
 from models.evaluation.stats import Estimate
 from models.profiles import PROFILES
 from models.report import (
@@ -30,6 +32,7 @@ from models.yoao.report import ArmOutcomes, YoaoResults
 from models.yoao.sugarscape import FractionResult, SugarscapeResult
 
 NAN = Estimate(math.nan, math.nan, math.nan, 0)
+CURRENT = env_version()
 
 
 def fill(cls: type, **given: Any) -> Any:
@@ -117,7 +120,7 @@ def socialrl_snapshot(sign: float = 1.0) -> Snapshot:
 
 
 def test_the_socialrl_measurers_read_every_stage_they_name() -> None:
-    report = build_report([socialrl_claims.SPEC], socialrl_snapshot(), PROFILES)
+    report = build_report([socialrl_claims.SPEC], socialrl_snapshot(), PROFILES, current_env_version=CURRENT)
     rows = {(r.claim.claim_id, r.scope): r for r in report.rows}
     assert not [r for r in report.rows if "could not be read" in r.verdict.reason]
     # stage 1 is absent here: its claims say so
@@ -161,11 +164,11 @@ def test_the_socialrl_measurers_read_every_stage_they_name() -> None:
 
 def test_the_socialrl_verdicts_follow_the_data_not_the_stand_in() -> None:
     """The same stand-ins with every effect reversed: each claim that came out reproduced now comes out in the
-    opposite direction, and the MOPD student's row the other way round. A measurer that read another key, or
+    opposite, and the MOPD student's row the other way round. A measurer that read another key, or
     decided without its data, keeps its verdict and fails here."""
     verdicts = {}
     for sign in (1.0, -1.0):
-        report = build_report([socialrl_claims.SPEC], socialrl_snapshot(sign), PROFILES)
+        report = build_report([socialrl_claims.SPEC], socialrl_snapshot(sign), PROFILES, current_env_version=CURRENT)
         verdicts[sign] = {(r.claim.claim_id, r.scope): r.verdict.kind for r in report.rows}
     flips = {
         ("cascade_best_unifier", "mean over craigslist-v0"): (REPRODUCED, OPPOSITE),
@@ -210,7 +213,7 @@ def yoao_snapshot(skipped_sugarscape: str = "", sign: float = 1.0) -> Snapshot:
 
 
 def test_the_yoao_measurers_read_every_stage_they_name() -> None:
-    report = build_report([yoao_claims.SPEC], yoao_snapshot(), PROFILES)
+    report = build_report([yoao_claims.SPEC], yoao_snapshot(), PROFILES, current_env_version=CURRENT)
     rows = {(r.claim.claim_id, r.scope): r for r in report.rows}
     assert not [r for r in report.rows if "could not be read" in r.verdict.reason]
     assert rows[("one_seed", "k=1, frames trade_war")].verdict.kind == REPRODUCED
@@ -228,19 +231,20 @@ def test_the_yoao_measurers_read_every_stage_they_name() -> None:
         assert rows[(claim_id, "")].verdict.kind == NOT_MEASURED and "no asset" in rows[(claim_id, "")].verdict.reason
     assert rows[("persistence", "")].verdict.kind == NOT_MEASURED  # not in the snapshot
 
-    skipped = build_report([yoao_claims.SPEC], yoao_snapshot("left to the paper profile"), PROFILES)
+    skipped = build_report(
+        [yoao_claims.SPEC], yoao_snapshot("left to the paper profile"), PROFILES, current_env_version=CURRENT
+    )
     survival = next(r for r in skipped.rows if r.claim.claim_id == "survival")
     assert survival.verdict.kind == NOT_MEASURED and "left to the paper profile" in survival.verdict.reason
 
 
 def test_the_yoao_verdicts_follow_the_data_not_the_stand_in() -> None:
-    """The YOAO stand-ins with every measured effect mirrored: the reproduced claims come out opposite."""
+    """The YOAO stand-ins with every measured effect mirrored: the claims that only an instance gives with an
+    interval (the muted arm against the same k, the leaning shift) come out opposite. (The seed counts against
+    k = 0 are flipped in a real result file: tests/test_paper_report_files.py.)"""
     verdicts = {}
     for sign in (1.0, -1.0):
-        report = build_report([yoao_claims.SPEC], yoao_snapshot(sign=sign), PROFILES)
-        verdicts[sign] = {(r.claim.claim_id, r.scope): (r.verdict.kind, r.value) for r in report.rows}
-    for key in (("one_seed", "k=1, frames trade_war"), ("mute", "trade_war, k=1 muted vs k=1"),
-                ("identity_leaning", "50% seeds")):  # fmt: skip
-        assert (verdicts[1.0][key][0], verdicts[-1.0][key][0]) == (REPRODUCED, OPPOSITE), key
-    assert verdicts[1.0][("one_seed", "k=1, frames trade_war")][1] == "0.300 [0.150, 0.450]"
-    assert verdicts[-1.0][("one_seed", "k=1, frames trade_war")][1] == "-0.300 [-0.450, -0.150]"
+        report = build_report([yoao_claims.SPEC], yoao_snapshot(sign=sign), PROFILES, current_env_version=CURRENT)
+        verdicts[sign] = {(r.claim.claim_id, r.scope): r.verdict.kind for r in report.rows}
+    for key in (("mute", "trade_war, k=1 muted vs k=1"), ("identity_leaning", "50% seeds")):
+        assert (verdicts[1.0][key], verdicts[-1.0][key]) == (REPRODUCED, OPPOSITE), key

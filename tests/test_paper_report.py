@@ -1,7 +1,8 @@
 """The papers' report (models/report/, assets/report.py, `make report`): the verdict rule on every branch, the
 report built from stand-in materialisations (a stage-1 result whose leak rate goes against the paper, an
-interval on too few clusters, every other stage absent), and the asset materialised on Dagster instances,
-empty and with a stand-in stage read through its IO manager. No engine, no training."""
+interval on too few clusters, every other stage absent), the asset materialised on Dagster instances, empty and
+with a stand-in stage read through its IO manager beside the committed result files, and `make report` without
+an instance. The report on real result files: tests/test_paper_report_files.py. No engine, no training."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from agents.env_version import env_version
 from models.evaluation.policy import EvaluationSummary
 from models.evaluation.stats import Estimate
 from models.profiles import PROFILES
@@ -25,6 +27,7 @@ from models.report import (
     NOT_SHOWN,
     OPPOSITE,
     REPRODUCED,
+    STALE,
     VERDICTS,
     Interval,
     Snapshot,
@@ -32,7 +35,7 @@ from models.report import (
     build_report,
     decide,
     document,
-    publish_report,
+    stale,
     to_markdown,
     write_report,
 )
@@ -43,6 +46,7 @@ from resources import MlflowResource, SettingsResource
 
 PAPERS = (socialrl_claims.SPEC, yoao_claims.SPEC)
 ALL_CLAIMS = {(c.paper, c.claim_id) for spec in PAPERS for c in spec.claims}
+CURRENT = env_version()
 
 
 # ------------------------------------------------------------------------------------------- the verdict rule
@@ -63,7 +67,7 @@ def test_the_verdict_rule_on_every_branch() -> None:
     # excludes it on the paper's side, on enough clusters: reproduced (both directions)
     assert decide(HIGHER, 0.0, _interval(0.2, 0.1, 0.3)).kind == REPRODUCED
     assert decide(LOWER, 0.0, _interval(-0.2, -0.3, -0.1)).kind == REPRODUCED
-    # excludes it on the other side: opposite direction
+    # excludes it on the other side: opposite
     opposite = decide(LOWER, 0.0, _interval(0.13, 0.05, 0.21))
     assert opposite.kind == OPPOSITE and "above" in opposite.reason
     # a non-zero null (e.g. a share) is the reference, not 0
@@ -75,6 +79,18 @@ def test_the_verdict_rule_on_every_branch() -> None:
     assert decide(HIGHER, 0.0, _interval(0.2, 0.1, 0.3, clusters=MIN_CLUSTERS)).kind == REPRODUCED
     unknown = decide(HIGHER, 0.0, _interval(0.2, 0.1, 0.3, clusters=None))
     assert unknown.kind == NOT_SHOWN and "unrecorded" in unknown.reason
+
+
+def test_a_verdict_of_another_environment_version_is_stale_and_keeps_what_the_rule_said() -> None:
+    reproduced = decide(HIGHER, 0.0, _interval(0.2, 0.1, 0.3))
+    assert stale(reproduced, "env-now", "env-now") == reproduced
+    older = stale(reproduced, "env-older", "env-now")
+    assert older.kind == STALE and "env-older, not the current env-now" in older.reason
+    assert older.reason.endswith(f"by the rule alone: {REPRODUCED} ({reproduced.reason})")
+    unrecorded = stale(reproduced, None, "env-now")
+    assert unrecorded.kind == STALE and "records no environment version" in unrecorded.reason
+    missing = decide(HIGHER, 0.0, None, missing="absent")
+    assert stale(missing, "env-older", "env-now") == missing  # nothing measured: nothing stale
 
 
 def test_an_estimate_keeps_its_clusters_and_says_when_they_are_too_few() -> None:
@@ -166,7 +182,7 @@ def _row(report, claim_id: str, scope: str = "craigslist-v0"):
 
 def test_the_report_from_stand_in_materialisations(tmp_path: Path) -> None:
     snapshot = Snapshot((_read(stand_in_evaluation()),))
-    report = build_report(PAPERS, snapshot, PROFILES, experiment_id="7")
+    report = build_report(PAPERS, snapshot, PROFILES, current_env_version=CURRENT, experiment_id="7")
     # every claim of both papers has a row, and every row a verdict of the rule
     assert {(r.claim.paper, r.claim.claim_id) for r in report.rows} == ALL_CLAIMS
     assert all(r.verdict.kind in VERDICTS and r.verdict.reason for r in report.rows)
@@ -204,70 +220,7 @@ def test_the_report_from_stand_in_materialisations(tmp_path: Path) -> None:
     assert "![held-out rewards](paper_report_figures/" in files.markdown.read_text()
     assert len(list(files.figures.glob("*.png"))) == 1  # the held-out rewards plot, drawn from the stored result
     page = files.html.read_text()
-    assert page.count("data:image/png;base64,") == 1 and "opposite direction" in page
-
-
-def _mirrored(evaluation: stage1.SpecialistEvaluation) -> stage1.SpecialistEvaluation:
-    """The evaluation with every paired difference mirrored around 0 (the interval's ends swap)."""
-    import dataclasses
-
-    def flip(x: Estimate) -> Estimate:
-        return Estimate(-x.mean, -x.ci_high, -x.ci_low, x.n, x.clusters)
-
-    return dataclasses.replace(
-        evaluation,
-        paired={k: flip(v) for k, v in evaluation.paired.items()},
-        behaviour_paired={m: {p: flip(v) for p, v in by.items()} for m, by in evaluation.behaviour_paired.items()},
-    )
-
-
-def test_the_stage1_rows_read_the_key_they_name_and_their_verdicts_follow_the_data() -> None:
-    """Each stage-1 row's value is the interval stored at the key its source names (a measurer reading another
-    key breaks it), and with every difference mirrored the verdicts turn: the warm-start's gain becomes a loss
-    against the paper, the leak rate's rise a fall with it; intervals across 0 or on too few clusters stay not
-    shown."""
-    evaluation = stand_in_evaluation()
-    report = build_report(PAPERS, Snapshot((_read(evaluation),)), PROFILES)
-    rows = [r for r in report.rows if r.source.startswith("specialist_eval[craigslist-v0]: ")]
-    assert {r.claim.claim_id for r in rows} == {"warm_start", "ppo_over_warmstart", "anchoring", "leakage"}
-    for row in rows:
-        key = row.source.split(": ", 1)[1].split(" (run ")[0]
-        node: object = evaluation
-        for part in key.split("."):
-            node = node[part] if isinstance(node, dict) else getattr(node, part)
-        assert row.value == Interval.of(node).text(), key
-    mirrored = build_report(PAPERS, Snapshot((_read(_mirrored(evaluation)),)), PROFILES)
-    kinds = {
-        claim: (_row(report, claim).verdict.kind, _row(mirrored, claim).verdict.kind)
-        for claim in ("warm_start", "leakage", "ppo_over_warmstart", "anchoring")
-    }
-    assert kinds == {
-        "warm_start": (REPRODUCED, OPPOSITE),
-        "leakage": (OPPOSITE, REPRODUCED),
-        "ppo_over_warmstart": (NOT_SHOWN, NOT_SHOWN),
-        "anchoring": (NOT_SHOWN, NOT_SHOWN),
-    }
-    assert _row(mirrored, "warm_start").value == "-0.090 [-0.150, -0.030]"
-
-
-def test_the_published_report_and_the_readme_block_carry_every_claim_row_and_its_verdict(tmp_path: Path) -> None:
-    from benchmarks import readme_results
-
-    report = build_report(PAPERS, Snapshot((_read(stand_in_evaluation()),)), PROFILES, experiment_id="7")
-    files = publish_report(report, tmp_path)
-    assert files.markdown.is_file() and files.html.is_file()
-    data = json.loads((tmp_path / "paper_report.json").read_text())
-    assert data["counts"] == report.counts() and len(data["rows"]) == len(report.rows)
-    leak = next(r for r in data["rows"] if r["claim"] == "leakage" and r["scope"] == "craigslist-v0")
-    assert leak["verdict"] == OPPOSITE and leak["value"].startswith("0.130 [0.050, 0.210]") and leak["n"] == 48
-
-    block = readme_results.PAPER_REPORT.render(data)
-    assert "benchmarks/results/paper_report.md" in block and f"{OPPOSITE} 1" in block
-    rows = [line for line in block.splitlines() if line.startswith(("| SocialRL |", "| YOAO |"))]
-    assert len(rows) == len(report.rows)  # every claim row, none selected
-    leak_line = next(line for line in rows if line.startswith("| SocialRL | leakage | craigslist-v0 |"))
-    assert "0.130 [0.050, 0.210]" in leak_line and leak_line.endswith(f"| {OPPOSITE} |")
-    assert any(line.endswith(f"| {NOT_MEASURED} |") and "| YOAO | one_seed |" in line for line in rows)
+    assert page.count("data:image/png;base64,") == 1 and "opposite" in page
 
 
 def test_a_stored_output_of_another_shape_is_named_not_fatal() -> None:
@@ -290,7 +243,7 @@ def test_a_stored_output_of_another_shape_is_named_not_fatal() -> None:
         value=None,
         error="AttributeError: gone",
     )
-    report = build_report(PAPERS, Snapshot((broken, unreadable)), PROFILES)
+    report = build_report(PAPERS, Snapshot((broken, unreadable)), PROFILES, current_env_version=CURRENT)
     prompt = next(r for r in report.rows if r.claim.claim_id == "tom_prompt")
     assert prompt.verdict.kind == NOT_MEASURED and "could not be read" in prompt.verdict.reason
     asymmetry = next(r for r in report.rows if r.claim.claim_id == "transfer_asymmetry")
@@ -333,11 +286,15 @@ def _resources(tmp_path: Path) -> dict[str, object]:
     return {"settings": settings, "mlflow": StandInMlflow(settings=settings)}
 
 
-def test_the_asset_on_an_instance_where_nothing_is_materialised(tmp_path: Path) -> None:
+def test_the_asset_on_an_instance_where_nothing_is_materialised(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from dagster import DagsterInstance, materialize
 
+    from assets import report as report_asset
     from assets.report import paper_report
 
+    monkeypatch.setattr(report_asset, "RESULTS", tmp_path / "no-results")  # and no result file either
     LOGGED.clear()
     with DagsterInstance.ephemeral(tempdir=tempfile.mkdtemp(dir=tmp_path)) as instance:
         result = materialize([paper_report], instance=instance, resources=_resources(tmp_path))
@@ -347,6 +304,7 @@ def test_the_asset_on_an_instance_where_nothing_is_materialised(tmp_path: Path) 
     assert {r.verdict.kind for r in report.rows} == {NOT_MEASURED}
     metadata = result.asset_materializations_for_node("paper_report")[0].metadata
     assert metadata["not_measured"].value == len(report.rows) and metadata["reproduced"].value == 0
+    assert metadata["current_env_version"].value == CURRENT and metadata["result_files_read"].value == []
     html = Path(metadata["html"].value)
     assert html == tmp_path / "data" / "reports" / "paper_report.html" and html.is_file()
     assert set(LOGGED["paper-report"].files) == {"report/paper_report.md", "report/paper_report.html"}
@@ -354,7 +312,9 @@ def test_the_asset_on_an_instance_where_nothing_is_materialised(tmp_path: Path) 
 
 def test_the_asset_reads_a_stage_through_its_io_manager(tmp_path: Path) -> None:
     """A stand-in `specialist_eval` materialised on the instance is read back by the report (latest
-    materialisation, stored output through the asset's IO manager), without being an input of it."""
+    materialisation, stored output through the asset's IO manager), without being an input of it; beside it the
+    asset reads the committed result files: the materialisation, newer than the make-run file (which records no
+    time), gives the stage-1 rows, and the YOAO rows come from its file."""
     from dagster import DagsterInstance, asset, materialize
 
     from assets.report import paper_report
@@ -376,7 +336,9 @@ def test_the_asset_reads_a_stage_through_its_io_manager(tmp_path: Path) -> None:
     warm = _row(report, "warm_start")
     assert warm.verdict.kind == REPRODUCED and warm.dagster_url.endswith(f"/runs/{first.run_id}")
     assert warm.scale.endswith("profile cpu") and _row(report, "leakage").verdict.kind == OPPOSITE
-    assert next(r for r in report.rows if r.claim.claim_id == "one_seed").verdict.kind == NOT_MEASURED
+    assert warm.env_version == "not recorded"  # the materialisation records none, and is not judged stale
+    one_seed = next(r for r in report.rows if r.claim.claim_id == "one_seed")
+    assert one_seed.source.startswith("yoao_cpu.json: ") and one_seed.verdict.kind == STALE
 
 
 def test_the_nightly_schedule_regenerates_the_report_after_the_re_evaluation() -> None:
@@ -405,23 +367,48 @@ def test_every_claim_and_stage_names_an_asset_of_the_code_location(spec) -> None
     assert [c.claim_id for c in spec.claims if f"`{c.claim_id}`" not in documented] == []
 
 
-def test_make_report_prints_the_verdicts_and_where_the_report_is(
+def test_make_report_without_an_instance_reads_the_result_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`make report` (pipelines/run_report.py) on an instance where nothing is materialised: report_job runs
-    through the launcher, and the console gets every claim's verdict and the report's paths."""
+    """`make report` (pipelines/run_report.py) on a data directory with no Dagster instance: the report is built
+    from the committed result files alone (no instance is created), the console gets every row's verdict and the
+    report's paths, and `--publish` writes the claim rows as JSON."""
     from pipelines import run_report
 
-    monkeypatch.setattr(MlflowResource, "tracker", lambda self: StandInTracker())  # MLflow's own start is slow
     monkeypatch.setattr(run_report, "configure_logging", lambda log_file: None)  # keep the test's root logger
     published = tmp_path / "published"
-    assert (
-        run_report.main(["--profile", "smoke", "--data-dir", str(tmp_path / "data"), "--publish", str(published)]) == 0
-    )
+    data = tmp_path / "data"
+    assert run_report.main(["--profile", "smoke", "--data-dir", str(data), "--publish", str(published)]) == 0
     out = capsys.readouterr().out
-    assert "| SocialRL | leakage | - | not measured |" in out and "| YOAO | one_seed | - | not measured |" in out
-    assert f"not measured {len(ALL_CLAIMS)}" in out
-    html = tmp_path / "data" / "reports" / "paper_report.html"
+    assert "[report] from the result files in " in out and not (data / "dagster_home").exists()
+    assert (
+        "| SocialRL | leakage | craigslist-v0 | stale |" in out
+        and "| YOAO | broadcast_vs_pairwise | - | not measured |" in out
+    )
+    html = data / "reports" / "paper_report.html"
     assert f"Report: {html}" in out and html.is_file()
-    verdicts = json.loads((published / "paper_report.json").read_text())
-    assert (published / "paper_report.md").is_file() and verdicts["counts"][NOT_MEASURED] == len(ALL_CLAIMS)
+    rows = json.loads((published / "paper_report.json").read_text())["claims"]
+    assert (published / "paper_report.md").is_file() and {(r["paper"], r["claim"]) for r in rows} == ALL_CLAIMS
+
+
+def test_make_report_launches_the_asset_where_the_instance_holds_a_stage(tmp_path: Path) -> None:
+    """The instance path: `instance_holds_runs` is true once a stage the report reads is materialised on the data
+    directory's instance, false on a directory without one (which it does not create)."""
+    from dagster import DagsterInstance, asset, materialize
+
+    from assets.socialrl import DOMAINS
+    from models.settings import DataPaths
+    from pipelines.run_report import instance_holds_runs
+
+    paths = DataPaths(tmp_path / "data")
+    assets = [a for spec in PAPERS for a in spec.assets()]
+    assert not instance_holds_runs(paths, assets) and not (paths.root / "dagster_home").exists()
+
+    @asset(name="specialist_eval", partitions_def=DOMAINS)
+    def stand_in() -> stage1.SpecialistEvaluation:
+        return stand_in_evaluation()
+
+    with DagsterInstance.from_config(str(paths.dagster_home)) as instance:
+        assert not instance_holds_runs(paths, assets)  # an instance, nothing materialised
+        assert materialize([stand_in], instance=instance, partition_key="craigslist-v0").success
+    assert instance_holds_runs(paths, assets) and not instance_holds_runs(paths, ["transfer_matrix"])

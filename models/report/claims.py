@@ -9,7 +9,12 @@ The verdict rule (`decide`), in this order:
 | not shown | the interval rests on fewer than `MIN_CLUSTERS` clusters (the report says so next to it, and what the interval alone would have said), or its cluster count is not recorded |
 | not shown | the 95% interval includes the null value |
 | reproduced | the interval excludes the null on the side the paper claims |
-| opposite direction | the interval excludes the null on the other side |
+| opposite | the interval excludes the null on the other side |
+
+Then `stale`: a measured row (any verdict but not measured) whose result comes from another environment version
+than the current code's (`agents.env_version.env_version()`, passed in by the caller), or from a result file that
+records none, is *stale*; its reason keeps what the rule alone said. Results of different environment versions
+are never compared.
 
 Why at least 8 clusters: every interval of this project is a bootstrap that resamples clusters (scenarios,
 games, worlds; models/evaluation/stats.py); with a handful of clusters the bootstrap distribution takes a few
@@ -30,8 +35,9 @@ MIN_CLUSTERS = 8
 """The fewest clusters an interval must rest on to count as evidence (module docstring)."""
 HIGHER, LOWER = "higher", "lower"
 DIRECTIONS = (HIGHER, LOWER)
-REPRODUCED, OPPOSITE, NOT_SHOWN, NOT_MEASURED = "reproduced", "opposite direction", "not shown", "not measured"
-VERDICTS = (REPRODUCED, OPPOSITE, NOT_SHOWN, NOT_MEASURED)
+REPRODUCED, OPPOSITE, NOT_SHOWN, NOT_MEASURED = "reproduced", "opposite", "not shown", "not measured"
+STALE = "stale"
+VERDICTS = (REPRODUCED, OPPOSITE, NOT_SHOWN, NOT_MEASURED, STALE)
 NOT_STATED = "not stated here"
 """The paper's value where neither ../shared nor docs/ quote it (never invented)."""
 
@@ -122,6 +128,10 @@ class Verdict:
     """One of VERDICTS."""
     reason: str
 
+    def __post_init__(self) -> None:
+        if self.kind not in VERDICTS:
+            raise ValueError(f"a verdict is one of {VERDICTS}, not {self.kind!r}")
+
 
 def _side(interval: Interval, null: float) -> str | None:
     """HIGHER when the interval lies above `null`, LOWER below it, None when it includes it."""
@@ -158,3 +168,16 @@ def decide(direction: str, null: float, interval: Interval | None, missing: str 
     return Verdict(
         OPPOSITE, f"the 95% interval lies {where[side]} the null ({null:g}); the paper claims {where[direction]}"
     )
+
+
+def stale(verdict: Verdict, measured_on: str | None, current: str) -> Verdict:
+    """`verdict`, or STALE when it was measured on another environment version than `current` (module
+    docstring). `measured_on` None: the result file records no version. A not-measured verdict stays."""
+    if verdict.kind == NOT_MEASURED or measured_on == current:
+        return verdict
+    where = (
+        f"measured on environment version {measured_on}, not the current {current}"
+        if measured_on is not None
+        else f"its result file records no environment version, so it cannot be matched to the current {current}"
+    )
+    return Verdict(STALE, f"{where}; by the rule alone: {verdict.kind} ({verdict.reason})")

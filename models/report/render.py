@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -13,15 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from models.report.build import ClaimRow, Figure, PaperReport, StageSection
-from models.report.claims import MIN_CLUSTERS, VERDICTS
+from models.report.claims import MIN_CLUSTERS, VERDICTS, Interval
 
 TITLE = "The papers' report: what this project's runs reproduced"
 RULE = (
     "Verdict rule (models/report/claims.py, docs/report.md): *reproduced* when the 95% interval excludes the null "
-    f"on the paper's side and rests on at least {MIN_CLUSTERS} clusters; *opposite direction* when it excludes "
+    f"on the paper's side and rests on at least {MIN_CLUSTERS} clusters; *opposite* when it excludes "
     "it on the other side (same cluster bar); *not shown* when it includes the null, when there is no interval, "
-    f"or when it rests on fewer than {MIN_CLUSTERS} clusters (flagged next to it); *not measured* when the stage "
-    "is not materialised or the key is absent."
+    f"or when it rests on fewer than {MIN_CLUSTERS} clusters (flagged next to it); *not measured* when no result "
+    "file and no materialisation holds the key; *stale* when the value was measured on another environment "
+    "version than the current code's, or its result file records none (the reason keeps what the rule alone said)."
 )
 
 
@@ -86,6 +88,7 @@ def _claim_cells(r: ClaimRow) -> tuple[Cell, ...]:
         r.clusters or "-",
         r.baseline,
         r.scale,
+        r.env_version or "-",
         f"{r.verdict.kind}: {r.verdict.reason}",
         (r.source, *((" ", *links) if links else ())),
     )
@@ -93,7 +96,7 @@ def _claim_cells(r: ClaimRow) -> tuple[Cell, ...]:
 
 CLAIM_HEADERS = (
     "claim", "scope", "paper", "this project [95% CI]", "n", "clusters", "best trivial baseline (same episodes)",
-    "scale", "verdict", "source",
+    "scale", "environment version", "verdict", "source",
 )  # fmt: skip
 
 
@@ -101,8 +104,11 @@ def _section_blocks(s: StageSection) -> list[Block]:
     blocks: list[Block] = [Heading(3, f"{s.title}: {s.read.name}")]
     if s.status:
         return [*blocks, Para((s.status,))]
-    when = f"materialised {s.read.when} by run {s.read.run_id[:8]}; " if s.read.run_id else ""
-    blocks.append(Para((f"{when}{s.scale}. ", *_links(s.dagster_url, s.mlflow_url))))
+    if s.provenance:
+        blocks.append(Para((f"{s.provenance}; {s.scale}.",)))
+    else:
+        when = f"materialised {s.read.when} by run {s.read.run_id[:8]}; " if s.read.run_id else ""
+        blocks.append(Para((f"{when}{s.scale}. ", *_links(s.dagster_url, s.mlflow_url))))
     rows = tuple((m.path, m.value, "-" if m.n is None else str(m.n), m.clusters or "-") for m in s.metrics)
     blocks.append(Table(("key", "value [95% CI]", "n", "clusters"), rows))
     if s.cut:
@@ -112,17 +118,30 @@ def _section_blocks(s: StageSection) -> list[Block]:
     return blocks
 
 
+def sources_text(report: PaperReport) -> str:
+    """Where the report's numbers come from, in one paragraph."""
+    files = ", ".join(f.name for f in report.files) or "none"
+    parts = [f"Generated {report.generated_at} (`make report`) from the result files in {report.folder}: {files}"]
+    if not report.folder:
+        parts = [f"Generated {report.generated_at} (`make report`), no result folder read"]
+    if report.stages_read is not None:
+        parts.append(
+            f"and {report.stages_read} materialisations on the Dagster instance (a claim both measured is read "
+            "from the one measured on the current environment version, then the newer)"
+        )
+    return (
+        " ".join(parts) + f". The current environment version is `{report.current_env_version}`. Every number "
+        "below is read from a result file or a stored asset output; none is typed by hand."
+    )
+
+
 def document(report: PaperReport, stages: bool = True) -> list[Block]:
     """The report's blocks: the verdict counts, one claim table per paper, then (with `stages`) every stage's
     numbers and figures."""
     counts = report.counts()
-    intro = (
-        f"Generated {report.generated_at} from the latest materialisation of every stage on the Dagster instance "
-        "(`make report`). Every number below is read from a stored asset output; none is typed by hand."
-    )
     blocks: list[Block] = [
         Heading(1, TITLE),
-        Para((intro,)),
+        Para((sources_text(report),)),
         Para((RULE,)),
         Para(("Verdicts: " + ", ".join(f"{v} {counts[v]}" for v in VERDICTS) + ".",)),
     ]
@@ -226,7 +245,7 @@ class ReportFiles:
     markdown: Path
     html: Path
     figures: Path
-    """The directory of the markdown's PNGs."""
+    """The directory of the markdown's PNGs (absent when the report has none)."""
 
 
 def write_report(report: PaperReport, directory: Path, stem: str = "paper_report") -> ReportFiles:
@@ -234,11 +253,11 @@ def write_report(report: PaperReport, directory: Path, stem: str = "paper_report
     blocks = document(report)
     directory.mkdir(parents=True, exist_ok=True)
     figures = directory / f"{stem}_figures"
-    figures.mkdir(exist_ok=True)
     for old in figures.glob("*.png"):  # a figure of an earlier report that this one no longer has
         old.unlink()
     for b in blocks:
         if isinstance(b, FigureBlock) and b.figure.png is not None:
+            figures.mkdir(exist_ok=True)
             (figures / b.file).write_bytes(b.figure.png)
     markdown = directory / f"{stem}.md"
     markdown.write_text(to_markdown(blocks, figures.name))
@@ -247,49 +266,95 @@ def write_report(report: PaperReport, directory: Path, stem: str = "paper_report
     return ReportFiles(markdown, page, figures)
 
 
-def summary(report: PaperReport) -> dict[str, Any]:
-    """The claim rows as plain data: what `make report PUBLISH=1` writes beside the published report
-    (benchmarks/results/paper_report.json) and the README's results block renders (`summary_markdown`)."""
+ROW_KEYS = (
+    "paper", "claim", "paper_value", "value", "ci_low", "ci_high", "n", "clusters", "verdict", "reason", "source",
+    "env_version",
+)  # fmt: skip
+"""The keys of each claim row of the published JSON (`summary`)."""
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+def claim_json(r: ClaimRow) -> dict[str, Any]:
+    """A claim row as plain data (`ROW_KEYS`): `value` is the estimate (a number) or, without one, what was
+    measured in words (null when nothing was); the interval's ends, n and clusters are null where absent."""
+    e = r.estimate
+    text = r.value if r.value != "-" else None
     return {
-        "generated_at": report.generated_at,
-        "counts": report.counts(),
-        "rows": [
-            {
-                "paper": r.claim.paper,
-                "claim": r.claim.claim_id,
-                "scope": r.scope,
-                "paper_value": r.claim.paper_value,
-                "value": r.value,
-                "n": r.n,
-                "clusters": r.clusters,
-                "baseline": r.baseline,
-                "scale": r.scale,
-                "source": r.source,
-                "verdict": r.verdict.kind,
-                "reason": r.verdict.reason,
-            }
-            for r in report.rows
-        ],
+        "paper": r.claim.paper,
+        "claim": r.claim.claim_id,
+        "paper_value": r.claim.paper_value,
+        "value": _finite(e.mean) if e is not None else text,
+        "ci_low": _finite(e.low) if e is not None else None,
+        "ci_high": _finite(e.high) if e is not None else None,
+        "n": r.n,
+        "clusters": e.clusters if e is not None else None,
+        "verdict": r.verdict.kind,
+        "reason": r.verdict.reason,
+        "source": r.source,
+        "env_version": r.env_version,
     }
 
 
+def summary(report: PaperReport) -> dict[str, Any]:
+    """The report as plain data: what `make report PUBLISH=1` writes beside the published report
+    (benchmarks/results/paper_report.json) and the README's results block renders (`summary_markdown`): the
+    claim rows (`claim_json`), each result file read with its provenance, the claims it gave and those it is
+    context for, the verdict counts and where it was built from."""
+    return {
+        "claims": [claim_json(r) for r in report.rows],
+        "generated_from": [
+            {
+                "file": f.name,
+                **f.provenance.as_json(),
+                "claims": report.claims_of(f),
+                "context_for": report.context_of(f),
+            }
+            for f in report.files
+        ],
+        "generated_at": report.generated_at,
+        "current_env_version": report.current_env_version,
+        "counts": report.counts(),
+        "instance_stages_read": report.stages_read,
+    }
+
+
+def _value_cell(row: Mapping[str, Any]) -> str:
+    value = row["value"]
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        low, high = (math.nan if row[k] is None else row[k] for k in ("ci_low", "ci_high"))
+        return Interval(float(value), low, high, row["n"] or 0, row["clusters"]).text()
+    return "-" if value is None else str(value)
+
+
+def _md_text(value: Any) -> str:
+    return "-" if value is None else str(value).replace("|", "\\|").replace("\n", " ")
+
+
 def summary_markdown(data: Mapping[str, Any], report_link: str = "") -> str:
-    """The README's results block: the verdict counts and one line per claim row (value, n, clusters, verdict)
-    of a published `summary`; `report_link` names the full report."""
+    """The README's results block: the verdict counts, the files read, and one line per claim row (the paper's
+    value, this project's with its interval, n, clusters, verdict, reason and source) of a published `summary`;
+    `report_link` names the full report."""
     counts = ", ".join(f"{kind} {n}" for kind, n in data["counts"].items())
-    where = f" (the whole report, with every metric and figure of every stage: {report_link})" if report_link else ""
+    files = ", ".join(f"`{f['file']}` ({f['env_version']})" for f in data["generated_from"]) or "none"
+    where = f" The whole report, with every number of every source: {report_link}." if report_link else ""
+    reads = data.get("instance_stages_read")
+    instance = f" and {reads} materialisations on a Dagster instance" if reads is not None else ""
     lines = [
-        f"The papers' report of {data['generated_at']}{where}. Verdicts: {counts}.",
+        f"The papers' report of {data['generated_at']}, from the result files {files}{instance}; the current "
+        f"environment version is `{data['current_env_version']}`.{where} Verdicts: {counts}.",
         "",
-        "| paper | claim | scope | paper's value | this project [95% CI] | n | clusters | verdict |",
-        "|---|---|---|---|---|---|---|---|",
+        "| paper | claim | paper's value | this project [95% CI] | n | clusters | verdict | reason | source |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in data["rows"]:
-        n = "-" if r["n"] is None else str(r["n"])
-        lines.append(
-            f"| {r['paper']} | {r['claim']} | {r['scope'] or '-'} | {r['paper_value']} | {r['value']} | {n} "
-            f"| {r['clusters'] or '-'} | {r['verdict']} |"
-        )
+    for r in data["claims"]:
+        cells = (
+            r["paper"], r["claim"], r["paper_value"], _value_cell(r), r["n"], r["clusters"], r["verdict"],
+            r["reason"], r["source"],
+        )  # fmt: skip
+        lines.append("| " + " | ".join(_md_text(c) for c in cells) + " |")
     return "\n".join(lines) + "\n"
 
 

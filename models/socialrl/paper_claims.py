@@ -1,5 +1,6 @@
 """The SocialRL paper's claims for the papers' report (models/report/, docs/report.md): what the paper says,
-where this project's value comes from (asset and key), and the measurers that read it from a `Snapshot`.
+where this project's value comes from (asset and key), and the measurers that read it from a `Snapshot` of an
+instance (the file measurers, which read the committed result files: models/socialrl/paper_files.py).
 
 The paper's values are those quoted in ../shared/ARCHITECTURE.md ("The two papers", the headline numbers) and
 in docs/tom.md; where neither quotes one the value is "not stated here". Every stage-1 measurement is per
@@ -24,6 +25,7 @@ from models.report import (
     StageRead,
     StageSpec,
 )
+from models.socialrl.paper_files import FILE_MEASURERS, FRONTIER, RESULT_FILES
 from models.socialrl.stage1 import evaluation_plot, learning_curve_plots
 
 PAPER = "SocialRL"
@@ -46,6 +48,9 @@ def _claim(claim_id: str, text: str, direction: str, asset: str, key: str, value
 
 
 CLAIMS = (
+    _claim("specialist_over_base", "Post-training (the stage-1 specialist: an SFT warm-start then PPO, or PPO alone) "
+           "raises the held-out reward over the base model (this project: PPO - base, paired).", HIGHER,
+           "specialist_eval", "paired.ppo_minus_base"),
     _claim("warm_start", "An SFT warm-start on the teacher's traces raises the held-out reward over the base model "
            "(this project: SFT - base, paired).", HIGHER, "specialist_eval", "paired.sft_minus_base"),
     _claim("ppo_over_warmstart", "PPO from the warm-start raises the held-out reward further (this project: PPO - SFT, "
@@ -67,6 +72,10 @@ CLAIMS = (
            "specialist_eval", "behaviour_paired.leak.ppo_minus_base; privacy_red_team leak_difference"),
     _claim("transfer_asymmetry", "Transfer between domains is asymmetric: some donors help other domains, some hurt "
            "(the cascade order is read from it).", HIGHER, "transfer_matrix", "matrix.cells[].difference"),
+    _claim("cascade_order", "The cascade's domain order is read from the measured transfer matrix (this project: "
+           "the order chosen from its matrix, beside the paper's order on the same domains).", HIGHER,
+           "cascade_order", "order", "Calendar -> CaSiNo -> DnD -> Craigslist -> Marketplace -> Job Interview",
+           "the paper's order, as quoted in ../shared/ARCHITECTURE.md"),
     _claim("cascade_best_unifier", "The transfer-aware cascade is the better way to one policy (this project: "
            "cascade - MOPD student, paired, over their common domains).", HIGHER, "cascade_policy",
            "cascade_policy.scores - mopd_student.scores (pooled)"),
@@ -75,9 +84,11 @@ CLAIMS = (
            "92.6% in 60 steps", HEADLINE + " and docs/stage2.md"),
     _claim("unified_vs_specialists", "One unified policy keeps up with the per-domain specialists (this project: "
            "unified - specialists, paired, pooled over domains; tested above 0).", HIGHER, "cascade_policy",
-           "cascade_policy / mopd_student scores - transfer_matrix specialist scores (pooled)",
-           "unified 4B: 0.627 mean utility (GPT-4.1 0.625, GPT-5.1 0.619, GPT-5.2 0.613); vs the specialists "
-           "not stated here", HEADLINE),
+           "cascade_policy / mopd_student scores - transfer_matrix specialist scores (pooled)"),
+    _claim("unified_vs_frontier", "The unified 4B policy matches frontier models in mean utility (this project: the "
+           "unified policies' mean utility over its domains; a frontier model on the same episodes is needed).",
+           HIGHER, "unified_evaluation", "rows[cascade, mopd].mean", "unified 4B: 0.627 mean utility (GPT-4.1 "
+           "0.625, GPT-5.1 0.619, GPT-5.2 0.613)", HEADLINE),
     _claim("tom_prompt", "The ToM prompt alone lowers the base model's reward (this project: base + ToM prompt - "
            "base, paired).", LOWER, "tom_analysis", "differences['base_tom_prompt - base']", "0.454 -> 0.353",
            HEADLINE + " and docs/tom.md"),
@@ -218,6 +229,40 @@ def _transfer_asymmetry(snapshot: Snapshot) -> list[Measurement]:
     return out or _nothing(snapshot, "transfer_matrix", "")
 
 
+def _no_transfer(snapshot: Snapshot) -> str:
+    """Why transfer cannot be read from the matrix: every cross-domain cell is exactly 0 (empty otherwise)."""
+    for read in snapshot.values("transfer_matrix"):
+        cross = [c.difference for c in read.value.matrix.cells if c.kind == "specialist" and c.donor != c.recipient]
+        if cross and all(d.mean == d.ci_low == d.ci_high == 0.0 for d in cross):
+            return f"every cross-domain cell of the transfer matrix is 0 [0, 0] ({len(cross)} cells): no transfer either way"
+    return ""
+
+
+def _cascade_order(snapshot: Snapshot) -> list[Measurement]:
+    out = []
+    for read in snapshot.values("cascade_order"):
+        o = read.value
+        text = (
+            f"chosen {' -> '.join(o.order)} (score {o.chosen.score:+.4f}); the paper's order on these domains "
+            f"{' -> '.join(o.paper.order)} ({o.paper.score:+.4f}); {o.orders_scored} orders scored"
+        )
+        why = "an order is chosen, not estimated: there is no interval"
+        out.append(Measurement(read, "order", "all domains", None, text, why, cannot=_no_transfer(snapshot)))
+    return out or _nothing(snapshot, "cascade_order", "")
+
+
+def _unified_vs_frontier(snapshot: Snapshot) -> list[Measurement]:
+    from models.socialrl.stage2 import CASCADE, MEAN, MOPD
+
+    for read in snapshot.values("unified_evaluation"):
+        rows = {r.policy: r for r in read.value.rows if r.env_id == MEAN}
+        found = [(label, rows[p]) for p, label in ((CASCADE, "cascade"), (MOPD, "MOPD student")) if p in rows]
+        text = "; ".join(f"{label} {Interval.of(r.estimate).text()}" for label, r in found)
+        text = f"mean utility over the domains: {text}" if text else ""
+        return [Measurement(read, "rows[cascade, mopd].mean", "", value_text=text, missing=FRONTIER)]
+    return [Measurement(None, "", missing=FRONTIER)]
+
+
 def _pooled_difference(a: list[Any], b: list[Any]) -> tuple[Any, list[str]]:
     """Paired difference a - b of two policies' scores pooled over their common domains (None: none)."""
     from models.socialrl.stage2 import pooled
@@ -305,6 +350,7 @@ def _skill_correlation(snapshot: Snapshot) -> list[Measurement]:
 
 
 MEASURERS = {
+    "specialist_over_base": _stage1("ppo_minus_base"),
     "warm_start": _stage1("sft_minus_base", why="no warm-start in this domain (PPO started from the base model)"),
     "ppo_over_warmstart": _stage1("ppo_minus_sft", why="no warm-start in this domain (PPO started from the base)"),
     "anchoring": _stage1("ppo_minus_base", "opening_below_target"),
@@ -313,9 +359,11 @@ MEASURERS = {
     "commitment_language": _rates(("commitment_rate",)),
     "leakage": _leakage,
     "transfer_asymmetry": _transfer_asymmetry,
+    "cascade_order": _cascade_order,
     "cascade_best_unifier": _cascade_vs_mopd,
     "mopd_recovered_share": _recovered_share,
     "unified_vs_specialists": _unified_vs_specialists,
+    "unified_vs_frontier": _unified_vs_frontier,
     "tom_prompt": _tom("base_tom_prompt - base"),
     "tom_distillation": _tom("sft_tom - sft_act"),
     "skill_outcome_correlation": _skill_correlation,
@@ -357,9 +405,11 @@ STAGES = (
 )  # fmt: skip
 
 SPEC = PaperSpec(
-    PAPER,
-    "From Passive Delegates to Strategic Negotiators (arXiv 2608.13787)",
-    CLAIMS,
-    MEASURERS,
-    STAGES,
+    name=PAPER,
+    title="From Passive Delegates to Strategic Negotiators (arXiv 2608.13787)",
+    claims=CLAIMS,
+    measurers=MEASURERS,
+    file_measurers=FILE_MEASURERS,
+    result_files=RESULT_FILES,
+    stages=STAGES,
 )

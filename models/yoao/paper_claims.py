@@ -4,6 +4,7 @@ this project's value comes from (asset and key), and the measurers that read it 
 The primary outcome of every propagation claim is the untrained players' cooperative-vote rate, paired game by
 game against k = 0 or the arm compared (docs/yoao.md: at k >= 3 team cooperation is the seeds' vote
 arithmetic). The paper's values are those quoted in ../shared/ARCHITECTURE.md; elsewhere "not stated here".
+The file measurers, which read the committed result files, are in models/yoao/paper_files.py.
 """
 
 from __future__ import annotations
@@ -26,12 +27,16 @@ from models.report import (
 )
 from models.yoao import report as yoao_report
 from models.yoao.config import YoaoSettings
+from models.yoao.paper_files import (
+    FILE_MEASURERS,
+    NO_BROADCAST_VS_PAIRWISE,
+    NO_CROSS_ARCHITECTURE,
+    RESULT_FILES,
+    TWO_ESTIMATES,
+)
 
 PAPER = "YOAO"
 HEADLINE = "the paper's headline, as quoted in ../shared/ARCHITECTURE.md"
-TWO_ESTIMATES = (
-    "two independent estimates (the worlds of each seed share); the stage gives no interval of their difference"
-)
 
 
 def _claim(claim_id: str, text: str, direction: str, asset: str, key: str, value: str = NOT_STATED,
@@ -188,14 +193,12 @@ MEASURERS = {
     "mute": _comparison("propagation_mute", r"k=(\d+) muted vs k=\1"),  # muted k vs the same k unmuted
     "persistence": _comparison("propagation_persistence", r"removed vs never"),
     "prompting_baseline": _comparison("propagation_prompting_baseline", r"seed vs prompted"),
-    "cross_architecture": _not_measured("no asset of this project plays seeds among teammates of another "
-                                        "architecture (seeds and teammates share one base model; docs/yoao.md)"),
+    "cross_architecture": _not_measured(NO_CROSS_ARCHITECTURE),
     "sugarscape_trades": _sugarscape("trade_success"),
     "survival": _sugarscape("survival"),
     "lifespan": _sugarscape("mean_lifespan"),
     "identity_leaning": _sugarscape("leaning_shift_untrained", difference=False),
-    "broadcast_vs_pairwise": _not_measured("no asset of this project compares broadcast with pairwise discussion "
-                                           "(Red-Black discussion is broadcast within a team; docs/yoao.md)"),
+    "broadcast_vs_pairwise": _not_measured(NO_BROADCAST_VS_PAIRWISE),
 }  # fmt: skip
 
 
@@ -252,4 +255,13 @@ STAGES = (
               ("cooperation by seed count", "mute", "persistence"), "the stored result has no arm of it"),
 )  # fmt: skip
 
-SPEC = PaperSpec(PAPER, "You Only Align Once (arXiv 2605.27586)", CLAIMS, MEASURERS, STAGES, yoao_model)
+SPEC = PaperSpec(
+    name=PAPER,
+    title="You Only Align Once (arXiv 2605.27586)",
+    claims=CLAIMS,
+    measurers=MEASURERS,
+    file_measurers=FILE_MEASURERS,
+    result_files=RESULT_FILES,
+    stages=STAGES,
+    model_of=yoao_model,
+)
