@@ -10,6 +10,7 @@ data/logs/pytest.xml. This reads that file (nothing is rerun) and writes benchma
 | `summed_test_s` | the tests' own times added up (with several workers each time is taken beside the others, so this overstates what one process would need) |
 | `tests`, `failures`, `errors`, `skipped` | counts from the XML |
 | `slowest` | the ten slowest tests, `{test, seconds}` |
+| `module_seconds` | test file (its stem, e.g. `test_pipelines`) -> its tests' summed seconds: tests/conftest.py runs the files in this order, slowest first, so that the workers' last tests are short ones |
 | `setup_s` | optional: the seconds `make setup` took before it on a fresh clone (`--setup-s`) |
 | `machine_update_tok_s` | the machine's speed, so that wall times of different machines can be compared: the PPO update's tokens/s of `benchmarks/bench_learner.py --device cpu --shape small` (its `tokens_per_s.update`, one timed iteration after its warm-up, all cores), measured by this run right after reading the XML (a subprocess; `--update-tok-s` passes a value measured otherwise, `--no-machine-speed` leaves the key out) |
 | `measured_at` | UTC time this file was written |
@@ -54,6 +55,7 @@ def summarise(
         "summed_test_s": round(sum(t for t, _ in cases), 1),
         **counts,
         "slowest": [{"test": name, "seconds": round(t, 1)} for t, name in cases[:SLOWEST]],
+        "module_seconds": module_seconds(cases),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     if setup_s is not None:
@@ -61,6 +63,22 @@ def summarise(
     if update_tok_s is not None:
         result["machine_update_tok_s"] = round(update_tok_s, 1)
     return result
+
+
+def module_stem(test_id: str) -> str:
+    """The test file's stem of a JUnit test id "<classname>::<name>" (classname "tests.test_x" or
+    "tests.test_x.TestClass"): the first dotted part that starts with "test_"."""
+    parts = test_id.split("::", 1)[0].split(".")
+    return next((part for part in parts if part.startswith("test_")), parts[-1])
+
+
+def module_seconds(cases: list[tuple[float, str]]) -> dict[str, float]:
+    """Test file stem -> the summed seconds of its tests, slowest file first."""
+    totals: dict[str, float] = {}
+    for seconds, test_id in cases:
+        stem = module_stem(test_id)
+        totals[stem] = totals.get(stem, 0.0) + seconds
+    return {stem: round(t, 1) for stem, t in sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))}
 
 
 def render(result: dict[str, Any]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -128,8 +129,31 @@ def tiny_lora_maker(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFacto
     return make
 
 
+SUITE_TIMES = ROOT / "benchmarks" / "results" / "test_suite.json"
+"""The last measured suite (benchmarks/bench_test_suite.py): its `module_seconds` order the test files."""
+
+
+def slow_files_first(items: list[pytest.Item], module_seconds: dict[str, float]) -> list[pytest.Item]:
+    """`items` with whole test files reordered by their last measured time, slowest first (files not measured
+    keep their place after them, in collection order). A file's tests stay together, so its module fixtures
+    are built once per worker; pytest-xdist's worksteal then hands the short tests at the end to whichever
+    worker is free, instead of one worker finishing a long lineage test alone."""
+    order = {stem: i for i, stem in enumerate(sorted(module_seconds, key=lambda m: -module_seconds[m]))}
+    return sorted(items, key=lambda item: order.get(Path(str(item.path)).stem, len(order)))
+
+
+def _module_seconds() -> dict[str, float]:
+    try:
+        measured = json.loads(SUITE_TIMES.read_text()).get("module_seconds") or {}
+    except (OSError, ValueError):
+        return {}  # no measurement: collection order
+    return {str(k): float(v) for k, v in measured.items() if isinstance(v, int | float)}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked `gpu` run where torch sees a CUDA GPU (benchmarks/gpu_check.sh), are skipped elsewhere."""
+    """Test files run slowest first (`slow_files_first`); tests marked `gpu` run where torch sees a CUDA GPU
+    (benchmarks/gpu_check.sh), are skipped elsewhere."""
+    items[:] = slow_files_first(items, _module_seconds())
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items:
         return

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -158,3 +159,33 @@ def test_the_test_suite_summary_measures_the_machines_update_speed_in_the_same_r
     learner.write_text("import sys\nsys.exit('no torch here')\n")
     with pytest.raises(RuntimeError, match="no torch here"):
         provenance.measure_update_tok_s()
+
+
+def test_test_files_run_slowest_first_and_stay_together() -> None:
+    """bench_test_suite sums each file's time from the JUnit XML; the suite orders whole files by it (slowest
+    first, unmeasured files after, each file's tests in their own order)."""
+    from types import SimpleNamespace
+
+    from benchmarks import bench_test_suite
+    from tests.conftest import slow_files_first
+
+    cases = [
+        (3.0, "tests.test_a::test_one"),
+        (200.0, "tests.test_pipelines::test_lineage"),
+        (2.0, "tests.test_a.TestGroup::test_two[x]"),
+        (9.0, "tests.test_b::test_three"),
+    ]
+    totals = bench_test_suite.module_seconds(cases)
+    assert totals == {"test_pipelines": 200.0, "test_b": 9.0, "test_a": 5.0}
+    assert list(totals) == ["test_pipelines", "test_b", "test_a"]
+
+    def item(path: str, name: str) -> SimpleNamespace:
+        return SimpleNamespace(path=Path(path), name=name)
+
+    items = [
+        item("tests/test_a.py", "1"), item("tests/test_a.py", "2"), item("tests/test_new.py", "3"),
+        item("tests/test_b.py", "4"), item("tests/test_pipelines.py", "5"), item("tests/test_b.py", "6"),
+    ]  # fmt: skip
+    ordered = [i.name for i in slow_files_first(items, totals)]
+    assert ordered == ["5", "4", "6", "1", "2", "3"]
+    assert [i.name for i in slow_files_first(items, {})] == ["1", "2", "3", "4", "5", "6"]
