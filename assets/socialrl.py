@@ -46,7 +46,7 @@ def _tags(
     settings: SettingsResource,
     mlflow: MlflowResource,
     stage: str,
-    parent: str | None = None,
+    warm_start: str | None = None,
 ) -> dict:
     dagster = dagster_run_id(context)
     return run_tags(
@@ -54,7 +54,7 @@ def _tags(
         profile=settings.get_profile().name,
         git_commit=git_commit(),
         dagster_run_id=dagster,
-        parent_run_id=parent,
+        warm_start_run_id=warm_start,
         stage=stage,
         dagster_run_url=mlflow.links().dagster_run(dagster) if dagster != "direct" else None,
     )
@@ -275,7 +275,7 @@ def specialist(
         output,
         init,
         mlflow.tracker(),
-        _tags(context, settings, mlflow, "ppo", parent=sft_warmstart.mlflow_run_id),
+        _tags(context, settings, mlflow, "ppo", warm_start=sft_warmstart.mlflow_run_id),
         # run_stage2's own, smaller specialists are tagged apart: they never become champion.
         trained_by=stage1.STAGE2 if settings.stage2_specialists else stage1.STAGE1,
     )

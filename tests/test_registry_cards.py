@@ -19,6 +19,7 @@ import pytest
 from models.tracking import (
     GIT_COMMIT_TAG,
     PARENT_RUN_TAG,
+    WARM_START_RUN_TAG,
     ModelCard,
     Tracker,
     TrackingConfig,
@@ -65,6 +66,23 @@ def test_run_tags_say_what_a_run_is(tracker: Tracker) -> None:
     # MLflow itself sees the nesting.
     children = tracker.client.search_runs([tracker.experiment_id], f"tags.mlflow.parentRunId = '{parent.run_id}'")
     assert [r.info.run_id for r in children] == [run.run_id]
+
+
+def test_a_ppo_run_names_its_warm_start_without_hiding_under_it(tracker: Tracker) -> None:
+    """The PPO asset tags its warm-start's run instead of nesting under it: MLflow lists it at top level, and its
+    description names the warm-start run beside the Dagster run that launched it."""
+    with tracker.start_run("sft-craigslist-v0", tags=run_tags(stage="sft")) as warm:
+        pass
+    tags = run_tags(
+        stage="ppo", warm_start_run_id=warm.run_id, dagster_run_id="abc12345", dagster_run_url="http://dagster/r"
+    )
+    assert PARENT_RUN_TAG not in tags and tags[WARM_START_RUN_TAG] == warm.run_id
+    with tracker.start_run("ppo-craigslist-v0", tags=tags) as run:
+        pass
+    nested = tracker.client.search_runs([tracker.experiment_id], f"tags.mlflow.parentRunId = '{warm.run_id}'")
+    assert nested == []
+    note = tracker.client.get_run(run.run_id).data.tags["mlflow.note.content"]
+    assert "[abc12345](http://dagster/r)" in note and warm.run_id in note
 
 
 def test_per_step_history_and_evaluation_metrics(tracker: Tracker) -> None:

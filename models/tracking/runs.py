@@ -40,6 +40,8 @@ SUMMARY_PREFIX = "summary/"
 """Prefix of a run's single-value metrics (held-out results, final losses). MLflow's run page shows one chart
 section per prefix in alphabetical order, single values as bar charts: under "summary/" they come after the
 per-step curves ("ppo/", "sft/", "nightly/") instead of before them, as "eval/" did."""
+WARM_START_RUN_TAG = "socialrl.warm_start_run_id"
+"""The MLflow run of the warm-start a run starts from (a tag, not a parent: the UI lists the run at top level)."""
 
 
 def flatten_params(params: Mapping[str, Any] | Any, prefix: str = "") -> dict[str, str]:
@@ -70,6 +72,7 @@ def run_tags(
     git_commit: str | None = None,
     dagster_run_id: str | None = None,
     parent_run_id: str | None = None,
+    warm_start_run_id: str | None = None,
     stage: str | None = None,
     extra: Mapping[str, Any] | None = None,
     dagster_run_url: str | None = None,
@@ -83,7 +86,8 @@ def run_tags(
     | profile | `socialrl.profile` (smoke, cpu, paper) |
     | git_commit | `mlflow.source.git.commit` (shown by the MLflow UI; see `git_commit()`) |
     | dagster_run_id | `dagster.run_id` (the Dagster run that launched it) |
-    | parent_run_id | `mlflow.parentRunId` (the UI nests the run under it, e.g. PPO under its SFT warm-start) |
+    | parent_run_id | `mlflow.parentRunId` (the UI nests the run under it and hides it until the parent is unfolded) |
+    | warm_start_run_id | `socialrl.warm_start_run_id` (the warm-start a PPO run starts from; the run stays at top level, and its description names the warm-start run) |
     | stage | `socialrl.stage` (sft, ppo, eval, cascade, mopd, ...) |
     | dagster_run_url | `dagster.run_url`, and the run's description (`mlflow.note.content`) links to it |
     """
@@ -93,14 +97,23 @@ def run_tags(
         GIT_COMMIT_TAG: git_commit,
         DAGSTER_RUN_TAG: dagster_run_id,
         PARENT_RUN_TAG: parent_run_id,
+        WARM_START_RUN_TAG: warm_start_run_id,
         STAGE_TAG: stage,
         DAGSTER_RUN_URL_TAG: dagster_run_url,
-        NOTE_TAG: f"Launched by Dagster run [{(dagster_run_id or 'run')[:8]}]({dagster_run_url})"
-        if dagster_run_url
-        else None,
+        NOTE_TAG: _note(dagster_run_id, dagster_run_url, warm_start_run_id),
         **dict(extra or {}),
     }
     return {k: str(v) for k, v in tags.items() if v is not None and str(v) != ""}
+
+
+def _note(dagster_run_id: str | None, dagster_run_url: str | None, warm_start_run_id: str | None) -> str | None:
+    """The run's description: the Dagster run that launched it, and the warm-start run it starts from."""
+    parts = []
+    if dagster_run_url:
+        parts.append(f"Launched by Dagster run [{(dagster_run_id or 'run')[:8]}]({dagster_run_url})")
+    if warm_start_run_id:
+        parts.append(f"Starts from the warm-start's MLflow run `{warm_start_run_id}`")
+    return ". ".join(parts) or None
 
 
 def finite_metrics(values: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
