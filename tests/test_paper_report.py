@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -310,15 +311,24 @@ def test_the_asset_on_an_instance_where_nothing_is_materialised(
     assert set(LOGGED["paper-report"].files) == {"report/paper_report.md", "report/paper_report.html"}
 
 
-def test_the_asset_reads_a_stage_through_its_io_manager(tmp_path: Path) -> None:
+def test_the_asset_reads_a_stage_through_its_io_manager(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A stand-in `specialist_eval` materialised on the instance is read back by the report (latest
     materialisation, stored output through the asset's IO manager), without being an input of it; beside it the
-    asset reads the committed result files: the materialisation, newer than the make-run file (which records no
-    time), gives the stage-1 rows, and the YOAO rows come from its file."""
+    asset reads the committed YOAO result files: the materialisation gives the stage-1 rows, and the YOAO rows
+    come from its file."""
     from dagster import DagsterInstance, asset, materialize
 
+    from assets import report as report_asset
     from assets.report import paper_report
     from assets.socialrl import DOMAINS
+
+    # The committed YOAO result files beside the instance, and no make-run file: the stage-1 rows can only come
+    # from the materialisation.
+    results = tmp_path / "results"
+    results.mkdir()
+    for name in ("yoao_cpu.json", "yoao_cpu_details.json"):
+        shutil.copy(report_asset.RESULTS / name, results / name)
+    monkeypatch.setattr(report_asset, "RESULTS", results)
 
     @asset(name="specialist_eval", partitions_def=DOMAINS)
     def stand_in() -> stage1.SpecialistEvaluation:
@@ -381,8 +391,13 @@ def test_make_report_without_an_instance_reads_the_result_files(
     assert run_report.main(["--profile", "smoke", "--data-dir", str(data), "--publish", str(published)]) == 0
     out = capsys.readouterr().out
     assert "[report] from the result files in " in out and not (data / "dagster_home").exists()
+    leakage = next(
+        r for r in json.loads((published / "paper_report.json").read_text())["claims"] if r["claim"] == "leakage"
+    )
+    # The committed make-run file's version decides: a verdict on the current environment, stale on another.
+    assert (leakage["verdict"] == "stale") == (leakage["env_version"] != env_version())
     assert (
-        "| SocialRL | leakage | craigslist-v0 | stale |" in out
+        f"| SocialRL | leakage | craigslist-v0 | {leakage['verdict']} |" in out
         and "| YOAO | broadcast_vs_pairwise | - | not measured |" in out
     )
     html = data / "reports" / "paper_report.html"
