@@ -31,11 +31,15 @@ _LOCK = threading.Lock()
 
 
 def terminate_with_parent(parent_pid: int) -> Callable[[], None]:
-    """A Popen preexec_fn: on Linux, deliver SIGTERM to the child when its parent dies (PR_SET_PDEATHSIG)."""
+    """A Popen preexec_fn: on Linux, deliver SIGTERM to the child when its parent dies (PR_SET_PDEATHSIG). The
+    child gets SIGTERM's default action and an unblocked mask first: an ignored disposition and a blocked mask
+    survive exec, so a parent that ignored or blocked SIGTERM would otherwise leave a server that never hears it."""
 
     def bind() -> None:
         if sys.platform != "linux":
             return
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
         if os.getppid() != parent_pid:  # the parent died before the binding took effect
