@@ -9,7 +9,6 @@ import pytest
 
 from agents.socialrl.code_agents import make_code_agent
 from agents.socialrl.scripted import BuyerScript, ScriptedBuyer
-from environments.core.events import RAW_TEXT, Action
 from environments.socialrl.craigslist import CraigslistScenario
 from models.evaluation.policy import EvaluationPlan, EvaluationResult, evaluate_policy
 from models.socialrl.episode_metrics import (
@@ -19,6 +18,7 @@ from models.socialrl.episode_metrics import (
     kept_final_price,
     rejections_with_counter,
 )
+from tests.test_baselines import ScriptedBuyer as TextSeat  # replies with given texts, as a model's
 
 PLAN = EvaluationPlan("craigslist-v0", 4, seat="buyer")
 SCENARIO = CraigslistScenario(
@@ -58,22 +58,6 @@ def scripted(script: BuyerScript, plan: EvaluationPlan = PLAN):
 
 def buyer_offers(episode) -> list[float]:
     return [float(e.payload["price"]) for e in episode.transcript if e.agent_id == "buyer" and e.kind == "offer"]
-
-
-class TextSeat:
-    """Replies with the given texts in order (RAW_TEXT, parsed by the environment like a model's)."""
-
-    def __init__(self, replies: list[str]) -> None:
-        self.replies = list(replies)
-
-    async def reset(self, agent_id, env_id, spec, episode_id) -> None:
-        self.agent_id = agent_id
-
-    async def observe(self, event) -> None:
-        pass
-
-    async def act(self, request) -> Action:
-        return Action(self.agent_id, RAW_TEXT, self.replies.pop(0) if self.replies else "QUIT")
 
 
 def test_the_new_metrics_are_bounded_and_listed_with_the_price_metrics() -> None:

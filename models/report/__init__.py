@@ -27,6 +27,7 @@ from models.report.build import (
     StageSpec,
     build_report,
     choose,
+    missing_files,
     result_sources,
 )
 from models.report.claims import (
@@ -110,6 +111,7 @@ __all__ = [
     "decide",
     "document",
     "entry_interval",
+    "missing_files",
     "publish_report",
     "result_sources",
     "sources_text",

@@ -100,6 +100,13 @@ class ProfileLike(Protocol):
 
 Measurer = Callable[[Snapshot], Sequence[Measurement]]
 FileMeasurer = Callable[[ResultSources], Sequence[Measurement]]
+
+
+def missing_files(files: ResultSources, *names: str) -> list[Measurement]:
+    """The one measurement of a claim whose result files are absent, saying which."""
+    return [Measurement(None, "", missing=files.why_absent(*names))]
+
+
 FigureMaker = Callable[[StageRead], Mapping[str, bytes]]
 
 

@@ -18,10 +18,18 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from models.report import Interval, Measurement, ResultFile, ResultSources, entry_interval
+from models.report import (
+    FileMeasurer,
+    Interval,
+    Measurement,
+    ResultFile,
+    ResultSources,
+    entry_interval,
+    missing_files,
+)
 from models.socialrl.stage2 import PAPER_ORDER
 
 MAKE_RUN_FILES = ("make_run_cpu.json", "make_run_cpu_before_audit.json")
@@ -40,11 +48,6 @@ NO_BEHAVIOUR_FILE = (
     "no result file records the over-conceding rate: the behaviour report (`behaviour_report`, `behaviour_job`) "
     "is read from a Dagster instance only"
 )
-FileMeasure = Callable[[ResultSources], list[Measurement]]
-
-
-def _missing(files: ResultSources, *names: str) -> list[Measurement]:
-    return [Measurement(None, "", missing=files.why_absent(*names))]
 
 
 def _zero(interval: Interval | None) -> bool:
@@ -96,7 +99,7 @@ def _stage1_entry(
     return Measurement(None, path, env_id, interval, baseline=context, file=file, cannot=cannot)
 
 
-def stage1(pair: str, metric: str | None = None, behaviour: str = "", why: str = "") -> FileMeasure:
+def stage1(pair: str, metric: str | None = None, behaviour: str = "", why: str = "") -> FileMeasurer:
     """A file measurer of `paired[pair]` (or `behaviour_paired[metric][pair]`) in every domain of the make-run
     file that has it; `behaviour` names the incentive audit's behaviour that pays for the metric."""
     key = f"paired.{pair}" if metric is None else f"behaviour_paired.{metric}.{pair}"
@@ -104,7 +107,7 @@ def stage1(pair: str, metric: str | None = None, behaviour: str = "", why: str =
     def measure(files: ResultSources) -> list[Measurement]:
         file = files.first(*MAKE_RUN_FILES)
         if file is None:
-            return _missing(files, *MAKE_RUN_FILES)
+            return missing_files(files, *MAKE_RUN_FILES)
         out = []
         for env_id, domain in (file.get("domains") or {}).items():
             by = domain.get("paired") if metric is None else (domain.get("behaviour_paired") or {}).get(metric)
@@ -159,7 +162,7 @@ def _no_transfer(file: ResultFile) -> str:
 def transfer_asymmetry(files: ResultSources) -> list[Measurement]:
     file = _stage2(files)
     if file is None or not file.get("transfer_matrix"):
-        return _missing(files, STAGE2_FILE)
+        return missing_files(files, STAGE2_FILE)
     cells = _cross_cells(file)
     effects = {}
     for donor in dict.fromkeys(d for d, _ in cells):
@@ -180,7 +183,7 @@ def cascade_order(files: ResultSources) -> list[Measurement]:
     file = _stage2(files)
     order = file.get("cascade_order") if file is not None else None
     if file is None or not order:
-        return _missing(files, STAGE2_FILE)
+        return missing_files(files, STAGE2_FILE)
     paper = [d for d in PAPER_ORDER if d in order]
     text = f"chosen {' -> '.join(order)}; the paper's order on these domains {' -> '.join(paper)}"
     why = "an order is chosen, not estimated: there is no interval"
@@ -209,14 +212,14 @@ def _versus(file: ResultFile, a: str, b: str, labels: tuple[str, str], scope: st
 def cascade_vs_mopd(files: ResultSources) -> list[Measurement]:
     file = _stage2(files)
     if file is None or not file.get("unified"):
-        return _missing(files, STAGE2_FILE)
+        return missing_files(files, STAGE2_FILE)
     return [_versus(file, "cascade", "mopd", ("cascade", "MOPD student"), "mean over the domains")]
 
 
 def unified_vs_specialists(files: ResultSources) -> list[Measurement]:
     file = _stage2(files)
     if file is None or not file.get("unified"):
-        return _missing(files, STAGE2_FILE)
+        return missing_files(files, STAGE2_FILE)
     return [
         _versus(file, policy, "specialist", (label, "the specialists"), f"{label}, mean over the domains")
         for policy, label in (("cascade", "cascade"), ("mopd", "MOPD student"))
@@ -226,7 +229,7 @@ def unified_vs_specialists(files: ResultSources) -> list[Measurement]:
 def unified_vs_frontier(files: ResultSources) -> list[Measurement]:
     file = _stage2(files)
     if file is None or not file.get("unified"):
-        return _missing(files, STAGE2_FILE)
+        return missing_files(files, STAGE2_FILE)
     found = {label: _unified(file, p) for p, label in (("cascade", "cascade"), ("mopd", "MOPD student"))}
     text = "; ".join(f"{label} {e.text()}" for label, e in found.items() if e is not None)
     text = f"mean utility over the domains: {text}" if text else ""
@@ -237,7 +240,7 @@ def recovered_share(files: ResultSources) -> list[Measurement]:
     file = _stage2(files)
     share = file.get("mopd_recovered_share") if file is not None else None
     if file is None or share is None:
-        return _missing(files, STAGE2_FILE)
+        return missing_files(files, STAGE2_FILE)
     scope = f"{file.get('mopd_steps')} steps, {', '.join(file.get('domains') or [])}"
     if isinstance(share, Mapping) and share.get("reason"):
         return [Measurement(None, "mopd_recovered_share", scope, None, "undefined", share["reason"], file=file)]
@@ -263,14 +266,14 @@ def _arm_floor(files: ResultSources, env_id: str, arm: str) -> str:
     )
 
 
-def tom_difference(difference: str, floor_arm: str = "") -> FileMeasure:
+def tom_difference(difference: str, floor_arm: str = "") -> FileMeasurer:
     """A file measurer of the ToM study's paired `difference` per domain; `floor_arm`: the arm the claim says
     falls (a row says so when it already scores 0)."""
 
     def measure(files: ResultSources) -> list[Measurement]:
         details = files.get(TOM_DETAILS)
         if details is None:
-            return _missing(files, TOM_DETAILS)
+            return missing_files(files, TOM_DETAILS)
         out = []
         for env_id in _tom_domains(files):
             key = f"{env_id}.paired_differences['{difference}']"
@@ -280,7 +283,7 @@ def tom_difference(difference: str, floor_arm: str = "") -> FileMeasure:
                 continue
             cannot = _arm_floor(files, env_id, floor_arm) if floor_arm else ""
             out.append(Measurement(None, key, env_id, interval, file=details, cannot=cannot))
-        return out or _missing(files, TOM_DETAILS)
+        return out or missing_files(files, TOM_DETAILS)
 
     return measure
 
@@ -288,7 +291,7 @@ def tom_difference(difference: str, floor_arm: str = "") -> FileMeasure:
 def skill_correlation(files: ResultSources) -> list[Measurement]:
     main, details = files.get(TOM_FILE), files.get(TOM_DETAILS)
     if main is None:
-        return _missing(files, TOM_FILE)
+        return missing_files(files, TOM_FILE)
     out = []
     for env_id, entry in main.data.items():
         correlations = entry.get("skill_outcome_correlation") if isinstance(entry, Mapping) else None
@@ -299,10 +302,10 @@ def skill_correlation(files: ResultSources) -> list[Measurement]:
             why = note or f"r is undefined on {n} scored episode(s)"
             key = f"{env_id}.skill_outcome_correlation.{skill}"
             out.append(Measurement(None, key, f"{env_id}, {skill}", interval, no_interval=why, file=main))
-    return out or _missing(files, TOM_FILE)
+    return out or missing_files(files, TOM_FILE)
 
 
-FILE_MEASURERS: dict[str, FileMeasure] = {
+FILE_MEASURERS: dict[str, FileMeasurer] = {
     "specialist_over_base": stage1("ppo_minus_base"),
     "warm_start": stage1("sft_minus_base", why="no warm-start in this domain (PPO started from the base model)"),
     "ppo_over_warmstart": stage1("ppo_minus_sft", why="no warm-start in this domain (PPO started from the base)"),

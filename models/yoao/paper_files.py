@@ -13,10 +13,18 @@ Games are the clusters of every Red-Black estimate (the bootstrap resamples game
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from models.report import Interval, Measurement, ResultFile, ResultSources, entry_interval
+from models.report import (
+    FileMeasurer,
+    Interval,
+    Measurement,
+    ResultFile,
+    ResultSources,
+    entry_interval,
+    missing_files,
+)
 
 YOAO_FILE, YOAO_DETAILS = "yoao_cpu.json", "yoao_cpu_details.json"
 INCENTIVES_FILE = "yoao_incentives_cpu.json"
@@ -34,11 +42,6 @@ NO_BROADCAST_VS_PAIRWISE = (
     "no asset of this project compares broadcast with pairwise discussion (Red-Black discussion is broadcast "
     "within a team; docs/yoao.md)"
 )
-FileMeasure = Callable[[ResultSources], list[Measurement]]
-
-
-def _missing(files: ResultSources, *names: str) -> list[Measurement]:
-    return [Measurement(None, "", missing=files.why_absent(*names))]
 
 
 def _frames(files: ResultSources) -> str:
@@ -66,13 +69,13 @@ def _seed_count(arm: str) -> int | None:
     return int(arm) if re.fullmatch(r"\d+", arm) else None
 
 
-def vs_k0(largest: bool) -> FileMeasure:
+def vs_k0(largest: bool) -> FileMeasurer:
     """k = 1 (or the largest plain seed count above 1 with untrained players) against k = 0, paired by game."""
 
     def measure(files: ResultSources) -> list[Measurement]:
         file = files.get(YOAO_FILE)
         if file is None:
-            return _missing(files, YOAO_FILE)
+            return missing_files(files, YOAO_FILE)
         paired = file.get("untrained_cooperation_paired") or {}
         own = file.get("untrained_cooperation") or {}
         arms = [a for a in paired if _seed_count(a) and (own.get(a) or {}).get("mean") is not None]
@@ -99,7 +102,7 @@ def mute(files: ResultSources) -> list[Measurement]:
     """Each muted arm's untrained cooperation beside the same seed count unmuted (two estimates)."""
     file = files.get(YOAO_FILE)
     if file is None:
-        return _missing(files, YOAO_FILE)
+        return missing_files(files, YOAO_FILE)
     own = file.get("untrained_cooperation") or {}
     context, cannot = _tutors(files, "argue_minus_vote_only", "arguments more than a bare vote")
     out = []
@@ -117,7 +120,7 @@ def persistence(files: ResultSources) -> list[Measurement]:
     """Each removed arm's untrained cooperation against k = 0 (never seeded), paired by game, the whole game."""
     file = files.get(YOAO_FILE)
     if file is None:
-        return _missing(files, YOAO_FILE)
+        return missing_files(files, YOAO_FILE)
     paired = file.get("untrained_cooperation_paired") or {}
     out = [
         Measurement(None, f"untrained_cooperation_paired.{arm}", f"k={arm.removesuffix('_removed')} removed vs k=0 "
@@ -132,7 +135,7 @@ def prompting_baseline(files: ResultSources) -> list[Measurement]:
     """The seed's arm beside the prompted model's arm in its seat (two estimates), where both were played."""
     file = files.get(YOAO_FILE)
     if file is None:
-        return _missing(files, YOAO_FILE)
+        return missing_files(files, YOAO_FILE)
     own = file.get("untrained_cooperation") or {}
     out = []
     for arm in own:
@@ -145,7 +148,7 @@ def prompting_baseline(files: ResultSources) -> list[Measurement]:
     return out or [Measurement(None, "prompting_baseline", missing=why, file=file)]
 
 
-def not_measured(reason: str) -> FileMeasure:
+def not_measured(reason: str) -> FileMeasurer:
     def measure(files: ResultSources) -> list[Measurement]:
         return [Measurement(None, "-", missing=reason)]
 
@@ -169,14 +172,14 @@ def _shares(file: ResultFile) -> dict[float, Mapping[str, Any]] | str:
     return shares or "the file holds no Sugarscape world"
 
 
-def sugarscape(fields: tuple[str, ...], difference: bool = True) -> FileMeasure:
+def sugarscape(fields: tuple[str, ...], difference: bool = True) -> FileMeasurer:
     """The largest seed share's first of `fields` present against the share without seeds (two estimates), or,
     with `difference` off, the largest share below 1's own value against 0."""
 
     def measure(files: ResultSources) -> list[Measurement]:
         file = files.get(YOAO_FILE)
         if file is None:
-            return _missing(files, YOAO_FILE)
+            return missing_files(files, YOAO_FILE)
         shares = _shares(file)
         if isinstance(shares, str):
             return [Measurement(None, "sugarscape", missing=shares, file=file)]
@@ -202,7 +205,7 @@ def sugarscape(fields: tuple[str, ...], difference: bool = True) -> FileMeasure:
     return measure
 
 
-FILE_MEASURERS: dict[str, FileMeasure] = {
+FILE_MEASURERS: dict[str, FileMeasurer] = {
     "one_seed": vs_k0(largest=False),
     "more_seeds": vs_k0(largest=True),
     "mute": mute,
