@@ -42,10 +42,8 @@ from models.evaluation.stats import Estimate, mean_estimate, paired_difference
 
 MESSAGE_KINDS = frozenset({"message", "send_message"})
 """Action kinds that are plain talk (no move), across the SocialRL domains."""
-PRICE_DOMAINS = {"craigslist-v0": ("offer", "accept"), "marketplace-v0": ("make_offer", "accept_offer")}
-"""Price domains and their (offer, accept) action kinds."""
 PRICE_MOVES: dict[str, PriceMoves] = {env.env_id: env.moves for env in (CraigslistEnv, MarketplaceEnv)}
-"""Every move kind of the price domains (reject, walk-away, ...)."""
+"""The price domains and their move kinds (offer, accept, reject, walk-away, ...)."""
 METRICS = (
     "reward",
     "agreement",
@@ -141,10 +139,10 @@ def episode_metrics(episode: EpisodeResult, view: PolicyEpisode) -> dict[str, fl
         "rounds": float(view.rounds),
     }
     nan = dict.fromkeys(METRICS, math.nan)
-    kinds = PRICE_DOMAINS.get(episode.env_id)
-    if kinds is None:
+    moves = PRICE_MOVES.get(episode.env_id)
+    if moves is None:
         return {**nan, **metrics}
-    offer_kind, accept_kind = kinds
+    offer_kind, accept_kind = moves.offer, moves.accept
     other = next((e.agent_id for e in episode.transcript if e.agent_id != seat), None)
     their_opening = _opening(episode, other, offer_kind) if other else None
     closing = next((e for e in reversed(episode.transcript) if e.kind == accept_kind), None)

@@ -69,6 +69,12 @@ must pay) and the bluff (which the counterparts may punish), and a buyer that ca
 PRICE_DOMAINS = ("craigslist-v0", "marketplace-v0")
 
 
+def plays_price_buyer(plan: EvaluationPlan) -> bool:
+    """Whether `plan` plays a price domain's buyer seat: where the scripted buyers, and so the audit and the
+    best fixed rule, are defined."""
+    return plan.env_id in PRICE_DOMAINS and plan.seat == "buyer"
+
+
 @dataclass(frozen=True, kw_only=True)
 class IncentiveSettings:
     """What the audit plays beside each domain's plan."""
@@ -300,7 +306,7 @@ def audit_domain(
     play: Callable[[EvaluationPlan, Callable[[int], Agent]], EvaluationResult] = evaluate_policy,
 ) -> DomainAudit:
     """The audit of one price domain on `plan` (its buyer seat; see the module table)."""
-    if plan.env_id not in PRICE_DOMAINS or plan.seat != "buyer":
+    if not plays_price_buyer(plan):
         raise ValueError(f"the audit plays the buyer seat of {PRICE_DOMAINS}, got {plan.env_id} seat {plan.seat}")
     seed = settings.bootstrap_seed
 
@@ -379,7 +385,7 @@ def search_fixed_rule(
     """The best fixed rule on `plan` (a price domain's buyer seat): the fraction of `grid` with the highest mean
     reward (ties: the smaller fraction), and every fraction's result. Chosen on the plan it is then compared
     on, so the rule is as strong as one constant can be there."""
-    if plan.env_id not in PRICE_DOMAINS or plan.seat != "buyer":
+    if not plays_price_buyer(plan):
         raise ValueError(f"the fixed rule plays the buyer seat of {PRICE_DOMAINS}, got {plan.env_id} seat {plan.seat}")
     results = {f: play(plan, lambda s, f=f: ScriptedBuyer(fixed_rule_script(f), s)) for f in grid}
     means = {f: float(np.mean([e.reward for e in r.policy_episodes])) for f, r in results.items()}

@@ -36,7 +36,7 @@ from models.evaluation.scenarios import held_out_scenarios
 from models.evaluation.stats import Estimate
 from models.profiles import Profile
 from models.socialrl.episode_metrics import EpisodeRecord, episode_records, summary
-from models.socialrl.incentives import PRICE_DOMAINS, search_fixed_rule
+from models.socialrl.incentives import plays_price_buyer, search_fixed_rule
 from models.socialrl.stage1.common import specialist_seat
 
 log = logging.getLogger("socialrl.evaluation")
@@ -49,11 +49,6 @@ CODE_POLICIES = ("teacher", *BASELINES, BEST_FIXED_RULE)
 domain's buyer seat, the best fixed rule."""
 RULES = (*BASELINES, BEST_FIXED_RULE)
 """The rules a trained policy must beat (`best_baseline` picks among them)."""
-
-
-def plays_fixed_rule(plan: EvaluationPlan) -> bool:
-    """Whether the best fixed rule is defined on `plan` (a price domain's buyer seat)."""
-    return plan.env_id in PRICE_DOMAINS and plan.seat == "buyer"
 
 
 def llm_policy(
@@ -217,13 +212,13 @@ def code_policy(label: str) -> Callable[[int], Agent]:
 def evaluate_code_policies(
     plan: EvaluationPlan, labels: Sequence[str] = CODE_POLICIES, store_result: StoreResult | None = None
 ) -> dict[str, tuple[PolicyResult, EvaluationResult]]:
-    """The teacher, the trivial baselines and the best fixed rule (where `plays_fixed_rule`) on `plan` (code: no
+    """The teacher, the trivial baselines and the best fixed rule (where `plays_price_buyer`) on `plan` (code: no
     engine, seconds)."""
     out = {}
     for label in labels:
         started = time.perf_counter()
         if label == BEST_FIXED_RULE:
-            if not plays_fixed_rule(plan):
+            if not plays_price_buyer(plan):
                 continue
             fraction, searched = search_fixed_rule(plan)
             result = searched[fraction]
