@@ -82,8 +82,8 @@ def module_seconds(cases: list[tuple[float, str]]) -> dict[str, float]:
 
 
 def render(result: dict[str, Any]) -> str:
-    """The README block: the run's wall time (beside the machine's speed, when measured), its counts and its ten
-    slowest tests."""
+    """The test-suite block (docs/testing.md): the run's wall time (beside the machine's speed, when measured),
+    its counts and its ten slowest tests."""
     setup = f", {result['setup_s'] / 60:.1f} min of setup before it on a fresh clone" if "setup_s" in result else ""
     speed = (
         f" (the machine's PPO update speed: {result['machine_update_tok_s']:,.0f} tokens/s, "

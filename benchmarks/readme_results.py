@@ -4,12 +4,12 @@ Each block sits between `<!-- <name>: begin -->` and `<!-- <name>: end -->` in i
 
 | block | document | result file | rendered by |
 | --- | --- | --- | --- |
-| `make_run_cpu` | README.md | benchmarks/results/make_run_cpu.json (until a run on the current environment exists: make_run_cpu_before_audit.json) | each domain's `report_markdown` (models/socialrl/stage1/report.py, the tables `make run` prints and the `specialist_eval` asset shows) and the run's wall time from its own records; a run whose `env_version` is not the current code's is marked stale |
-| `incentives_cpu` | README.md | benchmarks/results/incentives_cpu.json | `incentives_markdown` (below: the audit's behaviours and reference policies per price domain) |
+| `make_run_cpu` | docs/stage1.md | benchmarks/results/make_run_cpu.json (until a run on the current environment exists: make_run_cpu_before_audit.json) | each domain's `report_markdown` (models/socialrl/stage1/report.py, the tables `make run` prints and the `specialist_eval` asset shows) and the run's wall time from its own records; a run whose `env_version` is not the current code's is marked stale |
+| `incentives_cpu` | docs/stage1.md | benchmarks/results/incentives_cpu.json | `incentives_markdown` (below: the audit's behaviours and reference policies per price domain) |
 | `yoao_cpu` | docs/yoao.md | benchmarks/results/yoao_cpu.json | `benchmark_markdown` (models/yoao/report.py) |
 | `yoao_tutor_reference` | docs/yoao.md | benchmarks/results/yoao_tutor_reference.json | `benchmark_markdown` |
 | `yoao_incentives_cpu` | docs/yoao.md | benchmarks/results/yoao_incentives_cpu.json | `audit_markdown` (models/yoao/incentives.py: the YOAO incentive audit and the tutors' prior calibration) |
-| `test_suite` | README.md | benchmarks/results/test_suite.json | `render` (benchmarks/bench_test_suite.py: `make test`'s JUnit XML) |
+| `test_suite` | docs/testing.md | benchmarks/results/test_suite.json | `render` (benchmarks/bench_test_suite.py: `make test`'s JUnit XML) |
 | `paper_report` | README.md | benchmarks/results/paper_report.json | `summary_markdown` (models/report/render.py: every claim row `make report PUBLISH=1` published from the result files, with its verdict, reason and source, linking the whole report beside it) |
 
 A block whose result file does not exist yet is left as it is. tests/test_readme_results.py fails when a
@@ -40,13 +40,17 @@ RESULT = RESULTS / "make_run_cpu.json"
 RESULT_BEFORE_AUDIT = RESULTS / "make_run_cpu_before_audit.json"
 """The last make-run result, measured on the environment before the incentive audit (env_version "before-audit")."""
 MAKE_RUN = RESULT if RESULT.exists() else RESULT_BEFORE_AUDIT
-"""The make-run result the README's block renders."""
+"""The make-run result the stage-1 block renders."""
 README = ROOT / "README.md"
+STAGE1 = ROOT / "docs" / "stage1.md"
+"""The stage-1 document: the make-run and incentive-audit blocks."""
+TESTING = ROOT / "docs" / "testing.md"
+"""The setup and test-suite document: the test-suite block."""
 BEGIN, END = "<!-- make_run_cpu: begin -->", "<!-- make_run_cpu: end -->"
 
 
 def render(result: dict[str, Any]) -> str:
-    """The README block (markdown) for one make-run result file."""
+    """The stage-1 block (markdown, docs/stage1.md) for one make-run result file."""
     parts = []
     if result.get("env_version") != env_version():
         parts.append(
@@ -124,12 +128,12 @@ def incentives_markdown(result: dict[str, Any]) -> str:
 
 
 BLOCKS = (
-    Block("make_run_cpu", README, MAKE_RUN, render),
-    Block("incentives_cpu", README, RESULTS / "incentives_cpu.json", incentives_markdown),
+    Block("make_run_cpu", STAGE1, MAKE_RUN, render),
+    Block("incentives_cpu", STAGE1, RESULTS / "incentives_cpu.json", incentives_markdown),
     Block("yoao_cpu", ROOT / "docs" / "yoao.md", RESULTS / "yoao_cpu.json", benchmark_markdown),
     Block("yoao_tutor_reference", ROOT / "docs" / "yoao.md", RESULTS / "yoao_tutor_reference.json", benchmark_markdown),
     Block("yoao_incentives_cpu", ROOT / "docs" / "yoao.md", RESULTS / "yoao_incentives_cpu.json", audit_markdown),
-    Block("test_suite", README, bench_test_suite.RESULT, bench_test_suite.render),
+    Block("test_suite", TESTING, bench_test_suite.RESULT, bench_test_suite.render),
     PAPER_REPORT,
 )
 

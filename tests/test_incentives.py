@@ -197,7 +197,7 @@ def test_the_asset_writes_the_audit_and_its_check_fails_on_a_refused_target(tmp_
 def test_the_committed_audit_was_measured_on_the_current_environment() -> None:
     """benchmarks/results/incentives_cpu.json must be re-measured (`python -m benchmarks.bench_incentives`, code only,
     seconds) whenever the environment or counterpart code changes: results of different versions are never
-    compared, and the README shows this file."""
+    compared, and docs/stage1.md shows this file."""
     from benchmarks.readme_results import RESULTS
 
     committed = json.loads((RESULTS / "incentives_cpu.json").read_text())

@@ -128,7 +128,7 @@ def _policy(label: str, reward: float, leak: float) -> stage1.PolicyResult:
 
 
 def stand_in_evaluation() -> stage1.SpecialistEvaluation:
-    """Craigslist's stage-1 result as the README reports it: PPO - SFT not shown, the leak rate higher under
+    """Craigslist's stage-1 result as docs/stage1.md reports it: PPO - SFT not shown, the leak rate higher under
     PPO (against the paper), the anchoring difference on only 4 scenario clusters."""
     specialist = stage1.Specialist(
         env_id="craigslist-v0",

@@ -1,5 +1,5 @@
 """The result blocks of the README and docs are the rendering of their result files, not typed by hand
-(benchmarks/readme_results.py: the README's stage-1 block, docs/yoao.md's cpu run and tutor reference)."""
+(benchmarks/readme_results.py: docs/stage1.md's stage-1 block, docs/yoao.md's cpu run and tutor reference)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 from benchmarks import readme_results
 
 
-def test_the_readme_block_is_the_rendering_of_the_result_file() -> None:
+def test_the_stage1_block_is_the_rendering_of_the_result_file() -> None:
     result = json.loads(readme_results.MAKE_RUN.read_text())
-    assert readme_results.block(readme_results.README.read_text()) == readme_results.render(result)
+    assert readme_results.block(readme_results.STAGE1.read_text()) == readme_results.render(result)
 
 
 @pytest.mark.parametrize("name", [b.name for b in readme_results.BLOCKS])

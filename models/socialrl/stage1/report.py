@@ -145,7 +145,7 @@ def report_markdown(report: Mapping[str, Any]) -> str:
     """A domain's `SpecialistEvaluation.report()` (as stored in Dagster metadata, the make-run report file and
     benchmarks/results/make_run_cpu.json) as markdown: every policy with every behaviour metric, the paired
     reward differences, the paired difference of every behaviour metric, the warm-start's imitation of its
-    teacher, and the PPO learning curve. The console, the asset page and the README render through here."""
+    teacher, and the PPO learning curve. The console, the asset page and docs/stage1.md render through here."""
     policies = report["policies"]
     metrics = [m for m in METRICS if m != "reward" and any(m in p["metrics"] for p in policies.values())]
     order = [p for p in POLICY_ORDER if p in policies] + [p for p in policies if p not in POLICY_ORDER]
