@@ -15,9 +15,15 @@ three counterparts), paired with the warm-start itself on the same episodes.
 
 Per arm: the in-training curve (reward and its interval per iteration, KL, invalid actions), the held-out
 reward, its paired difference with the warm-start (scenario-clustered bootstrap), the held-out invalid-action
-and command rates, and wall seconds. Results: benchmarks/results/ppo_ablation.json.
+and command rates, and wall seconds. Arms trained in one invocation are also paired with each other
+(`comparisons`), and `choice` says which arm the cpu profile should train with and why (`choose_arm`: the
+profile's group-relative arm stays unless the value-head arm beats it, paired, with an interval above 0).
+The budget defaults to the cpu profile's (its PPO iterations and episodes per iteration); the value-head arm
+spends its first iteration warming the critic, as the paper's PPO does, inside the same budget. The file
+carries its provenance (`env_version`, commit, machine speed); arms measured on another environment version
+are never merged into it. Results: benchmarks/results/ppo_ablation.json.
 
-    python -m benchmarks.bench_ppo_ablation --sft-adapter PATH [--arms group,value_head] [--iterations 4] [--episodes 16] [--eval-scenarios 16]
+    python -m benchmarks.bench_ppo_ablation --sft-adapter PATH [--arms group_lr2e-4,value_head_lr2e-4] [--iterations N] [--episodes N] [--eval-scenarios 16] [--machine-speed]
 """
 
 from __future__ import annotations
@@ -60,6 +66,32 @@ ARMS: dict[str, dict[str, Any]] = {
 }
 """Arm name -> what it changes in the cpu profile's PPO config (module table)."""
 
+PROFILE_ARM = "group_lr2e-4"
+"""The arm the cpu profile trains with (models/profiles.py: group-relative advantages at actor lr 2e-4)."""
+CHALLENGER_ARM = "value_head_lr2e-4"
+"""The paper's design at the profile's rate: a value head (GAE) with one critic warm-up iteration."""
+
+
+def choose_arm(arms: dict[str, Any], comparisons: dict[str, Any]) -> dict[str, str]:
+    """Which arm the profile should train with: the challenger only where it beats the profile's arm, paired
+    on the same held-out episodes, with an interval above 0; otherwise the profile's arm (it spends no
+    iteration warming a critic). Says why either way."""
+    key = f"{CHALLENGER_ARM} - {PROFILE_ARM}"
+    if PROFILE_ARM not in arms or CHALLENGER_ARM not in arms or key not in comparisons:
+        return {"arm": PROFILE_ARM, "why": "not decided: both arms were not measured in one invocation"}
+    diff = comparisons[key]
+    if diff["ci_low"] is not None and diff["ci_low"] > 0:
+        return {
+            "arm": CHALLENGER_ARM,
+            "why": f"{key} = {diff['mean']:+.3f} [{diff['ci_low']:+.3f}, {diff['ci_high']:+.3f}] lies above 0",
+        }
+    return {
+        "arm": PROFILE_ARM,
+        "why": f"{key} = {diff['mean']:+.3f} [{diff['ci_low']:+.3f}, "
+        f"{diff['ci_high']:+.3f}]: the value head does not beat group-relative advantages, which need no "
+        "critic warm-up iteration; the profile keeps them",
+    }
+
 
 def arm_config(name: str, iterations: int, episodes: int) -> Any:
     """The cpu profile's Craigslist PPO config with an arm's changes."""
@@ -83,19 +115,24 @@ def arm_config(name: str, iterations: int, episodes: int) -> Any:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sft-adapter", type=Path, required=True)
-    parser.add_argument("--arms", default=",".join(ARMS))
-    parser.add_argument("--iterations", type=int, default=4)
-    parser.add_argument("--episodes", type=int, default=16)
+    parser.add_argument("--arms", default=f"{PROFILE_ARM},{CHALLENGER_ARM}")
+    parser.add_argument("--iterations", type=int, default=0, help="PPO iterations per arm (0: the cpu profile's)")
+    parser.add_argument("--episodes", type=int, default=0, help="episodes per iteration (0: the cpu profile's)")
     parser.add_argument("--eval-scenarios", type=int, default=16)
     parser.add_argument("--work", type=Path, default=Path("data/bench/ppo_ablation"))
     parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--machine-speed", action="store_true", help="also measure the machine's PPO update speed (a few seconds)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     for noisy in ("httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
+    from agents.env_version import env_version
     from models.evaluation.scenarios import held_out_scenarios
     from models.profiles import get_profile
+    from models.provenance import machine_speed_or_none, provenance
     from models.serving.engine import VLLMEngine, new_token
     from models.serving.model_store import resolve_model
     from models.serving.proxy import ProxyConfig, ProxyServer
@@ -107,13 +144,21 @@ def main(argv: list[str] | None = None) -> int:
     from models.training.ppo import train_ppo
 
     profile = get_profile("cpu")
+    args.iterations = args.iterations or profile.ppo.iterations
+    args.episodes = args.episodes or profile.ppo.episodes_per_iteration
+    wall_started = time.perf_counter()
     base = resolve_model(profile.base_model, DataPaths.from_env().models)
     plan = stage1.evaluation_plan(ENV, profile, scenarios=held_out_scenarios(ENV, args.eval_scenarios, 0, "dataset"))
     engine_key, proxy_key = new_token(), new_token()
     args.work.mkdir(parents=True, exist_ok=True)
     engine_config = profile.engine.engine_config(base, served_model_name="base", api_key=engine_key)
     existing = json.loads(args.output.read_text()) if args.output.exists() else {}
+    if existing.get("env_version") != env_version():
+        # Results from another environment version are never compared with these: start a new file.
+        log.info("%s holds env_version %s, not %s: not merged", args.output, existing.get("env_version"), env_version())
+        existing = {}
     arms: dict[str, Any] = existing.get("arms", {})
+    records: dict[str, Any] = {}
     with VLLMEngine(engine_config, log_path=args.work / "vllm.log") as engine:
         proxy_config = ProxyConfig(
             upstreams=(engine.base_url,),
@@ -131,12 +176,15 @@ def main(argv: list[str] | None = None) -> int:
                 started = time.perf_counter()
                 result = train_ppo(config, base, services, args.work / name, base, args.sft_adapter)
                 train_s = time.perf_counter() - started
+                if not result.history:
+                    raise RuntimeError(f"arm {name}: PPO returned no iterations")
                 engine.client.load_adapter(f"{config.run_name}-final", result.adapter_dir)
                 trained, _ = stage1.evaluate_served(
                     name, plan, profile, proxy.base_url, f"{config.run_name}-final", proxy_key
                 )
                 arms[name] = {
                     "settings": ARMS[name],
+                    "budget": {"iterations": args.iterations, "episodes_per_iteration": args.episodes},
                     "curve": [{k: m.get(k) for k in CURVE_KEYS} for m in result.history],
                     "heldout_reward": trained.summary.reward.as_dict(),
                     "heldout_minus_sft": paired_metric(trained.records, sft.records, "reward").as_dict(),
@@ -147,9 +195,16 @@ def main(argv: list[str] | None = None) -> int:
                     "train_wall_s": round(train_s, 1),
                     "eval_wall_s": round(trained.seconds, 1),
                 }
+                records[name] = trained.records
                 log.info("arm %s: %s", name, {k: arms[name][k] for k in ("heldout_minus_sft", "train_wall_s")})
+                comparisons = dict(existing.get("comparisons", {}))
+                if CHALLENGER_ARM in records and PROFILE_ARM in records:  # paired: same plan, same seeds
+                    comparisons[f"{CHALLENGER_ARM} - {PROFILE_ARM}"] = paired_metric(
+                        records[CHALLENGER_ARM], records[PROFILE_ARM], "reward"
+                    ).as_dict()
                 existing.update(
                     {
+                        **provenance(profile=profile.name, machine_update_tok_s=None),
                         "sft_adapter": str(args.sft_adapter),
                         "budget": {"iterations": args.iterations, "episodes_per_iteration": args.episodes},
                         "evaluation": {
@@ -158,11 +213,16 @@ def main(argv: list[str] | None = None) -> int:
                         "sft_heldout_reward": sft.summary.reward.as_dict(),
                         "sft_heldout_command_rate": sft.metrics["command_rate"].mean,
                         "arms": arms,
-                        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                        "comparisons": comparisons,
+                        "choice": choose_arm(arms, comparisons),
+                        "wall_s": round(time.perf_counter() - wall_started, 1),
                     }
                 )
                 args.output.write_text(json.dumps(existing, indent=2) + "\n")  # after every arm: a kill loses one
-    log.info("wrote %s", args.output)
+    if args.machine_speed:  # after the arms, on the same machine, so that their times can be compared
+        existing["machine_update_tok_s"] = machine_speed_or_none(log)
+        args.output.write_text(json.dumps(existing, indent=2) + "\n")
+    log.info("wrote %s: %s", args.output, existing.get("choice"))
     return 0
 
 
