@@ -3,7 +3,7 @@
 | profile | model | where | what it is for |
 | --- | --- | --- | --- |
 | `smoke` | tiny random Llama (SmolLM2 tokenizer) | CPU, minutes | tests and CI: the whole lineage end to end, numbers meaningless |
-| `cpu` | SmolLM2-135M-Instruct (shipped GGUF) | CPU, 83 min here from a fresh clone, setup included (79 min of jobs on the environment before the incentive audit, benchmarks/results/make_run_cpu_before_audit.json) | a real but small run on a laptop: the Craigslist buyer (a 36-step SFT warm-start on the teacher's buyer traces, 3 group-relative PPO iterations of 16 episodes, 96 held-out episodes per trained policy, 48 for the base); other domains on request; stage 2 on Craigslist and CaSiNo with smaller specialists (`python -m pipelines.run_stage2`) |
+| `cpu` | SmolLM2-135M-Instruct (shipped GGUF) | CPU, 55 min here from a fresh clone, setup included (53 min of jobs at a PPO update speed of 3,267 tok/s, benchmarks/results/make_run_cpu.json) | a real but small run on a laptop: the Craigslist buyer (a 36-step SFT warm-start on the teacher's buyer traces, 3 group-relative PPO iterations of 16 episodes, 96 held-out episodes per trained policy, 48 for the base); other domains on request; stage 2 on Craigslist and CaSiNo with smaller specialists (`python -m pipelines.run_stage2`) |
 | `paper` | Qwen3-4B-Instruct-2507, critic Qwen3-1.7B | GPUs with vLLM | the SocialRL paper's hyper-parameters (actor lr 2e-6, critic lr 1e-5, batch 144 / minibatch 36, grad-norm 5, <= 200 steps, critic warmed 30 steps) |
 
 The YOAO group's sizes are the `yoao` sub-settings (models/yoao/config.py, one table per profile there).
