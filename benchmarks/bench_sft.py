@@ -18,8 +18,12 @@ invalid actions. Results: benchmarks/results/sft_curve.json (`points`: SFT token
 rate, reward) and sft_curve.png.
 
     python -m benchmarks.bench_sft rows [--episodes 96] [--row-steps 4]
-    python -m benchmarks.bench_sft evaluate --checkpoints DIR [--eval-scenarios 16]   (a stopped curve run's checkpoints)
+    python -m benchmarks.bench_sft evaluate --checkpoints DIR [--eval-scenarios 16] [--no-base]
     python -m benchmarks.bench_sft curve [--episodes 480] [--epochs 3] [--learning-rate 1e-3] [--checkpoint-every 20] [--eval-scenarios 16]
+
+`evaluate` plays the checkpoints of a stopped curve run's, or a `make run` warm-start's, `trainer/` directory.
+Every result carries its provenance (`env_version`, commit, `machine_update_tok_s` with `--machine-speed`); a
+file measured on another environment version is replaced, never merged.
 """
 
 from __future__ import annotations
@@ -285,16 +289,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval-scenarios", type=int, default=16)
     parser.add_argument("--work", type=Path, default=Path("data/bench/sft"))
     parser.add_argument("--output", type=Path, default=RESULTS / "sft_curve.json")
+    parser.add_argument(
+        "--no-base", action="store_true", help="evaluate: leave out step 0 (the base model; it scores 0 on this plan)"
+    )
+    parser.add_argument(
+        "--machine-speed", action="store_true", help="also measure the machine's PPO update speed (a few seconds)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     args.work.mkdir(parents=True, exist_ok=True)
+
+    from agents.env_version import env_version
+    from models.provenance import machine_speed_or_none, provenance
+
+    started = time.perf_counter()
     existing = json.loads(args.output.read_text()) if args.output.exists() else {}
+    if existing.get("env_version") != env_version():
+        # A curve measured on another environment version is never merged with this one: start a new file.
+        log.info("%s holds env_version %s, not %s: not merged", args.output, existing.get("env_version"), env_version())
+        existing = {}
     if args.part == "rows":
         existing["row_shapes"] = measure_rows(args.episodes or 96, args.row_steps, args.work / "rows")
     elif args.part == "evaluate":
         if args.checkpoints is None:
             parser.error("evaluate needs --checkpoints <trainer dir>")
-        curve = evaluate_points(points_from_checkpoints(args.checkpoints), args.eval_scenarios, args.work / "evaluate")
+        points = points_from_checkpoints(args.checkpoints)
+        if args.no_base:
+            points = [p for p in points if p["adapter"] is not None]
+        curve = evaluate_points(points, args.eval_scenarios, args.work / "evaluate")
         existing["curve"] = {**existing.get("curve", {}), **curve, "checkpoints": str(args.checkpoints)}
         args.output.with_suffix(".png").write_bytes(curve_plot(existing["curve"]))
     else:
@@ -313,7 +335,9 @@ def main(argv: list[str] | None = None) -> int:
             }
             for p in existing["curve"]["points"]
         ]
-    existing["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    speed = machine_speed_or_none(log) if args.machine_speed else None
+    existing.update(provenance(profile="cpu", machine_update_tok_s=speed))
+    existing["wall_s"] = round(time.perf_counter() - started, 1)
     args.output.write_text(json.dumps(existing, indent=2) + "\n")
     log.info("wrote %s", args.output)
     return 0

@@ -405,7 +405,7 @@ CPU = Profile(
     # scenario, not a worse teacher).
     trace_min_reward=0.0,
     # Whole buyer conversations packed into 2048-token rows, four rows per optimiser step at 1e-3. On the
-    # environment before the incentive audit (benchmarks/results/sft_curve.json, 48 held-out episodes) 20 steps
+    # environment before the incentive audit (benchmarks/results/sft_curve_before_audit.json, 48 held-out episodes) 20 steps
     # reached 57% of the teacher's reward and 40 steps 65% (intervals overlapping), held-out loss 0.18 -> 0.14.
     # On the audited environment 20 steps reached 28% (the make_run_cpu.json of f4bd873: it opens at its target
     # or above, where the listening sellers take it at once), so the warm-start takes 36 steps, what the hour
