@@ -8,6 +8,9 @@ catalog in headless Chromium; and how many of MLflow's output lines were access-
     python -m benchmarks.bench_ui_memory [--data-dir DIR] [--settle-s 20]   # writes benchmarks/results/ui_memory.json
 
 Keys per variant: `<server>_rss_mb`, `<server>_processes`, `mlflow_output_lines`, `mlflow_access_log_lines`.
+A third variant, `make_ui`, runs what `make ui` runs (`python -m pipelines.ui`, which starts both servers with the
+project's settings) and measures the same way: `launcher_rss_mb` (the launcher's own process), `total_rss_mb`
+(the launcher with both servers' trees, what a researcher's machine holds) and `processes`.
 Default data directory: a fresh temporary one (an empty registry); give `make run`'s to measure a full store.
 """
 
@@ -26,7 +29,7 @@ from pathlib import Path
 import psutil
 
 from models.serving.process import free_port, wait_until_answers
-from models.settings import REPO_ROOT, DataPaths
+from models.settings import DATA_DIR_ENV, REPO_ROOT, DataPaths
 from models.tracking import QUIET_ENVIRONMENT, SERVER_ENVIRONMENT
 from pipelines.ui import UiServer, ui_servers
 
@@ -105,6 +108,35 @@ def measure(variant: str, paths: DataPaths, settle_s: float, log_dir: Path) -> d
     return out
 
 
+def measure_launcher(paths: DataPaths, settle_s: float, log_dir: Path) -> dict[str, float]:
+    """`make ui` as a researcher starts it: the launcher, its two servers and their trees, after browsing."""
+    dagster_port, mlflow_port = free_port(), free_port()
+    argv = [str(REPO_ROOT / ".venv" / "bin" / "python"), "-m", "pipelines.ui"]
+    argv += ["--dagster-port", str(dagster_port), "--mlflow-port", str(mlflow_port)]
+    log = log_dir / "make_ui.log"
+    env = {**os.environ, DATA_DIR_ENV: str(paths.root)}
+    with log.open("wb") as out:
+        launcher = subprocess.Popen(
+            argv, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    dagster_url, mlflow_url = f"http://127.0.0.1:{dagster_port}", f"http://127.0.0.1:{mlflow_port}"
+    try:
+        assert wait_until_answers(f"{mlflow_url}/health", 300, launcher), log.read_text()
+        assert wait_until_answers(f"{dagster_url}/server_info", 300, launcher), log.read_text()
+        browse(dagster_url, mlflow_url)
+        time.sleep(settle_s)
+        total, count = tree_rss_mb(launcher.pid)
+        own = psutil.Process(launcher.pid).memory_info().rss / 2**20
+    finally:
+        if launcher.poll() is None:
+            os.killpg(launcher.pid, signal.SIGTERM)
+        try:
+            launcher.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(launcher.pid, signal.SIGKILL)
+    return {"launcher_rss_mb": round(own, 1), "total_rss_mb": round(total, 1), "processes": count}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", type=Path, default=None, help="default: a fresh temporary directory")
@@ -114,9 +146,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         paths = DataPaths(args.data_dir or Path(scratch) / "data")
         log_dir = Path(scratch)
-        results = {
+        results: dict[str, object] = {
             variant: measure(variant, paths, args.settle_s, log_dir) for variant in ("mlflow_defaults", "project")
         }
+        results["make_ui"] = measure_launcher(paths, args.settle_s, log_dir)
     results["data_dir"] = str(args.data_dir) if args.data_dir else "fresh (empty registry)"
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(results, indent=1) + "\n")
