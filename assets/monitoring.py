@@ -2,7 +2,7 @@
 registered model version (requested by a sensor). Both append to the `evaluations` table (one run id per
 evaluation, rows per counterpart and pooled) and record the result on the model version with its history
 (`Tracker.record_evaluation_history`: the latest values as version tags `eval.<suite>.<metric>`, every
-evaluation as a point of metric `<suite>/<metric>` on the version's training run). Suites: "nightly"
+evaluation as a point of metric `trend/<suite>/<metric>` on the version's training run). Suites: "nightly"
 (fresh held-out scenarios seeded by the date) and "heldout" (the profile's held-out scenarios, seed 0).
 A specialist is evaluated on its domain; a stage-2 policy (`socialrl-cascade`, `socialrl-mopd`) on each domain
 of its `socialrl.domains` tag, summarised over all of them (equal episode counts: the mean of the domains)."""

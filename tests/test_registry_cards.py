@@ -18,7 +18,9 @@ import pytest
 
 from models.tracking import (
     GIT_COMMIT_TAG,
+    HISTORY_PREFIX,
     PARENT_RUN_TAG,
+    SUMMARY_PREFIX,
     WARM_START_RUN_TAG,
     ModelCard,
     Tracker,
@@ -199,6 +201,13 @@ def test_evaluation_history_is_kept_on_the_version(tracker: Tracker, tiny_lora_a
     assert info.tags["evaluated.nightly.undefined"] == "-"
     history = tracker.evaluation_history(name, version, "mean_reward", "nightly")
     assert history == [(day1, 0.20), (day1 + timedelta(days=1), 0.112)]
+    # MLflow's run page sorts its chart sections (a metric's name before its last "/") by name: the history's
+    # section must come after the training curves' and the summary's, not lead the page.
+    run_id = tracker.client.get_model_version(name, str(version)).run_id
+    history_keys = {k for k in tracker.client.get_run(run_id).data.metrics if k.startswith(HISTORY_PREFIX)}
+    assert history_keys == {f"{HISTORY_PREFIX}nightly/mean_reward", f"{HISTORY_PREFIX}nightly/n"}
+    sections = sorted(["ppo", "sft", SUMMARY_PREFIX.rstrip("/"), *(k.rsplit("/", 1)[0] for k in history_keys)])
+    assert sections[-1] == f"{HISTORY_PREFIX}nightly"
     with pytest.raises(ValueError, match="suite"):
         tracker.record_evaluation_history(name, version, {"mean_reward": 0.1}, suite="Nightly run")
     with pytest.raises(ValueError, match="no finite"):

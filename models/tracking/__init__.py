@@ -21,7 +21,7 @@ sqlite database by default (`<data>/mlflow/mlflow.db`) with a local artifact roo
 | register a trained adapter | `tracker.register_adapter(run_id, "adapter", "socialrl-craigslist-specialist") -> version`; alias `candidate` moves to it |
 | describe a version | `tracker.document_version(name, version, ModelCard(...))`: description, tags, README.md model card and a base-model *name* in adapter_config.json beside the adapter |
 | promote on evaluation | `tracker.promote_if_better(name, version, "mean_reward", 0.61, measured=Measurement(plan.key, plan.text, episodes))`: stores tag `eval.mean_reward` (and the plan, `socialrl.eval_plan`, with the per-episode rewards) on the version, moves alias `champion` when `champion.compare_versions` says it wins: on the champion's plan by the paired difference (point means when an episode set is missing), refused on another plan |
-| re-evaluations with history | `tracker.record_evaluation_history(name, version, summary, suite="nightly")`: latest values as tags `eval.nightly.<metric>`, every evaluation as metric `nightly/<metric>` of the version's run |
+| re-evaluations with history | `tracker.record_evaluation_history(name, version, summary, suite="nightly")`: latest values as tags `eval.nightly.<metric>`, every evaluation as metric `trend/nightly/<metric>` of the version's run (after its training curves on the run page) |
 | serve a registered adapter | `local = tracker.lookup(name, "champion")`, then `EngineClient.load_adapter(local.adapter_name, local.path)` |
 | nightly re-evaluation | `tracker.champion_versions()` lists every registered model's champion |
 | the UI (`make ui`) | `server_command(config, port=5000)` is the argv of `mlflow server` over the same store, run with `server_environment()` (one worker, no job execution, no access log) |
@@ -78,6 +78,7 @@ from models.tracking.runs import (
     DOMAIN_TAG,
     DOMAINS_TAG,
     GIT_COMMIT_TAG,
+    HISTORY_PREFIX,
     PARENT_RUN_TAG,
     PROFILE_TAG,
     SEAT_TAG,
@@ -101,6 +102,7 @@ __all__ = [
     "EVALUATED_TAG_PREFIX",
     "EVAL_TAG_PREFIX",
     "GIT_COMMIT_TAG",
+    "HISTORY_PREFIX",
     "PARENT_RUN_TAG",
     "PLAN_TAG",
     "PLAN_TEXT_TAG",

@@ -41,6 +41,7 @@ from models.tracking.runs import (
     DAGSTER_RUN_URL_TAG,
     DOMAIN_TAG,
     GIT_COMMIT_TAG,
+    HISTORY_PREFIX,
     NOTE_TAG,
     PROFILE_TAG,
     SEAT_TAG,
@@ -383,7 +384,7 @@ class Tracker:
 
         * latest values: version tags `eval.<suite>.<metric>` (read back with `RegisteredVersion.evaluation(suite)`),
           plus `evaluated.<suite>.at` (ISO time), `evaluated.<suite>.source` and `evaluated.<suite>.count`;
-        * history: metric `<suite>/<metric>` of the version's training run, one point per evaluation (step =
+        * history: metric `trend/<suite>/<metric>` (`HISTORY_PREFIX`) of the version's training run, one point per evaluation (step =
           its number 0, 1, 2, ...; timestamp = `when`), which the MLflow UI plots over time;
         * NaN values (e.g. a Pareto rate without agreements) are left out and named in `evaluated.<suite>.undefined`.
 
@@ -413,7 +414,7 @@ class Tracker:
         except ValueError:
             count = 0
         stamp = int(when.timestamp() * 1000)
-        entries = [Metric(f"{suite}/{k}", v, stamp, count) for k, v in sorted(values.items())]
+        entries = [Metric(f"{HISTORY_PREFIX}{suite}/{k}", v, stamp, count) for k, v in sorted(values.items())]
         log_metric_entries(self.client, mv.run_id, entries)
         tags = {f"{EVAL_TAG_PREFIX}{suite}.{k}": repr(v) for k, v in values.items()}
         tags |= {
@@ -434,7 +435,7 @@ class Tracker:
         mv = self._version(name, version)
         if not mv.run_id:
             return []
-        points = self.client.get_metric_history(mv.run_id, f"{suite}/{metric}")
+        points = self.client.get_metric_history(mv.run_id, f"{HISTORY_PREFIX}{suite}/{metric}")
         return [
             (datetime.fromtimestamp(p.timestamp / 1000, UTC), float(p.value))
             for p in sorted(points, key=lambda p: p.step)

@@ -39,7 +39,12 @@ NOTE_TAG = "mlflow.note.content"
 SUMMARY_PREFIX = "summary/"
 """Prefix of a run's single-value metrics (held-out results, final losses). MLflow's run page shows one chart
 section per prefix in alphabetical order, single values as bar charts: under "summary/" they come after the
-per-step curves ("ppo/", "sft/", "nightly/") instead of before them, as "eval/" did."""
+per-step curves ("ppo/", "sft/") instead of before them, as "eval/" did."""
+HISTORY_PREFIX = "trend/"
+"""Prefix of a model version's re-evaluation history on its training run (`trend/<suite>/<metric>`, one point
+per evaluation). MLflow's run page names a chart section by everything before a metric's last "/" and sorts
+the sections by name (seen in MLflow 3.17's "Model metrics" tab): "trend/nightly" comes after the training
+curves and "summary", where a bare "nightly" came first."""
 WARM_START_RUN_TAG = "socialrl.warm_start_run_id"
 """The MLflow run of the warm-start a run starts from (a tag, not a parent: the UI lists the run at top level)."""
 
