@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,22 @@ def test_a_buyer_who_opens_above_target_and_accepts_at_once_is_neither_anchored_
     assert summary.over_conceding_rate == 1.0 and summary.agreements == 1  # only the first has a deal
     ((turn, opening),) = summary.concession_curve  # only openings: the second own turn accepted
     assert turn == 0 and opening.n == 2 and opening.mean == pytest.approx(((200 - 180) / 60 + 1.0) / 2)
+
+
+def test_a_craigslist_deal_over_concedes_by_its_price_against_the_seats_own_reference() -> None:
+    """The buyer over-concedes above its target, whatever the reward (the reward runs over the seller's hidden
+    corridor, below 1 for any price above the seller's reservation); the seller at or below its reservation."""
+    lamp = CraigslistScenario(
+        "t:lamp", "lamp", "Lamp", ("a",), listing_price=200.0, buyer_target=160.0, seller_reservation=120.0
+    )
+    below_target = played(lamp, [("buyer", "OFFER $150"), ("seller", "ACCEPT")])
+    assert below_target.reward < 1.0 and behaviour.over_conceded(below_target) is False
+    above_target = played(lamp, [("buyer", "OFFER $170"), ("seller", "ACCEPT")])
+    assert behaviour.over_conceded(above_target) is True
+    assert behaviour.over_conceded(played(lamp, [("buyer", "OFFER $150"), ("seller", "QUIT")])) is None
+    seller = dataclasses.replace(below_target, seat="seller", utility=150.0 - 120.0)
+    assert behaviour.over_conceded(seller) is False
+    assert behaviour.over_conceded(dataclasses.replace(seller, utility=0.0)) is True  # sold at its reservation
 
 
 def test_marketplace_over_conceding_is_a_deal_beyond_the_reservation() -> None:

@@ -13,7 +13,7 @@ names its policy, seat and episodes; or straight from an `EvaluationResult`):
 | counter-offer share | share of those rejecting turns that made a new offer |
 | commitment rate | share of policy turns whose text uses commitment language (`COMMITMENT_LEXICON`: "final offer", "last offer", "take it or leave it", "best I can do", "can't go lower", "non-negotiable", "bottom line", ...) |
 | leak rate | share of episodes in which the policy's seat revealed a private fact (the environment's detectors) |
-| over-conceding rate | share of the policy's agreements worse than its own reservation: Craigslist buyer above its target (seller: at or below the buyer's target, i.e. reward 0); Marketplace beyond its reservation (negative surplus); CaSiNo fewer points than walking away (5); Calendar a slot that clashes with its own calendar; DnD and Job Interview, whose rules have no reservation, less than half of the reference agreement's value (reward < 0.5) |
+| over-conceding rate | share of the policy's agreements worse than its own reservation: Craigslist buyer above its target (seller: at or below its own reservation, reward 0); Marketplace beyond its reservation (negative surplus); CaSiNo fewer points than walking away (5); Calendar a slot that clashes with its own calendar; DnD and Job Interview, whose rules have no reservation, less than half of the reference agreement's value (reward < 0.5) |
 
 """
 
@@ -135,7 +135,11 @@ def over_conceded(ep: RecordedEpisode) -> bool | None:
     if not ep.agreement:
         return None
     if ep.env_id == "craigslist-v0":
-        return ep.reward < 1.0 if ep.seat == craigslist.BUYER else ep.reward <= 0.0
+        # From the deal price, not the reward: the reward runs over the seller's hidden corridor, so a buyer's
+        # reward below 1 says nothing about its own target. The buyer's utility is listing - price.
+        s: Any = ep.scenario
+        price = s.listing_price - ep.utility if ep.seat == craigslist.BUYER else s.reservation + ep.utility
+        return price > s.buyer_target if ep.seat == craigslist.BUYER else price <= s.reservation
     if ep.env_id == "marketplace-v0":
         return ep.utility < 0.0
     if ep.env_id == "casino-v0":
