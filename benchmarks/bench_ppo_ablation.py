@@ -129,10 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     for noisy in ("httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
-    from agents.env_version import env_version
     from models.evaluation.scenarios import held_out_scenarios
     from models.profiles import get_profile
-    from models.provenance import machine_speed_or_none, provenance
+    from models.provenance import machine_speed_or_none, provenance, result_to_extend
     from models.serving.engine import VLLMEngine, new_token
     from models.serving.model_store import resolve_model
     from models.serving.proxy import ProxyConfig, ProxyServer
@@ -152,11 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     engine_key, proxy_key = new_token(), new_token()
     args.work.mkdir(parents=True, exist_ok=True)
     engine_config = profile.engine.engine_config(base, served_model_name="base", api_key=engine_key)
-    existing = json.loads(args.output.read_text()) if args.output.exists() else {}
-    if existing.get("env_version") != env_version():
-        # Results from another environment version are never compared with these: start a new file.
-        log.info("%s holds env_version %s, not %s: not merged", args.output, existing.get("env_version"), env_version())
-        existing = {}
+    existing = result_to_extend(args.output, log)
     arms: dict[str, Any] = existing.get("arms", {})
     records: dict[str, Any] = {}
     with VLLMEngine(engine_config, log_path=args.work / "vllm.log") as engine:

@@ -299,15 +299,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     args.work.mkdir(parents=True, exist_ok=True)
 
-    from agents.env_version import env_version
-    from models.provenance import machine_speed_or_none, provenance
+    from models.provenance import machine_speed_or_none, provenance, result_to_extend
 
     started = time.perf_counter()
-    existing = json.loads(args.output.read_text()) if args.output.exists() else {}
-    if existing.get("env_version") != env_version():
-        # A curve measured on another environment version is never merged with this one: start a new file.
-        log.info("%s holds env_version %s, not %s: not merged", args.output, existing.get("env_version"), env_version())
-        existing = {}
+    existing = result_to_extend(args.output, log)
     if args.part == "rows":
         existing["row_shapes"] = measure_rows(args.episodes or 96, args.row_steps, args.work / "rows")
     elif args.part == "evaluate":

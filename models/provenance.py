@@ -8,6 +8,7 @@ here, so that every result says which code and how fast a machine made it.
 | `git_commit()` | the commit as MLflow's tag writes it (`<sha>` or `<sha>-dirty`), None outside git |
 | `measure_update_tok_s()` | the machine's PPO update speed: `benchmarks/bench_learner.py --shape small` in a subprocess |
 | `machine_speed_or_none()` | the same, or None (with a warning) where the benchmark fails: a run's numbers matter more |
+| `result_to_extend(path)` | a result file's contents for a benchmark that adds to it, or {} where it is absent or was measured on another environment version (never merged) |
 | `provenance()` | the keys every result file carries (`PROVENANCE_KEYS`): `env_version`, `commit`, `uncommitted_changes`, `profile`, `measured_at`, `machine_update_tok_s` |
 
 Each runner writes its own `wall_s` beside them (seconds, or asset -> seconds where a runner times its assets).
@@ -115,3 +116,13 @@ def provenance(
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine_update_tok_s": machine_update_tok_s,
     }
+
+
+def result_to_extend(path: Path, log: logging.Logger) -> dict[str, Any]:
+    """The JSON result at `path` for a benchmark that adds to it (arms, curve points), or {} where there is none
+    or it was measured on another environment version: such results are never compared, so never merged."""
+    existing = json.loads(path.read_text()) if path.exists() else {}
+    if existing.get("env_version") != env_version():
+        log.info("%s holds env_version %s, not %s: not merged", path, existing.get("env_version"), env_version())
+        return {}
+    return existing

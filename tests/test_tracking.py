@@ -471,3 +471,21 @@ def test_a_failed_speed_measurement_leaves_the_run_its_numbers(monkeypatch: pyte
     with caplog.at_level(logging.WARNING):
         assert provenance.machine_speed_or_none(logging.getLogger("socialrl.test")) is None
     assert "not measured: bench_learner failed" in caplog.text
+
+
+def test_a_benchmark_extends_only_a_result_of_the_current_environment(tmp_path: Path) -> None:
+    """`result_to_extend`: a benchmark adds arms or points to its file only where the file was measured on this
+    environment version; an older file (or none) starts a new one, since results of two versions are never
+    compared."""
+    import logging
+
+    from models.provenance import result_to_extend
+
+    log = logging.getLogger("socialrl.test")
+    path = tmp_path / "result.json"
+    assert result_to_extend(path, log) == {}
+    path.write_text(json.dumps({"env_version": "before-audit", "arms": {"a": 1}}))
+    assert result_to_extend(path, log) == {}
+    current = {"env_version": env_version(), "arms": {"a": 1}}
+    path.write_text(json.dumps(current))
+    assert result_to_extend(path, log) == current
