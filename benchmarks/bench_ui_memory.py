@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import re
-import signal
 import subprocess
 import tempfile
 import time
@@ -31,7 +30,7 @@ import psutil
 from models.serving.process import free_port, wait_until_answers
 from models.settings import DATA_DIR_ENV, REPO_ROOT, DataPaths
 from models.tracking import QUIET_ENVIRONMENT, SERVER_ENVIRONMENT
-from pipelines.ui import UiServer, ui_servers
+from pipelines.ui import UiServer, stop, ui_servers
 
 RESULTS = Path(__file__).resolve().parent / "results" / "ui_memory.json"
 ACCESS_LINE = re.compile(r'"(GET|POST|PUT|PATCH|DELETE) /\S* HTTP/1\.[01]" \d{3}')
@@ -93,14 +92,7 @@ def measure(variant: str, paths: DataPaths, settle_s: float, log_dir: Path) -> d
             rss, count = tree_rss_mb(process.pid)
             out[f"{name}_rss_mb"], out[f"{name}_processes"] = round(rss, 1), count
     finally:
-        for process in processes.values():
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-        for process in processes.values():
-            try:
-                process.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
+        stop(list(processes.values()), grace_s=60)
     lines = logs["mlflow"].read_text(errors="replace").splitlines()
     out["mlflow_output_lines"] = len(lines)
     out["mlflow_access_log_lines"] = sum(bool(ACCESS_LINE.search(line)) for line in lines)
@@ -128,12 +120,7 @@ def measure_launcher(paths: DataPaths, settle_s: float, log_dir: Path) -> dict[s
         total, count = tree_rss_mb(launcher.pid)
         own = psutil.Process(launcher.pid).memory_info().rss / 2**20
     finally:
-        if launcher.poll() is None:
-            os.killpg(launcher.pid, signal.SIGTERM)
-        try:
-            launcher.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(launcher.pid, signal.SIGKILL)
+        stop([launcher], grace_s=60)  # the launcher stops its servers on SIGTERM (30 s each at most)
     return {"launcher_rss_mb": round(own, 1), "total_rss_mb": round(total, 1), "processes": count}
 
 

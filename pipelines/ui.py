@@ -19,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,14 +83,14 @@ def start(server: UiServer) -> subprocess.Popen[bytes]:
     return subprocess.Popen(server.argv, cwd=REPO_ROOT, env=dict(server.env), start_new_session=True)
 
 
-def stop(processes: list[subprocess.Popen[bytes]]) -> None:
-    """SIGTERM each server's process group, SIGKILL what is left after 30 s."""
+def stop(processes: Sequence[subprocess.Popen[bytes]], grace_s: float = 30.0) -> None:
+    """SIGTERM each server's process group, SIGKILL what is left after `grace_s`."""
     for process in processes:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGTERM)
     for process in processes:
         try:
-            process.wait(30)
+            process.wait(grace_s)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
 
