@@ -404,12 +404,12 @@ CPU = Profile(
     # Every teacher episode without a leak is a demonstration of the policy to imitate (a low reward is a hard
     # scenario, not a worse teacher).
     trace_min_reward=0.0,
-    # Whole buyer conversations packed into 2048-token rows, four rows per optimiser step at 1e-3. On the
-    # environment before the incentive audit (benchmarks/results/sft_curve_before_audit.json, 48 held-out episodes) 20 steps
-    # reached 57% of the teacher's reward and 40 steps 65% (intervals overlapping), held-out loss 0.18 -> 0.14.
-    # On the audited environment 20 steps reached 28% (the make_run_cpu.json of f4bd873: it opens at its target
-    # or above, where the listening sellers take it at once), so the warm-start takes 36 steps, what the hour
-    # of `make run` leaves at the reference speed (each step about 41 s here). The LM head runs at the
+    # Whole buyer conversations packed into 2048-token rows, four rows per optimiser step at 1e-3, 36 steps.
+    # On the audited environment (benchmarks/results/sft_curve.json, make run's own checkpoints, 48 held-out
+    # episodes) steps 12, 24 and 36 reach 19%, 46% and 52% of the teacher's reward (the imitation check asks
+    # for half), held-out loss 0.28 -> 0.20 -> 0.19; 20 steps reached 28% in the make_run_cpu.json of f4bd873.
+    # The 36 steps cost about 36 s each here and took make run past its hour (benchmarks/results/make_run_cpu.json).
+    # Before the incentive audit 20 steps had sufficed (sft_curve_before_audit.json). The LM head runs at the
     # trained positions only.
     sft=SFTSettings(
         learning_rate=1e-3,

@@ -136,10 +136,12 @@ def over_conceded(ep: RecordedEpisode) -> bool | None:
         return None
     if ep.env_id == "craigslist-v0":
         # From the deal price, not the reward: the reward runs over the seller's hidden corridor, so a buyer's
-        # reward below 1 says nothing about its own target. The buyer's utility is listing - price.
+        # reward below 1 says nothing about its own target. Utilities: buyer listing - price, seller price -
+        # its reservation.
+        if ep.seat != craigslist.BUYER:
+            return ep.utility <= 0.0
         s: Any = ep.scenario
-        price = s.listing_price - ep.utility if ep.seat == craigslist.BUYER else s.reservation + ep.utility
-        return price > s.buyer_target if ep.seat == craigslist.BUYER else price <= s.reservation
+        return s.listing_price - ep.utility > s.buyer_target
     if ep.env_id == "marketplace-v0":
         return ep.utility < 0.0
     if ep.env_id == "casino-v0":

@@ -384,8 +384,8 @@ class Tracker:
 
         * latest values: version tags `eval.<suite>.<metric>` (read back with `RegisteredVersion.evaluation(suite)`),
           plus `evaluated.<suite>.at` (ISO time), `evaluated.<suite>.source` and `evaluated.<suite>.count`;
-        * history: metric `trend/<suite>/<metric>` (`HISTORY_PREFIX`) of the version's training run, one point per evaluation (step =
-          its number 0, 1, 2, ...; timestamp = `when`), which the MLflow UI plots over time;
+        * history: metric `trend/<suite>/<metric>` (`HISTORY_PREFIX`) of the version's training run, one point
+          per evaluation (step = its number 0, 1, 2, ...; timestamp = `when`), which the MLflow UI plots over time;
         * NaN values (e.g. a Pareto rate without agreements) are left out and named in `evaluated.<suite>.undefined`.
 
         The promotion values (`eval.<metric>`, what `promote_if_better` compares) are left alone: a suite

@@ -175,7 +175,8 @@ def k3_kl(ref_logprobs: torch.Tensor, logprobs: torch.Tensor) -> torch.Tensor:
 
     Unbounded, one sampled token that the policy now finds a thousand times less likely than the reference
     does (r = 7) weighs as much as a thousand ordinary tokens: an ablation arm's first iteration measured a
-    mean of 2,751 (benchmarks/results/ppo_ablation_before_audit.json), which swamped the policy objective at kl_coef 0.01.
+    mean of 2,751 (benchmarks/results/ppo_ablation_before_audit.json), which swamped the policy objective at
+    kl_coef 0.01.
     So r is clamped to +-20 and each token's estimate to 10; past the clamp such a token adds no gradient."""
     log_ratio = (ref_logprobs - logprobs).clamp(-K3_LOG_RATIO_BOUND, K3_LOG_RATIO_BOUND)
     return (torch.exp(log_ratio) - log_ratio - 1).clamp(max=K3_TOKEN_BOUND)
