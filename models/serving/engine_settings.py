@@ -36,6 +36,8 @@ class EngineSettings:
 
     max_logprobs: int = 20
     """Most log-probs per position a request may ask for (vLLM's --max-logprobs; MOPD's teacher top-k)."""
+    block_size: int = 0
+    """Tokens per KV-cache block, the unit of prefix caching (EngineConfig.block_size; 0: vLLM's default)."""
     kind: str = "vllm"
     """"vllm", or "standin": the in-process stand-in of the pipeline's tests (models/serving/standin.py), chosen at
     an edge with $SOCIALRL_ENGINE (models/profiles.py `get_profile`)."""

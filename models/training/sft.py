@@ -411,7 +411,9 @@ def run_sft(
     train_start = time.perf_counter()
     outcome = trainer.train()
     train_seconds = time.perf_counter() - train_start
-    after = trainer.evaluate()["eval_loss"] if eval_rows else None
+    # The trainer evaluated the last step already where it is a checkpoint step: the same adapter, the same rows.
+    last = step_log.evaluations.get(int(outcome.global_step))
+    after = last[1] if last is not None else trainer.evaluate()["eval_loss"] if eval_rows else None
     adapter_dir = output_dir / "adapter"
     trainer.model.save_pretrained(adapter_dir, save_embedding_layers=False)
     tokenizer.save_pretrained(adapter_dir)
