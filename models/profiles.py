@@ -443,10 +443,11 @@ CPU = Profile(
             actor_lr=2e-4,
             critic_lr=1e-4,
             minibatch_episodes=4,
-            # One pass over each iteration's episodes (TRL's GRPO default, `num_iterations=1`): a second pass
-            # cost 100 s of the ~200 s update per iteration (make_run_cpu.json of 121ab42) and was what kept
-            # make run past its hour; the make run report pairs the result with the warm-start.
-            ppo_epochs=1,
+            # Two passes over each iteration's episodes. One pass (TRL GRPO's default) brought make run inside
+            # its hour (3,585 s at 2,600 tok/s) but left PPO level with its warm-start, 0.374 against 0.371 on
+            # the same 96 episodes (benchmarks/results/make_run_cpu_one_epoch.json); the second pass is what
+            # moves the result, at about 75 s per iteration.
+            ppo_epochs=2,
             kl_coef=0.01,
             critic="shared",
             micro_batch_tokens=4096,
