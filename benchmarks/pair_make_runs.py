@@ -2,10 +2,11 @@
 changed (e.g. the PPO passes per iteration).
 
 Each instance's data directory holds its evaluation episodes (tables `episodes` and `episode_roles`): the episode
-ids carry the plan's hash, the counterpart and the seed, so two runs on one plan played the same episodes. The
-policy's seat reward is paired by episode id, clustered by scenario (scenario-clustered bootstrap,
+ids carry a tag of the run, the counterpart and the episode's index, so two runs on one plan played the same
+episodes under the same ids less the tag, each on the same scenario (checked). The policy's seat reward is paired
+by that key, clustered by scenario (scenario-clustered bootstrap,
 models/evaluation/stats.py `paired_difference`). Refused: runs of different environment versions (their reports'
-`env_version`) or plans (episode ids that only one run has). The warm-start's rewards are compared too: equal
+`env_version`) or plans (episodes that only one run has, or that play another scenario). The warm-start's rewards are compared too: equal
 rewards on every episode say both PPO runs started from the same policy.
 
     python -m benchmarks.pair_make_runs --a DATA_A --b DATA_B [--label-a one_pass] [--label-b two_passes] \
@@ -25,8 +26,15 @@ from models.evaluation.stats import paired_difference
 from models.provenance import provenance
 
 
+def episode_key(episode_id: str) -> str:
+    """An evaluation episode id without its run's plan tag (`eval:<env>:<tag>:<counterpart>:<index>:<seat>`): the
+    tag differs between instances, the rest names the episode within the plan."""
+    parts = episode_id.split(":")
+    return ":".join(parts[:2] + parts[3:]) if len(parts) == 6 else episode_id
+
+
 def seat_rewards(data: Path, policy: str) -> tuple[dict[str, float], dict[str, str]]:
-    """Episode id -> the evaluated policy's reward, and episode id -> scenario, for `policy`'s evaluation runs
+    """Episode key -> the evaluated policy's reward, and episode key -> scenario, for `policy`'s evaluation runs
     (run ids `eval-<run>-<policy>`) in a make-run data directory."""
     tables = data / "tables"
     rows = duckdb.sql(
@@ -37,7 +45,7 @@ def seat_rewards(data: Path, policy: str) -> tuple[dict[str, float], dict[str, s
     ).fetchall()
     if not rows:
         raise ValueError(f"no evaluation episodes of {policy!r} under {tables}")
-    return {r[0]: float(r[2]) for r in rows}, {r[0]: r[1] for r in rows}
+    return {episode_key(r[0]): float(r[2]) for r in rows}, {episode_key(r[0]): r[1] for r in rows}
 
 
 def report_env_version(data: Path) -> str:
@@ -53,7 +61,10 @@ def compare(data_a: Path, data_b: Path, policy: str) -> dict[str, Any]:
     if versions[0] != versions[1]:
         raise ValueError(f"different environment versions {versions}: results are never compared across them")
     a, scenarios = seat_rewards(data_a, policy)
-    b, _ = seat_rewards(data_b, policy)
+    b, scenarios_b = seat_rewards(data_b, policy)
+    moved = [k for k in scenarios if k in scenarios_b and scenarios_b[k] != scenarios[k]]
+    if moved:
+        raise ValueError(f"not paired: {len(moved)} episodes play other scenarios in the second run (e.g. {moved[:3]})")
     sft_a, _ = seat_rewards(data_a, "sft")
     sft_b, _ = seat_rewards(data_b, "sft")
     difference = paired_difference(b, a, scenarios)

@@ -3,7 +3,7 @@
 | profile | model | where | what it is for |
 | --- | --- | --- | --- |
 | `smoke` | tiny random Llama (SmolLM2 tokenizer) | CPU, minutes | tests and CI: the whole lineage end to end, numbers meaningless |
-| `cpu` | SmolLM2-135M-Instruct (shipped GGUF) | CPU, 55 min here from a fresh clone, setup included (53 min of jobs at a PPO update speed of 3,267 tok/s, benchmarks/results/make_run_cpu.json) | a real but small run on a laptop: the Craigslist buyer (a 36-step SFT warm-start on the teacher's buyer traces, 3 group-relative PPO iterations of 16 episodes, 96 held-out episodes per trained policy, 48 for the base); other domains on request; stage 2 on Craigslist and CaSiNo with smaller specialists (`python -m pipelines.run_stage2`) |
+| `cpu` | SmolLM2-135M-Instruct (shipped GGUF) | CPU, 47 min of jobs here from a fresh clone at a PPO update speed of 3,315 tok/s (benchmarks/results/make_run_cpu.json) | a real but small run on a laptop: the Craigslist buyer (a 36-step SFT warm-start on the teacher's buyer traces, 3 group-relative PPO iterations of 16 episodes, 96 held-out episodes per trained policy, 48 for the base); other domains on request; stage 2 on Craigslist and CaSiNo with smaller specialists (`python -m pipelines.run_stage2`) |
 | `paper` | Qwen3-4B-Instruct-2507, critic Qwen3-1.7B | GPUs with vLLM | the SocialRL paper's hyper-parameters (actor lr 2e-6, critic lr 1e-5, batch 144 / minibatch 36, grad-norm 5, <= 200 steps, critic warmed 30 steps) |
 
 The YOAO group's sizes are the `yoao` sub-settings (models/yoao/config.py, one table per profile there).
@@ -439,9 +439,9 @@ CPU = Profile(
             actor_lr=2e-4,
             critic_lr=1e-4,
             minibatch_episodes=4,
-            # Two passes per iteration: one (TRL GRPO's default) fit make run in its hour but left PPO level with
-            # its warm-start, 0.374 vs 0.371 on the same 96 episodes (make_run_cpu_one_epoch.json).
-            ppo_epochs=2,
+            # One pass per iteration (TRL GRPO's default): two passes cost ~75 s an iteration, took make run past
+            # its hour and earned no more, paired on 96 episodes (benchmarks/results/ppo_passes_paired.json).
+            ppo_epochs=1,
             kl_coef=0.01,
             critic="shared",
             micro_batch_tokens=4096,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from benchmarks.pair_make_runs import compare
+from benchmarks.pair_make_runs import compare, episode_key
 
 
 def make_run_data(root: Path, env_version: str, rewards: dict[str, dict[str, float]]) -> Path:
@@ -56,3 +56,13 @@ def test_runs_of_different_environments_or_plans_are_refused(tmp_path: Path) -> 
     other_plan = make_run_data(tmp_path / "c", "env-1", {"ppo": {"s9/0": 0.2}, "sft": {"s9/0": 0.2}})
     with pytest.raises(ValueError, match="not paired"):
         compare(a, other_plan, "ppo")
+
+
+def test_episode_keys_drop_the_runs_tag_only() -> None:
+    assert episode_key("eval:craigslist-v0:3c0b359aa384:boulware:7:buyer") == "eval:craigslist-v0:boulware:7:buyer"
+    assert episode_key("eval:craigslist-v0:57d67a7ca359:boulware:7:buyer") == episode_key(
+        "eval:craigslist-v0:3c0b359aa384:boulware:7:buyer"
+    )
+    assert episode_key("eval:craigslist-v0:57d67a7ca359:conceder:7:buyer") != episode_key(
+        "eval:craigslist-v0:3c0b359aa384:boulware:7:buyer"
+    )
