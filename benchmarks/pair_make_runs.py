@@ -1,13 +1,14 @@
 """Two `make run` instances compared episode by episode: the same held-out plan, the same warm-start, one setting
 changed (e.g. the PPO passes per iteration).
 
-Each instance's data directory holds its evaluation episodes (tables `episodes` and `episode_roles`): the episode
-ids carry a tag of the run, the counterpart and the episode's index, so two runs on one plan played the same
-episodes under the same ids less the tag, each on the same scenario (checked). The policy's seat reward is paired
-by that key, clustered by scenario (scenario-clustered bootstrap,
-models/evaluation/stats.py `paired_difference`). Refused: runs of different environment versions (their reports'
-`env_version`) or plans (episodes that only one run has, or that play another scenario). The warm-start's rewards are compared too: equal
-rewards on every episode say both PPO runs started from the same policy.
+Each instance's data directory holds its evaluation episodes (tables `episodes` and `episode_roles`). An
+evaluation episode's id is `eval:<env>:<tag>:<counterpart>:<index>:<seat>`, where the tag is drawn at random per
+evaluation (models/evaluation/policy.py); less the tag, the id names the episode within its plan, so two runs
+on one plan hold the same keys, each on the same scenario (checked). The policy's seat reward is paired by that
+key with the scenario-clustered bootstrap (models/evaluation/stats.py `paired_difference`). Refused: runs of
+different environment versions (their reports' `env_version`) and of different plans (episodes that only one
+run has, or that play another scenario). The warm-start's rewards are compared too: equal rewards on every
+episode say both PPO runs started from the same policy.
 
     python -m benchmarks.pair_make_runs --a DATA_A --b DATA_B [--label-a one_pass] [--label-b two_passes] \
         [--policy ppo] --output benchmarks/results/ppo_passes_paired.json
@@ -27,8 +28,8 @@ from models.provenance import provenance
 
 
 def episode_key(episode_id: str) -> str:
-    """An evaluation episode id without its run's plan tag (`eval:<env>:<tag>:<counterpart>:<index>:<seat>`): the
-    tag differs between instances, the rest names the episode within the plan."""
+    """An evaluation episode id without its random per-evaluation tag (`eval:<env>:<tag>:<counterpart>:<index>:<seat>`):
+    what is left names the episode within its plan."""
     parts = episode_id.split(":")
     return ":".join(parts[:2] + parts[3:]) if len(parts) == 6 else episode_id
 
@@ -57,6 +58,8 @@ def report_env_version(data: Path) -> str:
 
 
 def compare(data_a: Path, data_b: Path, policy: str) -> dict[str, Any]:
+    """`policy`'s reward in run b minus run a, paired by episode, and whether both runs' warm-starts earned the
+    same on every episode."""
     versions = report_env_version(data_a), report_env_version(data_b)
     if versions[0] != versions[1]:
         raise ValueError(f"different environment versions {versions}: results are never compared across them")
