@@ -110,6 +110,7 @@ def propagation_by_seed_count(
     context: AssetExecutionContext,
     yoao_seed_agent: TrainedAdapter,
     yoao_format_warmup: FormatWarmup,
+    yoao_teacher_selection: TeacherSelection,
     settings: SettingsResource,
     yoao_engine: EngineResource,
     store: StoreResource,
@@ -117,8 +118,9 @@ def propagation_by_seed_count(
 ) -> Output[ExperimentResult]:
     """k = 0..5 seeds among untrained teammates (base model + the format warm-up) on this held-out frame against
     the scripted opponent teams: team cooperation, decided cooperation (not carried by ties or abstentions),
-    collective welfare, influence of the first seed, every arm's abstention and invalid-vote rates."""
-    setup = _setup(context, settings, yoao_engine, store, yoao_format_warmup, yoao_seed_agent)
+    collective welfare, influence of the first seed, every arm's abstention and invalid-vote rates. The selected
+    teacher is at hand so that, with `batch_arms`, the prompting baseline's arms join the same batch."""
+    setup = _setup(context, settings, yoao_engine, store, yoao_format_warmup, yoao_seed_agent, yoao_teacher_selection)
     result = experiments.propagation_by_seed_count(setup)
     return _experiment_output(result, settings, mlflow, report.seed_count_plot([result]))
 

@@ -521,7 +521,12 @@ def test_the_four_experiments_reuse_pair_and_window_their_arms(caplog: pytest.Lo
 
     with pytest.raises(ValueError, match="teacher"):
         propagation_prompting_baseline(
-            dataclasses.replace(setup, models=dataclasses.replace(models, teacher=None)), by_count
+            dataclasses.replace(
+                setup,
+                models=dataclasses.replace(models, teacher=None),
+                players={role: make for role, make in players.items() if role != "teacher"},
+            ),
+            by_count,
         )
     baseline = propagation_prompting_baseline(setup, by_count)
     assert [a.arm for a in baseline.arms] == ["k=0", "k=1", "k=1 teacher", "k=1 prompted"]

@@ -29,6 +29,7 @@ from models.yoao import report, seed
 from models.yoao.experiments import (
     ExperimentSetup,
     PlayerModels,
+    later_arms,
     propagation_by_seed_count,
     propagation_mute,
     propagation_persistence,
@@ -268,6 +269,34 @@ def test_a_muted_seed_does_not_move_teammates_who_listen_to_arguments() -> None:
     assert all(png.startswith(b"\x89PNG") for png in pngs.values())
 
 
+def test_batched_prompting_baseline_is_played_with_the_seed_counts_and_reused() -> None:
+    settings = dataclasses.replace(
+        SMOKE, team_size=5, rounds=3, seed_counts=(0, 1), games_per_arm=2, persistence_seeds=3,
+        persistence_rounds=1, opponents=("always_defect",), batch_arms=True, prompting_baseline=True,
+    )  # fmt: skip
+    players = listening_players(1)
+    # The teacher argues as the seed does; the prompted model here only states its vote, so nobody follows it.
+    players |= {"teacher": players["seed"], "prompted": players["muted"]}
+    setup = ExperimentSetup(
+        frame="trade_war", settings=settings, models=PlayerModels("http://unused.invalid/v1", "u", "s"),
+        profile="smoke", seed_version=1, players=players,
+    )  # fmt: skip
+    by_count = propagation_by_seed_count(setup)
+    ahead = {a.name for a in by_count.ahead_arms}
+    assert ahead == {"k=1 muted", "k=3", "k=3 removed", "k=1 teacher", "k=1 prompted"}  # k=3: the persistence test
+    baseline = propagation_prompting_baseline(setup, by_count)
+    assert baseline.llm_calls == 0 and not baseline.skipped  # every arm reused from the batch, none replayed
+    assert {g.episode_id for g in baseline.records("k=1 teacher")} == {
+        g.episode_id for g in by_count.ahead if g.arm == "k=1 teacher"
+    }
+    untrained = {a.arm: a.untrained_cooperation.mean for a in baseline.arms}
+    assert untrained == {"k=0": 0.0, "k=1": 1.0, "k=1 teacher": 1.0, "k=1 prompted": 0.0}
+    without_teacher = dataclasses.replace(setup, players=listening_players(1))
+    assert "propagation_prompting_baseline" not in later_arms(without_teacher)
+    with pytest.raises(ValueError, match="needs the selected teacher"):
+        propagation_prompting_baseline(without_teacher, by_count)
+
+
 # ------------------------------------------------------------------------------------------- warm-starts
 def test_heldout_split_and_learning_curve() -> None:
     assert heldout_count(12, 0.1, unit=5) == 5 and heldout_count(60, 0.1) == 6 and heldout_count(4, 0.1) == 0
@@ -306,8 +335,8 @@ def test_replayed_turns_are_scored_against_the_teacher() -> None:
 # ------------------------------------------------------------------------------ profiles and Sugarscape
 def test_cpu_profile_sizes_the_paired_arms_and_leaves_sugarscape_out_with_a_reason() -> None:
     cpu = get_profile("cpu").yoao
-    assert cpu.games_per_arm >= 8 and set(cpu.seed_counts) >= {0, 1, 3} and cpu.mute_seed_counts == (1,)
-    assert cpu.persistence_seeds == 3 and cpu.batch_arms and not cpu.prompting_baseline
+    assert cpu.games_per_arm >= 16 and set(cpu.seed_counts) >= {0, 1, 3, 5} and cpu.mute_seed_counts == (1,)
+    assert cpu.persistence_seeds == 3 and cpu.batch_arms and cpu.prompting_baseline
     assert cpu.sugarscape.skip and "invalid" in cpu.sugarscape.skip
     assert cpu.warmup_sft.checkpoint_every and cpu.seed_sft.checkpoint_every
     paper = get_profile("paper").yoao

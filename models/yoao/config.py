@@ -3,7 +3,7 @@
 | profile | model | Red-Black | experiments | Sugarscape | what it is for |
 | --- | --- | --- | --- | --- | --- |
 | `smoke` | tiny random Llama | teams of 3, 2 rounds | k in {0, 1, 3}, mute, persistence, prompting baseline, 2 games per arm and frame | 6x6, 5 agents, 3 ticks | the test suite: every asset end to end, numbers meaningless |
-| `cpu` | SmolLM2-135M-Instruct | teams of 5, 5 rounds (the last x3) | k = 0, 1, 1 muted, 3, 3 removed on one held-out frame (trade_war), 8 paired games per arm | left to the paper profile (the reason is in the result file) | `make yoao` in about 75 min from a fresh clone on a 2-core machine (docs/yoao.md) |
+| `cpu` | SmolLM2-135M-Instruct | teams of 5, 5 rounds (the last x3) | k = 0, 1, 3, 5, 1 muted, 3 removed, the teacher and the prompted untrained model in the seed's seat, on one held-out frame (trade_war), 16 paired games per arm | left to the paper profile (the reason is in the result file) | `make yoao` in about 75 min from a fresh clone on a 2-core machine (docs/yoao.md) |
 | `paper` | Qwen3-14B (the paper's seed and teammates) | the paper's game | k = 0..5, mute with 1, 3, 5 seeds, persistence, prompting baseline, 100 games per arm and frame | 20x20 torus, 100 agents, 100 ticks | the paper's sizes (documented, not run here) |
 
 Frames are validated by name when the settings are made: a frame that does not exist is an error naming it.
@@ -299,20 +299,21 @@ CPU_SUGARSCAPE_SKIP = (
     "left to the paper profile: zero-shot SmolLM2-135M traders never completed a trade in the last cpu run "
     "(about 75% invalid actions, 0 trades at every seed share, its longest step at 21.0 min; "
     "benchmarks/results/yoao_cpu_coinflip.json, docs/yoao.md), and a "
-    "Sugarscape format warm-up (traces, SFT, worlds) does not fit the cpu run's 75 minutes beside 8 paired "
+    "Sugarscape format warm-up (traces, SFT, worlds) does not fit the cpu run's 75 minutes beside 16 paired "
     "Red-Black games per arm"
 )
 """Why the cpu profile does not run Sugarscape (written into the result file)."""
 
 CPU_YOAO = YoaoSettings(
-    # Sized for `make yoao` in about 75 min on the 2-core machine (docs/yoao.md): the paper's team of 5 on one
-    # held-out frame (trade_war), 5-round games (the last counts x3), 8 paired games per arm for k = 0, 1,
-    # 1 muted, 3 and 3 removed after round 2, all 40 games in one batch (`batch_arms`, 20 in flight); k = 2, 4, 5, the
-    # prompting baseline and Sugarscape are left to the paper profile. The format warm-up and the seed are
-    # trained on whole conversations (1,024-token windows) with the held-out loss every 6 steps, the LM head at
-    # the trained positions only (as stage 1's warm-start: the same loss, ~1.2x faster steps here); the seed
-    # for 36 steps (24 left its held-out loss still falling, 11% over the last 6; 36 still -7%, docs/yoao.md). The 6 GiB KV cache holds the ~100
-    # conversations in flight (fp32 on a CPU without native bf16: ~23k tokens per GiB; 2 GiB evicted them).
+    # Sized for issue 47's arms (docs/yoao.md): the paper's team of 5 on one held-out frame (trade_war), 5-round
+    # games (the last counts x3), 16 paired games per arm for k = 0, 1, 3, 5, 1 muted, 3 removed after round 2
+    # and the prompting baseline (the code teacher and the prompted untrained model in the seed's seat): 128
+    # games in one batch (`batch_arms`, 20 in flight); k = 2, 4 and Sugarscape are left to the paper profile.
+    # The format warm-up and the seed are trained on whole conversations (1,024-token windows) with the held-out
+    # loss every 6 steps, the LM head at the trained positions only (as stage 1's warm-start); the seed for 36
+    # steps (24 left its held-out loss still falling). The games are prefill-bound: the 12 GiB KV cache holds
+    # the 100 conversations in flight to their last round (fp32 on a CPU without native bf16: ~23k tokens per
+    # GiB, ~2,200 tokens per conversation at round 5), so each call recomputes only what is new since its last.
     heldout_frames=("trade_war",),
     rounds=5,
     persistence_rounds=2,
@@ -330,12 +331,12 @@ CPU_YOAO = YoaoSettings(
         learning_rate=1e-3, max_steps=36, batch_size=1, grad_accumulation=4, max_length=1024, bf16=True,
         checkpoint_every=6, eval_windows=8, trained_positions_only=True,
     ),
-    kv_cache_gib=6.0,
-    seed_counts=(0, 1, 3),
+    kv_cache_gib=12.0,
+    seed_counts=(0, 1, 3, 5),
     mute_seed_counts=(1,),
     persistence_seeds=3,
-    games_per_arm=8,
-    prompting_baseline=False,
+    games_per_arm=16,
+    prompting_baseline=True,
     batch_arms=True,
     sugarscape=SugarscapeSettings(
         width=8,

@@ -322,11 +322,15 @@ def later_arms(setup: ExperimentSetup) -> dict[str, list[Arm]]:
         "propagation_mute": [a for k in s.mute_seed_counts for a in (seed_arm(s, k), seed_arm(s, k, "muted"))],
         "propagation_persistence": [seed_arm(s, s.persistence_seeds), seed_arm(s, s.persistence_seeds, "swap")],
     }
-    has_teacher = setup.models.teacher is not None or (setup.players is not None and "teacher" in setup.players)
-    if s.prompting_baseline and has_teacher:
+    if s.prompting_baseline and _has_teacher(setup):
         k = s.baseline_seed_count
         out["propagation_prompting_baseline"] = [seed_arm(s, k), seed_arm(s, k, "teacher"), seed_arm(s, k, "prompted")]
     return out
+
+
+def _has_teacher(setup: ExperimentSetup) -> bool:
+    """Whether the teacher can take a seat: selected and served, or among the players that replace the models."""
+    return setup.models.teacher is not None or (setup.players is not None and "teacher" in setup.players)
 
 
 def _reuse(reference: ExperimentResult | None, names: Sequence[str]) -> dict[str, list[GameRecord]]:
@@ -388,7 +392,7 @@ def propagation_prompting_baseline(
     profile requests it: `YoaoSettings.prompting_baseline`)."""
     if not setup.settings.prompting_baseline:
         return not_played("propagation_prompting_baseline", setup, PROMPTING_BASELINE_OFF)
-    if setup.models.teacher is None:
+    if not _has_teacher(setup):
         raise ValueError("the prompting baseline needs the selected teacher (PlayerModels.teacher)")
     k = setup.settings.baseline_seed_count
     arms = [
