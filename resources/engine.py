@@ -89,12 +89,13 @@ class EngineResource(ConfigurableResource):
         return str(profile.yoao.resolved(profile.base_model).model) if self.for_yoao else profile.base_model
 
     def engine_overrides(self) -> dict[str, object]:
-        """Engine fields beyond the profile's engine settings: the YOAO engine's KV cache from
-        `yoao.kv_cache_gib` when set."""
-        profile = self.settings.get_profile()
-        if self.for_yoao and profile.yoao.kv_cache_gib is not None:
-            return {"kv_cache_gib": profile.yoao.kv_cache_gib}
-        return {}
+        """Engine fields beyond the profile's engine settings: the YOAO engine's KV cache and context length
+        from `yoao.kv_cache_gib` and `yoao.max_model_len` where set."""
+        if not self.for_yoao:
+            return {}
+        yoao = self.settings.get_profile().yoao
+        wanted = {"kv_cache_gib": yoao.kv_cache_gib, "max_model_len": yoao.max_model_len}
+        return {name: value for name, value in wanted.items() if value is not None}
 
     @property
     def client(self) -> EngineClient:

@@ -282,6 +282,22 @@ def test_the_cpu_profiles_block_size_reaches_the_command_line_and_the_default_le
         EngineConfig(model_path=tmp_path, block_size=-32)
 
 
+def test_compute_cores_bind_vllms_threads_to_every_allowed_core_or_leave_vllms_binding(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from models.serving.engine import cpu_threads_bind
+
+    auto = VLLMEngine(EngineConfig(model_path=tmp_path), python=Path("/x/python")).environment()
+    assert auto["VLLM_CPU_OMP_THREADS_BIND"] == "auto"  # vLLM keeps one core back for its scheduler
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1})
+    every = VLLMEngine(EngineConfig(model_path=tmp_path, compute_cores="all"), python=Path("/x/python")).environment()
+    assert every["VLLM_CPU_OMP_THREADS_BIND"] == "0-1"
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {5, 2, 3})
+    assert cpu_threads_bind("all") == "2,3,5"  # not contiguous: listed
+    with pytest.raises(ValueError, match="compute_cores"):
+        EngineConfig(model_path=tmp_path, compute_cores="half")
+
+
 def test_the_engine_resource_passes_the_profiles_parallelism(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """resources/engine.py serves through models/serving/stack.py, which builds the EngineConfig from the
     profile's EngineSettings and the resolved model path."""

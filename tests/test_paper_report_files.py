@@ -70,6 +70,16 @@ def copy_results(tmp_path: Path, *names: str) -> Path:
     return folder
 
 
+VOTE_FOLLOWING = "yoao_cpu_vote_following.json"
+"""The YOAO cpu run with the vote-following tutors: a real result file that records no environment version."""
+
+
+def copy_vote_following_yoao(folder: Path) -> Path:
+    """The vote-following run's result file as the folder's yoao_cpu.json (the name the report reads)."""
+    shutil.copy(RESULTS / VOTE_FOLLOWING, folder / "yoao_cpu.json")
+    return folder / "yoao_cpu.json"
+
+
 def rewrite(path: Path, change: Any) -> None:
     data = json.loads(path.read_text())
     change(data)
@@ -107,10 +117,14 @@ def test_the_committed_result_files_give_every_claim_a_row_with_its_provenance()
     else:
         assert warm.verdict.kind == STALE
         assert warm.verdict.reason.endswith(f"by the rule alone: {REPRODUCED} ({_rule_reason(REPRODUCED)})")
-    # a file that records no environment version is stale too; the YOAO arm on 8 games is 8 clusters
+    # the YOAO row: the largest seed count that leaves untrained players (k = 5 leaves none), its games the
+    # clusters, the file's own environment version
+    yoao = json.loads((RESULTS / "yoao_cpu.json").read_text())
     more = one(report, "more_seeds")
-    assert more.env_version == NOT_RECORDED and "records no environment version" in more.verdict.reason
-    assert more.source == "yoao_cpu.json: untrained_cooperation_paired.3" and more.estimate.clusters == 8
+    assert more.source == "yoao_cpu.json: untrained_cooperation_paired.3"
+    assert more.estimate.clusters == yoao["untrained_cooperation_paired"]["3"]["games"] == 16
+    assert more.env_version == yoao["env_version"]
+    assert (more.verdict.kind == STALE) == (yoao["env_version"] != CURRENT)
     # every file read, with its provenance ("not recorded" where the file lacks a key)
     read = {f.name: f for f in report.files}
     assert read[name].provenance.as_json()["commit"] == data.get("commit", NOT_RECORDED)
@@ -155,10 +169,11 @@ def _current(data: dict[str, Any]) -> None:
 
 
 def test_a_sign_swapped_in_a_real_file_flips_its_verdict(tmp_path: Path) -> None:
-    """The committed make-run and YOAO results, as if measured on the current environment version: the
-    warm-start's gain and more seeds' cooperation come out reproduced, the leak rate's rise opposite; with the
-    sign of those entries swapped in the file, each verdict turns the other way."""
-    folder = copy_results(tmp_path, BEFORE_AUDIT, "yoao_cpu.json")
+    """The committed before-audit make-run and vote-following YOAO results, as if measured on the current
+    environment version: the warm-start's gain and more seeds' cooperation come out reproduced, the leak rate's
+    rise opposite; with the sign of those entries swapped in the file, each verdict turns the other way."""
+    folder = copy_results(tmp_path, BEFORE_AUDIT)
+    copy_vote_following_yoao(folder)
     make_run = folder / MAKE_RUN_FILES[0]  # the current make-run name, read before the older one
     (folder / BEFORE_AUDIT).rename(make_run)
     rewrite(make_run, _current)
@@ -182,7 +197,8 @@ def test_a_sign_swapped_in_a_real_file_flips_its_verdict(tmp_path: Path) -> None
 
 
 def test_an_older_environment_version_makes_the_row_stale(tmp_path: Path) -> None:
-    folder = copy_results(tmp_path, "yoao_cpu.json")
+    folder = copy_results(tmp_path)
+    copy_vote_following_yoao(folder)
     rewrite(folder / "yoao_cpu.json", _current)
     assert one(report_of(folder), "more_seeds").verdict.kind == REPRODUCED
     rewrite(folder / "yoao_cpu.json", lambda data: data.update(env_version="env-older"))

@@ -112,9 +112,10 @@ def test_every_entry_point_serves_the_profiles_model_and_engine(
         ),
     }
     expected = {f.name: getattr(profile.engine, f.name) for f in dataclasses.fields(EngineSettings)}
-    # The YOAO engine: the profile's engine with the YOAO group's KV cache where it sets one.
+    # The YOAO engine: the profile's engine with the YOAO group's KV cache and context length where it sets them.
     yoao_cache = profile.yoao.kv_cache_gib
-    expected_yoao = {**expected, **({"kv_cache_gib": yoao_cache} if yoao_cache is not None else {})}
+    yoao_own = {"kv_cache_gib": yoao_cache, "max_model_len": profile.yoao.max_model_len}
+    expected_yoao = {**expected, **{k: v for k, v in yoao_own.items() if v is not None}}
     for entry, (model, settings) in engines.items():
         is_yoao = "yoao" in entry
         assert model == (yoao if is_yoao else base), entry
@@ -123,6 +124,8 @@ def test_every_entry_point_serves_the_profiles_model_and_engine(
         assert settings == engines["ui yoao_engine" if is_yoao else "ui engine"][1], entry  # nothing else differs
     if yoao_cache is not None:
         assert engines["ui yoao_engine"][1]["kv_cache_gib"] == yoao_cache != engines["ui engine"][1]["kv_cache_gib"]
+    if profile.yoao.max_model_len is not None:
+        assert engines["ui yoao_engine"][1]["max_model_len"] == profile.yoao.max_model_len
     # The YOAO seeds train on the model the YOAO engine serves (the paper: Qwen3-14B, not the SocialRL 4B).
     from assets.yoao import _base_model_dir
 

