@@ -42,6 +42,7 @@ import ast
 import bisect
 import itertools
 import json
+import math
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -201,7 +202,8 @@ def source_values(path: Path) -> tuple[float, ...]:
         numbers = _numbers_in_python(text)
     else:
         numbers = _numbers_in_text(text)
-    return tuple(sorted({abs(v) for v in numbers}))
+    # NaN (a JSON field may hold one) is no figure's source, and it would leave the tuple unsorted for `_near`.
+    return tuple(sorted({abs(v) for v in numbers if math.isfinite(v)}))
 
 
 def _near(values: tuple[float, ...], target: float, tolerance: float) -> bool:

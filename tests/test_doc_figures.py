@@ -85,3 +85,17 @@ def test_a_figure_found_only_inside_a_string_of_the_result_file_has_no_record(tm
     }
     document = "# Run\n\nMeasured (run.json): 83.2 min, a 0.72 share, over the 75 minutes asked, 29.0 of 40.\n"
     assert _unsourced(tmp_path, document, result) == ["0.72", "75 minutes", "29.0"]
+
+
+def test_a_nan_in_a_source_neither_sources_a_figure_nor_hides_the_others(tmp_path: Path) -> None:
+    """A NaN among a source's numbers used to leave its sorted values unsorted, so whether a figure was found
+    depended on set order (the hash seed): a figure of ppo_ablation.json failed one check in three."""
+    source = tmp_path / "result.json"
+    source.write_text('{"a": NaN, "b": [0.5, 0.9, 0.31, 2.75, 0.05, 17.0, 0.66, 0.12, 1.5, 0.8]}')
+    doc_figures.source_values.cache_clear()
+    values = doc_figures.source_values(source)
+    assert list(values) == sorted(values) and len(values) == 10  # no NaN, sorted
+    figure = doc_figures.Figure(
+        document="d.md", line=1, text="90%", value=90.0, decimals=0, unit="%", approximate=False, sources=()
+    )
+    assert doc_figures.sourced(figure, values)

@@ -321,7 +321,7 @@ CPU_YOAO = YoaoSettings(
     # steps (24 left its held-out loss still falling). The games are prefill-bound: the 12 GiB KV cache holds
     # the 100 conversations in flight to their last round, so each call recomputes only what is new since its
     # last (a run with it served 87% of prompt tokens from the prefix cache). The context is 4,096 tokens: at
-    # 2,048, 5% of a run's calls were refused, all in rounds 3-5 and most beside seeds, whose turns are longest.
+    # 2,048, 4% of a run's calls were refused, all in rounds 3-5 and most beside seeds, whose turns are longest.
     heldout_frames=("trade_war",),
     rounds=5,
     persistence_rounds=2,
