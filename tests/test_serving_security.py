@@ -75,6 +75,7 @@ def test_the_engine_gets_a_minimal_environment_and_no_secret_of_the_parent(
     assert set(env) <= set(PARENT_ENV_PASSED) | {
         "HF_HUB_OFFLINE",
         "VLLM_CPU_KVCACHE_SPACE",
+        "VLLM_CPU_OMP_THREADS_BIND",  # the cores it computes on (EngineConfig.compute_cores)
         "VLLM_ALLOW_RUNTIME_LORA_UPDATING",
         "VLLM_NO_USAGE_STATS",
         "DO_NOT_TRACK",
