@@ -3,7 +3,7 @@
 | profile | model | Red-Black | experiments | Sugarscape | what it is for |
 | --- | --- | --- | --- | --- | --- |
 | `smoke` | tiny random Llama | teams of 3, 2 rounds | k in {0, 1, 3}, mute, persistence, prompting baseline, 2 games per arm and frame | 6x6, 5 agents, 3 ticks | the test suite: every asset end to end, numbers meaningless |
-| `cpu` | SmolLM2-135M-Instruct | teams of 5, 5 rounds (the last x3) | k = 0, 1, 3, 5, 1 muted, 3 removed, the teacher and the prompted untrained model in the seed's seat, on one held-out frame (trade_war), 16 paired games per arm | left to the paper profile (the reason is in the result file) | `make yoao` in about 75 min from a fresh clone on a 2-core machine (docs/yoao.md) |
+| `cpu` | SmolLM2-135M-Instruct | teams of 5, 5 rounds (the last x3) | k = 0, 1, 3, 5, 1 muted, 3 removed, the teacher and the prompted untrained model in the seed's seat, on one held-out frame (trade_war), 16 paired games per arm | left to the paper profile (the reason is in the result file) | `make yoao` on a 2-core machine, aimed at 75 min from a fresh clone; the measured run took longer (docs/yoao.md) |
 | `paper` | Qwen3-14B (the paper's seed and teammates) | the paper's game | k = 0..5, mute with 1, 3, 5 seeds, persistence, prompting baseline, 100 games per arm and frame | 20x20 torus, 100 agents, 100 ticks | the paper's sizes (documented, not run here) |
 
 Frames are validated by name when the settings are made: a frame that does not exist is an error naming it.
