@@ -27,6 +27,7 @@ from assets.yoao import FRAMES, GROUP, SEED_PIPELINE_ASSETS, serve_players, yoao
 from models.plots import markdown_image
 from models.tracking import Tracker
 from models.yoao import experiments, report
+from models.yoao import plots as yoao_plots
 from models.yoao.experiments import PROMPTING_BASELINE_OFF, ExperimentResult, ExperimentSetup, PlayerModels
 from models.yoao.games import summarise_records
 from models.yoao.imitation import WarmstartImitation
@@ -122,7 +123,7 @@ def propagation_by_seed_count(
     teacher is at hand so that, with `batch_arms`, the prompting baseline's arms join the same batch."""
     setup = _setup(context, settings, yoao_engine, store, yoao_format_warmup, yoao_seed_agent, yoao_teacher_selection)
     result = experiments.propagation_by_seed_count(setup)
-    return _experiment_output(result, settings, mlflow, report.seed_count_plot([result]))
+    return _experiment_output(result, settings, mlflow, yoao_plots.seed_count_plot([result]))
 
 
 @asset_check(asset=propagation_by_seed_count, partitions_def=FRAMES)
@@ -166,7 +167,7 @@ def propagation_mute(
     """The seed muted (it votes, but only says "I vote BLACK." in the frame's words) vs unmuted vs no seed."""
     setup = _setup(context, settings, yoao_engine, store, yoao_format_warmup, yoao_seed_agent)
     result = experiments.propagation_mute(setup, propagation_by_seed_count)
-    return _experiment_output(result, settings, mlflow, report.arms_plot("Mute test", result.arms))
+    return _experiment_output(result, settings, mlflow, yoao_plots.arms_plot("Mute test", result.arms))
 
 
 @asset(partitions_def=FRAMES, group_name=GROUP, kinds={"vllm", "duckdb", "mlflow"})
@@ -184,7 +185,7 @@ def propagation_persistence(
     seeds kept all game and vs no seeds."""
     setup = _setup(context, settings, yoao_engine, store, yoao_format_warmup, yoao_seed_agent)
     result = experiments.propagation_persistence(setup, propagation_by_seed_count)
-    png = report.arms_plot("Persistence test", result.arms, result.window)
+    png = yoao_plots.arms_plot("Persistence test", result.arms, result.window)
     return _experiment_output(result, settings, mlflow, png)
 
 
@@ -210,7 +211,7 @@ def propagation_prompting_baseline(
         return Output(result, metadata={"skipped": result.skipped})
     setup = _setup(context, settings, yoao_engine, store, yoao_format_warmup, yoao_seed_agent, yoao_teacher_selection)
     result = experiments.propagation_prompting_baseline(setup, propagation_by_seed_count)
-    return _experiment_output(result, settings, mlflow, report.arms_plot("Prompting baseline", result.arms))
+    return _experiment_output(result, settings, mlflow, yoao_plots.arms_plot("Prompting baseline", result.arms))
 
 
 @asset(group_name=GROUP, kinds={"vllm", "mlflow"})
@@ -230,7 +231,7 @@ def sugarscape_zero_shot(
         return Output(result, metadata={"skipped": result.skipped})
     models = serve_players(yoao_engine, yoao_format_warmup, yoao_seed_agent)
     result = run_sugarscape(yoao.sugarscape, models.base_url, models.seed, models.untrained, models.api_key)
-    png = report.sugarscape_plot(result)
+    png = yoao_plots.sugarscape_plot(result)
     metrics = {f"{f.fraction:g}.{k}": v for f in result.fractions for k, v in f.as_dict().items()
                if isinstance(v, float)}  # fmt: skip
     run_id = report.log_run(
@@ -313,7 +314,7 @@ def yoao_results(
     report.write_json(paths.reports / f"yoao-{profile.name}.json", results.full())
     report.write_json(paths.reports / f"yoao_{profile.name}.json", benchmark)
     seed_counts = report.current(propagation_by_seed_count, profile.name, version, yoao.heldout_frames)
-    pngs = report.pooled_plots(results, seed_counts)
+    pngs = yoao_plots.pooled_plots(results, seed_counts)
     tracker = mlflow.tracker()
     promoted = _promote_seed(tracker, version, results)
     metrics = {f"cooperation_k{a.arm.removeprefix('k=')}": a.cooperation.mean for a in results.by_seed_count}

@@ -196,6 +196,44 @@ def test_a_sign_swapped_in_a_real_file_flips_its_verdict(tmp_path: Path) -> None
     assert one(after, "warm_start").value == "-0.327 [-0.502, -0.162]"
 
 
+def test_the_mute_test_and_the_prompting_baseline_read_the_paired_key_where_the_file_has_it(tmp_path: Path) -> None:
+    """The committed YOAO result as the report reads it, then with the paired between-arm entries a run writes
+    (models/yoao/report.py `between_arm_differences`): the two-arm text gives way to the paired interval, whose
+    sign decides the verdict (muting must lower cooperation, the seed must beat the prompted model)."""
+    folder = copy_results(tmp_path, "yoao_cpu.json", "yoao_cpu_details.json", "yoao_incentives_cpu.json")
+    rewrite(folder / "yoao_cpu.json", _current)
+    rewrite(folder / "yoao_cpu.json", lambda data: data.pop("untrained_cooperation_between_arms", None))
+    two_arms = report_of(folder)
+    assert one(two_arms, "mute").source == "yoao_cpu.json: untrained_cooperation.1_muted, untrained_cooperation.1"
+    assert one(two_arms, "mute").verdict.kind == NOT_SHOWN
+
+    def add_paired(data: dict[str, Any]) -> None:
+        data["untrained_cooperation_between_arms"] = {
+            "1_muted_minus_1": {"mean": -0.2, "ci_low": -0.35, "ci_high": -0.05, "games": 16},
+            "1_minus_1_prompted": {"mean": 0.3, "ci_low": 0.1, "ci_high": 0.5, "games": 16},
+        }
+
+    rewrite(folder / "yoao_cpu.json", add_paired)
+    paired = report_of(folder)
+    assert one(paired, "mute").source == "yoao_cpu.json: untrained_cooperation_between_arms.1_muted_minus_1"
+    assert {c: one(paired, c).verdict.kind for c in ("mute", "prompting_baseline")} == {
+        "mute": REPRODUCED,
+        "prompting_baseline": REPRODUCED,
+    }
+    assert one(paired, "mute").estimate.clusters == 16
+
+    def flip(data: dict[str, Any]) -> None:
+        for entry in data["untrained_cooperation_between_arms"].values():
+            mirror(entry)
+
+    rewrite(folder / "yoao_cpu.json", flip)
+    flipped = report_of(folder)
+    assert {c: one(flipped, c).verdict.kind for c in ("mute", "prompting_baseline")} == {
+        "mute": OPPOSITE,
+        "prompting_baseline": OPPOSITE,
+    }
+
+
 def test_an_older_environment_version_makes_the_row_stale(tmp_path: Path) -> None:
     folder = copy_results(tmp_path)
     copy_vote_following_yoao(folder)

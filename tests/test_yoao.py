@@ -28,6 +28,7 @@ from environments.yoao.red_black import BLACK, RED, FrameError, RedBlackEnv, Red
 from models.evaluation.scenarios import held_out_scenarios, training_scenarios
 from models.evaluation.stats import Estimate
 from models.profiles import get_profile
+from models.yoao import plots as yoao_plots
 from models.yoao import report, seed
 from models.yoao.config import Endpoint, YoaoSettings
 from models.yoao.experiments import ExperimentResult, ExperimentSetup, PlayerModels, propagation_by_seed_count
@@ -456,6 +457,45 @@ def test_results_pool_frames_of_this_profile_and_seed_only_with_exactly_the_keys
     assert set(entry) == {"mean", "ci_low", "ci_high", "games"}
 
 
+def test_muted_and_prompted_arms_are_paired_with_the_plain_arm_of_their_seed_count() -> None:
+    settings = dataclasses.replace(SMOKE, team_size=3, rounds=2)
+    makers = {
+        "seed": lambda seat, s: PrincipledCooperator(s),
+        "muted": lambda seat, s: MuteWrapper(PrincipledCooperator(s)),
+        "prompted": lambda seat, s: FormatTutor(s + 7),
+        "untrained": lambda seat, s: FormatTutor(s),
+    }
+    arms = [Arm("k=0", team_roles(3, 0)), *(Arm(f"k=1{n}", team_roles(3, 1, r)) for n, r in
+            (("", "seed"), (" muted", "muted"), (" prompted", "prompted")))]  # fmt: skip
+    plays = play_arms(arms, game_specs(["trade_war"], ["always_defect", "tit_for_tat"], 4), makers, settings, "t")
+    games = {p.arm.name: list(p.games) for p in plays}
+
+    def result(games: Mapping[str, list]) -> ExperimentResult:
+        return ExperimentResult(
+            experiment="propagation_mute", frame="trade_war", profile="smoke", seed_version=1,
+            arms=tuple(summarise(p) for p in plays), games=tuple(g for gs in games.values() for g in gs),
+            comparisons={}, window={}, llm_calls=0, wall_s=1.0,
+        )  # fmt: skip
+
+    complete = result(games)
+    games["k=1 prompted"] = games["k=1 prompted"][1:]  # one game only the other arms played
+    between = report.between_arm_differences([result(games)])
+    assert set(between) == {"1_muted_minus_1", "1_minus_1_prompted"}
+
+    def untrained(arm: str) -> dict[str, float]:
+        return {g.game_key: g.untrained_cooperation(None) for g in games[arm]}
+
+    plain, muted, prompted = untrained("k=1"), untrained("k=1 muted"), untrained("k=1 prompted")
+    muted_minus = [muted[k] - plain[k] for k in plain]
+    seed_minus = [plain[k] - prompted[k] for k in prompted]
+    assert between["1_muted_minus_1"].n == 4 and between["1_minus_1_prompted"].n == 3
+    assert between["1_muted_minus_1"].mean == pytest.approx(sum(muted_minus) / 4)
+    assert between["1_minus_1_prompted"].mean == pytest.approx(sum(seed_minus) / 3)
+    benchmark = report.build_results("smoke", ("trade_war",), 1, {"trade_war": experiment("trade_war")},
+                                     {"trade_war": complete}, {}, {}, None, {}).benchmark()  # fmt: skip
+    assert benchmark["untrained_cooperation_between_arms"]["1_muted_minus_1"]["games"] == 4
+
+
 def test_estimates_are_json_safe_when_undefined() -> None:
     assert Estimate(float("nan"), float("nan"), float("nan"), 0).as_dict()["mean"] is None
 
@@ -541,7 +581,7 @@ def test_the_four_experiments_reuse_pair_and_window_their_arms(caplog: pytest.Lo
     benchmark = results.benchmark()
     assert benchmark["persistence"]["k=3 removed"]["mean"] == persistence.window["k=3 removed"].mean
     assert benchmark["cooperation_by_seed_count"]["3"] == {"mean": 1.0, "ci_low": 1.0, "ci_high": 1.0, "games": 3}
-    assert report.seed_count_plot([by_count], results.by_seed_count)[:4] == b"\x89PNG"
+    assert yoao_plots.seed_count_plot([by_count], results.by_seed_count)[:4] == b"\x89PNG"
 
 
 def test_training_games_spread_over_frames_and_opponents() -> None:

@@ -25,6 +25,7 @@ from environments.core.runtime import Agent, EpisodeResult, run_episode
 from environments.yoao.red_black import BLACK, RED, RedBlackEnv, RedBlackScenario
 from models.profiles import get_profile
 from models.training.config import SFTCheckpoint, SFTResult
+from models.yoao import plots as yoao_plots
 from models.yoao import report, seed
 from models.yoao.experiments import (
     ExperimentSetup,
@@ -264,7 +265,7 @@ def test_a_muted_seed_does_not_move_teammates_who_listen_to_arguments() -> None:
     assert benchmark["sugarscape"] == {} and benchmark["warmstarts"] == {"passed": True}
     assert "vote-arithmetic null" in results.markdown()
     # The cpu plan runs no prompting baseline: its plot is left out, not drawn empty (a cpu run failed there).
-    pngs = report.pooled_plots(results, [by_count])
+    pngs = yoao_plots.pooled_plots(results, [by_count])
     assert set(pngs) == {"untrained_cooperation.png", "cooperation_by_seed_count.png", "mute.png", "persistence.png"}
     assert all(png.startswith(b"\x89PNG") for png in pngs.values())
 

@@ -25,7 +25,7 @@ from models.report import (
     StageRead,
     StageSpec,
 )
-from models.yoao import report as yoao_report
+from models.yoao import plots as yoao_plots
 from models.yoao.config import YoaoSettings
 from models.yoao.paper_files import (
     FILE_MEASURERS,
@@ -207,20 +207,20 @@ def _results_figures(read: StageRead) -> Mapping[str, bytes]:
     r = read.value
     out = {}
     if r.by_seed_count:
-        out["cooperation by seed count"] = yoao_report.seed_count_plot([], r.by_seed_count)
+        out["cooperation by seed count"] = yoao_plots.seed_count_plot([], r.by_seed_count)
     for name, arms, window in (("mute", r.mute, None), ("persistence", r.persistence, r.persistence_window),
                                ("prompting baseline", r.baseline, None)):  # fmt: skip
         if arms:
-            out[name] = yoao_report.arms_plot(f"{name} (pooled)", arms, window)
+            out[name] = yoao_plots.arms_plot(f"{name} (pooled)", arms, window)
     return out
 
 
 def _seed_count_figure(read: StageRead) -> Mapping[str, bytes]:
-    return {"cooperation by seed count": yoao_report.seed_count_plot([read.value])} if read.value.arms else {}
+    return {"cooperation by seed count": yoao_plots.seed_count_plot([read.value])} if read.value.arms else {}
 
 
 def _sugarscape_figure(read: StageRead) -> Mapping[str, bytes]:
-    return {} if read.value.skipped else {"trade success and survival": yoao_report.sugarscape_plot(read.value)}
+    return {} if read.value.skipped else {"trade success and survival": yoao_plots.sugarscape_plot(read.value)}
 
 
 class YoaoProfile(Protocol):

@@ -4,7 +4,7 @@ writes (models/yoao/report.py `BENCHMARK_KEYS`).
 
 | file | claims |
 | --- | --- |
-| yoao_cpu.json (frames in yoao_cpu_details.json) | the untrained players' cooperation per arm, paired against k = 0 by game (one seed, more seeds, persistence), each arm's own (mute, prompting baseline), Sugarscape per seed share |
+| yoao_cpu.json (frames in yoao_cpu_details.json) | the untrained players' cooperation per arm, paired against k = 0 by game (one seed, more seeds, persistence), against the same seed count's plain arm by game (mute, prompting baseline; a file without `untrained_cooperation_between_arms`: each arm's own), Sugarscape per seed share |
 | yoao_incentives_cpu.json | what the untrained tutors respond to, with scripted seeds (context, and why an effect cannot show where they respond to nothing) |
 
 Games are the clusters of every Red-Black estimate (the bootstrap resamples games).
@@ -98,8 +98,18 @@ def _arm_text(name: str, entry: Any) -> str:
     return f"{name} {interval.text()} ({interval.n} games)" if interval is not None else f"{name} -"
 
 
+def _between(file: ResultFile, key: str, scope: str, **fields: Any) -> Measurement | None:
+    """`untrained_cooperation_between_arms.<key>` as a paired measurement (None: a file from before the key)."""
+    entry = (file.get("untrained_cooperation_between_arms") or {}).get(key)
+    interval = entry_interval(entry) if entry is not None else None
+    if interval is None:
+        return None
+    return Measurement(None, f"untrained_cooperation_between_arms.{key}", scope, interval, file=file, **fields)
+
+
 def mute(files: ResultSources) -> list[Measurement]:
-    """Each muted arm's untrained cooperation beside the same seed count unmuted (two estimates)."""
+    """Each muted arm's untrained cooperation against the same seed count unmuted, paired by game (a file from
+    before the paired key: the two arms' estimates)."""
     file = files.get(YOAO_FILE)
     if file is None:
         return missing_files(files, YOAO_FILE)
@@ -108,7 +118,11 @@ def mute(files: ResultSources) -> list[Measurement]:
     out = []
     for arm in own:
         k = arm.removesuffix("_muted")
-        if arm.endswith("_muted") and k in own:
+        paired = _between(file, f"{k}_muted_minus_{k}", f"k={k} muted - k={k}, paired by game", baseline=context,
+                          cannot=cannot)  # fmt: skip
+        if arm.endswith("_muted") and paired is not None:
+            out.append(paired)
+        elif arm.endswith("_muted") and k in own:
             text = f"{_arm_text(f'k={k} muted', own[arm])} vs {_arm_text(f'k={k}', own[k])}"
             key = f"untrained_cooperation.{arm}, untrained_cooperation.{k}"
             out.append(Measurement(None, key, f"k={k} muted vs k={k}", None, text, TWO_ARMS, baseline=context,
@@ -132,7 +146,8 @@ def persistence(files: ResultSources) -> list[Measurement]:
 
 
 def prompting_baseline(files: ResultSources) -> list[Measurement]:
-    """The seed's arm beside the prompted model's arm in its seat (two estimates), where both were played."""
+    """The seed's arm against the prompted model's arm in its seat, paired by game, where both were played (a file
+    from before the paired key: the two arms' estimates)."""
     file = files.get(YOAO_FILE)
     if file is None:
         return missing_files(files, YOAO_FILE)
@@ -140,7 +155,10 @@ def prompting_baseline(files: ResultSources) -> list[Measurement]:
     out = []
     for arm in own:
         k = arm.removesuffix("_prompted")
-        if arm.endswith("_prompted") and k in own:
+        paired = _between(file, f"{k}_minus_{k}_prompted", f"k={k} seed - prompted, paired by game")
+        if arm.endswith("_prompted") and paired is not None:
+            out.append(paired)
+        elif arm.endswith("_prompted") and k in own:
             text = f"{_arm_text(f'k={k} seed', own[k])} vs {_arm_text(f'k={k} prompted', own[arm])}"
             key = f"untrained_cooperation.{k}, untrained_cooperation.{arm}"
             out.append(Measurement(None, key, f"k={k} seed vs prompted", None, text, TWO_ARMS, file=file))

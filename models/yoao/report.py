@@ -1,4 +1,5 @@
-"""The YOAO group's results: arms pooled over the held-out frames, the result file, plots and MLflow logging.
+"""The YOAO group's results: arms pooled over the held-out frames, the result file and MLflow logging (the plots
+are models/yoao/plots.py).
 
 Pooling: an arm's games from every held-out frame are summarised together (`summarise_records`; intervals
 resample games, every game its own cluster). Only results of the profile and of the current seed version are
@@ -13,6 +14,7 @@ pipelines/run_yoao.py) has exactly these keys:
 | `yoao_incentives` | the incentive audit before training (models/yoao/incentives.py, `YoaoIncentiveAudit.as_json`): scripted seeds among the tutors the untrained seats imitate, on held-out games: `untrained_cooperation` per arm (`none`, `argue`, `vote_only`, `long`, `selfish`) and the paired `argue_minus_none`, `vote_only_minus_none`, `long_minus_none`, `selfish_minus_none`, `argue_minus_vote_only`, `long_minus_vote_only`, each {mean, ci_low, ci_high, games}, with `failures`; {} when not run |
 | `untrained_cooperation` | arm -> {mean, ci_low, ci_high, games}: **the primary outcome**, the untrained players' cooperative-vote rate (BLACK / counted votes of the seats an untrained model plays; for "3_removed", the rounds after the seeds left) |
 | `untrained_cooperation_paired` | arm (all but "0") -> {mean, ci_low, ci_high, games}: its paired difference against k = 0 over the same games (and rounds) |
+| `untrained_cooperation_between_arms` | the primary outcome of an arm against the plain arm of the same seed count, paired over the games both played (whole games): "<k>_muted_minus_<k>" (the mute test), "<k>_minus_<k>_prompted" and "<k>_minus_<k>_teacher" (the prompting baseline), each {mean, ci_low, ci_high, games} (`between_arm_differences`) |
 | `persuadability_k0` | {mean, ci_low, ci_high, games, votes}: at k = 0, the share of untrained votes equal to the strict majority the other teammates stated that round |
 | `follows_seed` | arm -> {mean, ci_low, ci_high, games, votes}: untrained votes equal to the seeds' stated choice (at k = 0: seat A0's, the placebo) |
 | `abstention` | arm -> the untrained players' abstention rate (votes that ended as abstentions per vote turn) |
@@ -40,7 +42,6 @@ from pathlib import Path
 from typing import Any
 
 from agents.env_version import env_version
-from models import plots
 from models.display import fixed, interval_text
 from models.evaluation.stats import Estimate, mean_estimate
 from models.yoao.experiments import ExperimentResult
@@ -59,8 +60,8 @@ from models.yoao.incentives import audit_sentence
 from models.yoao.sugarscape import SugarscapeResult
 
 BENCHMARK_KEYS = (
-    "env_version", "yoao_incentives", "untrained_cooperation", "untrained_cooperation_paired", "persuadability_k0",
-    "follows_seed", "abstention", "team", "cooperation_by_seed_count", "mute", "persistence", "prompting_baseline",
+    "env_version", "yoao_incentives", "untrained_cooperation", "untrained_cooperation_paired",
+    "untrained_cooperation_between_arms", "persuadability_k0", "follows_seed", "abstention", "team", "cooperation_by_seed_count", "mute", "persistence", "prompting_baseline",
     "warmstarts", "sugarscape", "wall_s",
 )  # fmt: skip
 BASELINE_ARM = "k=0"
@@ -177,6 +178,36 @@ def arm_outcomes(results: Sequence[ExperimentResult]) -> list[ArmOutcomes]:
     return out
 
 
+BETWEEN_ARMS = {
+    "muted": "{k}_muted_minus_{k}",
+    "prompted": "{k}_minus_{k}_prompted",
+    "teacher": "{k}_minus_{k}_teacher",
+}
+"""Kind of seed-seat arm -> its result-file key against the plain arm of the same seed count (muted first: the mute
+test asks whether muting lowers cooperation; the seed first against what stands in its seat)."""
+
+
+def between_arm_differences(results: Sequence[ExperimentResult]) -> dict[str, Estimate]:
+    """The untrained players' cooperation of each muted, prompted and teacher arm against the plain arm of the same
+    seed count, paired over the games both played (whole games; `BETWEEN_ARMS` names them). Arms of one
+    experiment play the same games, so the pairs are complete within a frame; an arm pair with no game in
+    common is left out."""
+    arms = all_arm_records(results)
+    out: dict[str, Estimate] = {}
+    for name, (_, records) in sorted(arms.items(), key=lambda kv: _order(kv[0])):
+        k, _, kind = name.removeprefix("k=").partition(" ")
+        plain = arms.get(f"k={k}")
+        if kind not in BETWEEN_ARMS or plain is None:
+            continue
+        common = {r.game_key for r in records} & {r.game_key for r in plain[1]}
+        if not common:
+            continue
+        arm, unseeded = [r for r in records if r.game_key in common], [r for r in plain[1] if r.game_key in common]
+        first, second = (arm, unseeded) if kind == "muted" else (unseeded, arm)
+        out[BETWEEN_ARMS[kind].format(k=k)] = paired_untrained_difference(first, second)
+    return out
+
+
 def _order(name: str) -> tuple[int, str]:
     k = name.removeprefix("k=").split(" ")[0]
     return (int(k) if k.isdigit() else 99, name)
@@ -200,6 +231,9 @@ class YoaoResults:
     """Teacher selection, seed-data counts, comparisons, call rates (the full report only)."""
     outcomes: tuple[ArmOutcomes, ...] = ()
     """Every arm pooled, with the primary outcome paired against k = 0 (`arm_outcomes`)."""
+    between_arms: dict[str, Estimate] = field(default_factory=dict)
+    """The primary outcome of the muted, prompted and teacher arms against the same seed count unmuted, paired
+    (`between_arm_differences`)."""
     sugarscape_skipped: str = ""
     """Why the profile left Sugarscape out (empty: it ran)."""
     warmstarts: dict[str, Any] = field(default_factory=dict)
@@ -231,6 +265,9 @@ class YoaoResults:
                 arm_key(o.arm): _entry(o.untrained_vs_k0, o.untrained_vs_k0.n)
                 for o in self.outcomes
                 if o.untrained_vs_k0 is not None
+            },
+            "untrained_cooperation_between_arms": {
+                name: _entry(estimate, estimate.n) for name, estimate in self.between_arms.items()
             },
             "persuadability_k0": persuadability,
             "follows_seed": {
@@ -379,6 +416,7 @@ def build_results(
     # The frames actually pooled: a frame of the profile whose experiments have not run yet is named, not
     # claimed.
     pooled = tuple(r.frame for r in pick(by_seed_count))
+    played = [r for rs in (by_seed_count, mute, persistence, baseline) for r in pick(rs)]
     missing = [f for f in frames if f not in pooled]
     return YoaoResults(
         profile=profile,
@@ -392,7 +430,8 @@ def build_results(
         sugarscape={f"{f.fraction:g}": f.as_dict() for f in sugarscape.fractions} if sugarscape else {},
         wall_s=dict(wall_s),
         extra={"comparisons": comparisons, "calls": calls, "frames_not_run": missing, **(extra or {})},
-        outcomes=tuple(arm_outcomes([r for rs in (by_seed_count, mute, persistence, baseline) for r in pick(rs)])),
+        outcomes=tuple(arm_outcomes(played)),
+        between_arms=between_arm_differences(played),
         sugarscape_skipped=sugarscape.skipped if sugarscape else "",
         warmstarts=dict(warmstarts or {}),
         incentives=dict(incentives or {}),
@@ -423,96 +462,6 @@ def write_json(path: Path, content: Mapping[str, Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(content, indent=1, default=str) + "\n")
     return path
-
-
-# ------------------------------------------------------------------------------------------------ plots
-def _bar(e: Estimate) -> tuple[float, float, float]:
-    return (e.mean, e.ci_low, e.ci_high)
-
-
-def seed_count_plot(results: Sequence[ExperimentResult], pooled: Sequence[ArmSummary] = ()) -> bytes:
-    """Team cooperation vs seed count, per frame and pooled, with 95% bootstrap bands."""
-    series = []
-    for result in results:
-        ks = [int(a.arm.removeprefix("k=")) for a in result.arms]
-        series.append(
-            plots.Series(
-                result.frame,
-                ks,
-                [a.cooperation.mean for a in result.arms],
-                [a.cooperation.ci_low for a in result.arms],
-                [a.cooperation.ci_high for a in result.arms],
-            )
-        )
-    if pooled:
-        ks = [int(a.arm.removeprefix("k=")) for a in pooled]
-        series.append(
-            plots.Series(
-                "pooled",
-                ks,
-                [a.cooperation.mean for a in pooled],
-                [a.cooperation.ci_low for a in pooled],
-                [a.cooperation.ci_high for a in pooled],
-            )
-        )
-    return plots.line_with_band(
-        series, "Team cooperation by seed count", "seeds in the team (k)", "cooperation rate", (0, 1)
-    )
-
-
-def arms_plot(title: str, arms: Sequence[ArmSummary], window: Mapping[str, Estimate] | None = None) -> bytes:
-    """Cooperation (and decided cooperation) per arm with 95% intervals."""
-    bars: dict[str, list[tuple[float, float, float] | None]] = {
-        "cooperation": [_bar(a.cooperation) for a in arms],
-        "decided cooperation": [_bar(a.decided_cooperation) for a in arms],
-    }
-    if window:
-        bars["after removal"] = [_bar(window[a.arm]) if a.arm in window else None for a in arms]
-    return plots.grouped_bars([a.arm for a in arms], bars, title, "rate", (0, 1))
-
-
-def untrained_outcome_plot(outcomes: Sequence[ArmOutcomes]) -> bytes:
-    """The primary outcome per arm: the untrained players' cooperation beside the team's and the vote-arithmetic
-    null (what the team would do if the seeds' votes were added to k = 0's untrained votes)."""
-
-    def bar(e: Estimate | None) -> tuple[float, float, float] | None:
-        return None if e is None or not math.isfinite(e.mean) else _bar(e)
-
-    bars = {
-        "untrained players": [bar(o.summary.untrained_cooperation) for o in outcomes],
-        "team": [bar(o.summary.cooperation) for o in outcomes],
-        "vote-arithmetic null": [bar(o.null) for o in outcomes],
-    }
-    title = "Cooperation of the untrained players (pooled)"
-    return plots.grouped_bars([o.arm for o in outcomes], bars, title, "cooperative-vote rate", (0, 1))
-
-
-def pooled_plots(results: YoaoResults, seed_counts: Sequence[ExperimentResult]) -> dict[str, bytes]:
-    """The pooled plots logged with the results (file name -> PNG); an experiment the profile did not run (the
-    cpu profile's prompting baseline, say) has no plot."""
-    pngs: dict[str, bytes] = {}
-    if results.outcomes:
-        pngs["untrained_cooperation.png"] = untrained_outcome_plot(results.outcomes)
-    if results.by_seed_count:
-        pngs["cooperation_by_seed_count.png"] = seed_count_plot(seed_counts, results.by_seed_count)
-    groups = {
-        "mute.png": ("Mute test (pooled)", results.mute, None),
-        "persistence.png": ("Persistence (pooled)", results.persistence, results.persistence_window),
-        "prompting_baseline.png": ("Prompting baseline (pooled)", results.baseline, None),
-    }
-    for name, (title, arms, window) in groups.items():
-        if arms:
-            pngs[name] = arms_plot(title, arms, window)
-    return pngs
-
-
-def sugarscape_plot(result: SugarscapeResult) -> bytes:
-    groups = [f"{f.fraction:.0%} seeds" for f in result.fractions]
-    bars = {
-        "trade success": [_bar(f.trade_success) for f in result.fractions],
-        "survival": [_bar(f.survival) for f in result.fractions],
-    }
-    return plots.grouped_bars(groups, bars, "Zero-shot Sugarscape", "rate", (0, 1))
 
 
 def log_run(
