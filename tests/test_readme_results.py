@@ -41,6 +41,9 @@ def test_the_yoao_rendering_shows_every_arm_the_pairing_the_null_and_persuadabil
     assert f"Persuadability at k = 0: {k0['mean']:.2f}" in text and f"({k0['votes']} votes" in text
     skipped = benchmark_markdown({**result, "sugarscape": {"skipped": "left to the paper profile"}})
     assert "Sugarscape: not run in this profile (left to the paper profile)." in skipped
+    between = {"1_muted_minus_1": {"mean": -0.125, "ci_low": -0.3, "ci_high": 0.05, "games": 16}}
+    paired = benchmark_markdown({**result, "untrained_cooperation_between_arms": between})
+    assert "paired by game: k=1 muted - k=1 -0.12 [-0.30, +0.05] (16 games)." in paired
 
 
 def test_the_rendering_shows_every_policy_pair_behaviour_metric_and_imitation() -> None:
