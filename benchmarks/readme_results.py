@@ -7,7 +7,6 @@ Each block sits between `<!-- <name>: begin -->` and `<!-- <name>: end -->` in i
 | `make_run_cpu` | docs/stage1.md | benchmarks/results/make_run_cpu.json (until a run on the current environment exists: make_run_cpu_before_audit.json) | each domain's `report_markdown` (models/socialrl/stage1/report.py, the tables `make run` prints and the `specialist_eval` asset shows) and the run's wall time from its own records; a run whose `env_version` is not the current code's is marked stale |
 | `incentives_cpu` | docs/stage1.md | benchmarks/results/incentives_cpu.json | `incentives_markdown` (below: the audit's behaviours and reference policies per price domain) |
 | `yoao_cpu` | docs/yoao.md | benchmarks/results/yoao_cpu.json | `benchmark_markdown` (models/yoao/report.py) |
-| `yoao_cpu_vote_following` | docs/yoao.md | benchmarks/results/yoao_cpu_vote_following.json (the run with the vote-following tutors) | `benchmark_markdown` |
 | `yoao_tutor_reference` | docs/yoao.md | benchmarks/results/yoao_tutor_reference.json | `benchmark_markdown` |
 | `yoao_incentives_cpu` | docs/yoao.md | benchmarks/results/yoao_incentives_cpu.json | `audit_markdown` (models/yoao/incentives.py: the YOAO incentive audit and the tutors' prior calibration) |
 | `test_suite` | docs/testing.md | benchmarks/results/test_suite.json | `render` (benchmarks/bench_test_suite.py: `make test`'s JUnit XML) |
@@ -132,12 +131,6 @@ BLOCKS = (
     Block("make_run_cpu", STAGE1, MAKE_RUN, render),
     Block("incentives_cpu", STAGE1, RESULTS / "incentives_cpu.json", incentives_markdown),
     Block("yoao_cpu", ROOT / "docs" / "yoao.md", RESULTS / "yoao_cpu.json", benchmark_markdown),
-    Block(
-        "yoao_cpu_vote_following",
-        ROOT / "docs" / "yoao.md",
-        RESULTS / "yoao_cpu_vote_following.json",
-        benchmark_markdown,
-    ),
     Block("yoao_tutor_reference", ROOT / "docs" / "yoao.md", RESULTS / "yoao_tutor_reference.json", benchmark_markdown),
     Block("yoao_incentives_cpu", ROOT / "docs" / "yoao.md", RESULTS / "yoao_incentives_cpu.json", audit_markdown),
     Block("test_suite", TESTING, bench_test_suite.RESULT, bench_test_suite.render),
