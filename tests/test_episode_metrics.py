@@ -178,6 +178,22 @@ def test_commitment_reads_the_price_each_final_is_called_at(replies: list[str], 
     assert (listener.partner_final is not None and not listener.finals_broken) == (expected is not None)
 
 
+def test_over_conceded_reads_the_deal_price_against_the_buyers_target() -> None:
+    """Deals above the buyer's target count 1, at or below it 0 (both occur among a scripted buyer's deals); an
+    episode without a deal leaves the metric undefined."""
+    plan = EvaluationPlan("craigslist-v0", 8, seat="buyer")
+    result, metrics, _ = scripted(BuyerScript(hold="listing", hold_share=0.9), plan)
+    seen = set()
+    for episode, values in zip(result.episodes, metrics, strict=True):
+        if not episode.outcome.agreement:
+            assert math.isnan(values["over_conceded"])
+            continue
+        price, target = float(episode.outcome.deal["price"]), episode.scenario.buyer_target
+        assert values["over_conceded"] == float(price > target)
+        seen.add(values["over_conceded"])
+    assert seen == {0.0, 1.0} and "over_conceded" in BOUNDED
+
+
 def test_undefined_without_a_standing_offer_or_outside_the_price_domains() -> None:
     plan = EvaluationPlan("craigslist-v0", (SCENARIO,), seat="buyer", counterparts=("boulware",), seed=3)
     _, metrics, _ = play(lambda seed: TextSeat(["QUIT"]), plan)

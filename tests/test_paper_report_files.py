@@ -131,8 +131,11 @@ def test_the_committed_result_files_give_every_claim_a_row_with_its_provenance()
     assert read["incentives_cpu.json"].env_version == CURRENT
     assert read["tom_cpu_details.json"].provenance.profile == "cpu"  # from its run record
     # structural gaps are not measured, with the reason, in every route
-    for claim_id in ("cross_architecture", "broadcast_vs_pairwise", "unified_vs_frontier", "concession"):
+    structural = ("cross_architecture", "broadcast_vs_pairwise", "unified_vs_frontier")
+    for claim_id in structural:
         assert one(report, claim_id).verdict.kind == NOT_MEASURED, claim_id
+    if "over_conceded" not in domain.get("behaviour_paired", {}):  # a make-run file from before the metric
+        assert one(report, "concession").verdict.kind == NOT_MEASURED
 
 
 def _rule_reason(kind: str) -> str:
@@ -194,6 +197,31 @@ def test_a_sign_swapped_in_a_real_file_flips_its_verdict(tmp_path: Path) -> None
     flipped = {c: one(after, c).verdict.kind for c in ("warm_start", "leakage", "more_seeds", "anchoring")}
     assert flipped == {"warm_start": OPPOSITE, "leakage": REPRODUCED, "more_seeds": OPPOSITE, "anchoring": NOT_SHOWN}
     assert one(after, "warm_start").value == "-0.327 [-0.502, -0.162]"
+
+
+def test_the_concession_row_reads_deals_over_target_paired_and_falls_back_to_the_warm_start(tmp_path: Path) -> None:
+    """The committed make-run file with `behaviour_paired.over_conceded` as the stage-1 report writes it: PPO -
+    base where the base made deals, else PPO - the warm-start (named in the source); fewer deals over target is
+    the paper's direction, so a swapped sign turns the verdict."""
+    folder = copy_results(tmp_path, MAKE_RUN_NAME, "incentives_cpu.json")
+    make_run = folder / MAKE_RUN_NAME
+
+    def add(pairs: dict[str, dict[str, float]]) -> Any:
+        def change(data: dict[str, Any]) -> None:
+            data["env_version"] = CURRENT
+            data["domains"]["craigslist-v0"].setdefault("behaviour_paired", {})["over_conceded"] = pairs
+
+        return change
+
+    lower = {"mean": -0.2, "ci_low": -0.35, "ci_high": -0.05, "n": 60}
+    rewrite(make_run, add({"ppo_minus_sft": dict(lower)}))
+    row = one(report_of(folder), "concession")
+    assert row.source == f"{MAKE_RUN_NAME}: domains.craigslist-v0.behaviour_paired.over_conceded.ppo_minus_sft"
+    assert row.verdict.kind == REPRODUCED
+    rewrite(make_run, add({"ppo_minus_base": {**lower, "mean": 0.2, "ci_low": 0.05, "ci_high": 0.35},
+                           "ppo_minus_sft": dict(lower)}))  # fmt: skip
+    row = one(report_of(folder), "concession")
+    assert row.source.endswith("over_conceded.ppo_minus_base") and row.verdict.kind == OPPOSITE
 
 
 def test_the_mute_test_and_the_prompting_baseline_read_the_paired_key_where_the_file_has_it(tmp_path: Path) -> None:

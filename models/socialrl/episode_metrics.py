@@ -18,6 +18,7 @@ compared episode by episode (scenario-clustered bootstrap, models/evaluation/sta
 | `opening_below_target` | 1 when the seat's first offer is below its target (0 without an offer): the SocialRL paper's anchoring measure | Craigslist buyer |
 | `opening_below_target_given_offer` | as above, among episodes with an offer (undefined without one) | Craigslist buyer |
 | `opening_over_target` | first offer / target (undefined without an offer); summarised by its median | Craigslist buyer |
+| `over_conceded` | 1 when the deal's price is above the seat's target, 0 at or below it; undefined without a deal: the SocialRL paper's concession past one's own limit, read as the behaviour report reads it (models/socialrl/behaviour.py `over_conceded`) | Craigslist buyer |
 
 An undefined value is NaN; a paired difference uses the episodes where both policies define it (its `n`).
 """
@@ -58,6 +59,7 @@ METRICS = (
     "opening_below_target",
     "opening_below_target_given_offer",
     "opening_over_target",
+    "over_conceded",
 )
 """Every per-episode metric, in report order (module table)."""
 MEDIAN_METRICS = frozenset({"opening_over_target"})
@@ -163,6 +165,9 @@ def episode_metrics(episode: EpisodeResult, view: PolicyEpisode) -> dict[str, fl
         metrics["opening_below_target"] = float(below)
         metrics["opening_below_target_given_offer"] = float(below) if price is not None else math.nan
         metrics["opening_over_target"] = price / target if price is not None else math.nan
+        deal = episode.outcome.deal if episode.outcome.agreement else None
+        if deal is not None and deal.get("price") is not None:
+            metrics["over_conceded"] = float(float(deal["price"]) > target)
     return {**nan, **metrics}
 
 

@@ -45,8 +45,8 @@ FRONTIER = (
     "is not measured"
 )
 NO_BEHAVIOUR_FILE = (
-    "no result file records the over-conceding rate: the behaviour report (`behaviour_report`, `behaviour_job`) "
-    "is read from a Dagster instance only"
+    "no result file records the over-conceding rate: the make-run file predates `behaviour_paired.over_conceded`, "
+    "and the behaviour report (`behaviour_report`, `behaviour_job`) is read from a Dagster instance only"
 )
 
 
@@ -130,7 +130,20 @@ def leakage(files: ResultSources) -> list[Measurement]:
 
 
 def concession(files: ResultSources) -> list[Measurement]:
-    return [Measurement(None, "summaries[].over_conceding_rate", missing=NO_BEHAVIOUR_FILE)]
+    """Deals above the seat's own target (`behaviour_paired.over_conceded`), PPO - base; where the base made no
+    deal on the episodes PPO did (the pair is undefined), PPO - the warm-start, named in the key. A make-run file
+    from before the metric: the behaviour report, which keeps no result file."""
+    file = files.first(*MAKE_RUN_FILES)
+    if file is None:
+        return missing_files(files, *MAKE_RUN_FILES)
+    out = []
+    for env_id, domain in (file.get("domains") or {}).items():
+        by = (domain.get("behaviour_paired") or {}).get("over_conceded") or {}
+        pair = next((p for p in ("ppo_minus_base", "ppo_minus_sft") if p in by), None)
+        if pair is not None:
+            key = f"behaviour_paired.over_conceded.{pair}"
+            out.append(_stage1_entry(file, env_id, domain, key, by[pair], pair, files, ""))
+    return out or [Measurement(None, "summaries[].over_conceding_rate", missing=NO_BEHAVIOUR_FILE)]
 
 
 # ----------------------------------------------------------------------------------------------- stage 2
