@@ -128,8 +128,9 @@ def yoao_seed_traces(
     yoao_engine: EngineResource,
     store: StoreResource,
 ) -> Output[TraceSet]:
-    """The selected teacher in team A (with untrained-like followers) against the scripted opponents on the
-    training frames, each teacher seat traced as the chat an LLM seat sees; to the `traces` table."""
+    """The selected teacher in team A (its teammates: `yoao.trace_teammates`, by default the warm-up's tutors)
+    against the scripted opponents on the training frames, each teacher seat traced as the chat an LLM seat sees;
+    to the `traces` table."""
     _, yoao = yoao_settings(settings)
     traces = seed_traces(
         yoao_teacher_selection.selected, yoao, yoao_engine.proxy_base_url, engine_key=yoao_engine.proxy_api_key
@@ -144,6 +145,8 @@ def yoao_seed_traces(
             "frames": ", ".join(traces.frames),
             "team_cooperation": traces.team_cooperation,
             "welfare_points": traces.welfare_points,
+            "teammates": yoao.trace_teammates,
+            "facing_red_majority": traces.red_majority_share,
             "run_id": run_id,
         },
     )

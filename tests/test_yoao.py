@@ -253,6 +253,21 @@ def test_code_teacher_turns_pass_the_filter_and_vary() -> None:
     assert all(row["choice"] == BLACK for row in dataset.turns)  # cooperates, also after being exploited
 
 
+def test_the_seed_traces_put_the_teacher_among_the_selfish_tutors_by_default() -> None:
+    """With the warm-up's tutors as teammates (the default) the teacher faces a stated RED majority of its
+    teammates more often than among the code followers, and still states and votes BLACK in every kept turn."""
+    settings = dataclasses.replace(SMOKE, trace_games=20, rounds=5, team_size=5)
+    assert settings.trace_teammates == "tutors"
+    choice = seed.TeacherChoice(seed.CODE_TEACHER, "code")
+    tutors = seed.seed_traces(choice, settings, "http://unused.invalid/v1")
+    followers = seed.seed_traces(choice, dataclasses.replace(settings, trace_teammates="followers"), "http://x/v1")
+    assert tutors.red_majority_share > followers.red_majority_share  # 0.40 vs 0.28 here; 0.39 vs 0.22 at the cpu size
+    dataset = seed.build_seed_dataset(tutors.traces)
+    assert dataset.kept and all(row["choice"] == BLACK for row in dataset.turns)
+    with pytest.raises(ValueError, match="trace_teammates"):
+        dataclasses.replace(settings, trace_teammates="mirrors")
+
+
 def test_quote_of_drops_vote_commands() -> None:
     assert quote_of("We should share. I vote OPEN.") == "We should share."
     assert quote_of("I vote TARIFF.") == ""

@@ -19,6 +19,8 @@ from environments.yoao.red_black import DISCUSSION_ORDERS, list_frames, load_fra
 from models.training.config import LoraSettings, SFTSettings
 
 SEED_PLACEMENTS = ("first", "spread")
+TRACE_TEAMMATES = ("tutors", "followers")
+"""Who may fill the seed-trace games' other team-A seats (`YoaoSettings.trace_teammates`)."""
 ENGINE = "engine"
 """`Endpoint.base_url` value meaning: the run's own engine, through the rollout proxy."""
 
@@ -132,7 +134,11 @@ class YoaoSettings:
     trace_games: int = 100
     """Seed-trace games (the paper: 10 opponents x 5 frames, 10,000 games)."""
     trace_teacher_seats: int = 1
-    """Teacher seats per traced game; the other seats of the team are untrained-like followers (code)."""
+    """Teacher seats per traced game; the other seats of the team are `trace_teammates`."""
+    trace_teammates: str = "tutors"
+    """Who fills team A's other seats in the seed-trace games: "tutors" (the warm-up's tutors, the teammates the
+    seed's untrained players learned from: they lean selfish, so the data shows the teacher arguing against RED
+    majorities) or "followers" (code followers that first state RED or BLACK, then follow the team's majority)."""
     judge: Endpoint | None = None
     """Optional LLM judge of the seed-data filter (None: the rule-based classifier alone)."""
     warmup_games: int = 40
@@ -242,6 +248,8 @@ class YoaoSettings:
         bad = {k: v for k, v in positive.items() if v < 1}
         if bad:
             raise ValueError(f"must be >= 1: {bad}")
+        if self.trace_teammates not in TRACE_TEAMMATES:
+            raise ValueError(f"trace_teammates must be one of {TRACE_TEAMMATES}, got {self.trace_teammates!r}")
         if self.trace_teacher_seats > self.team_size:
             raise ValueError("trace_teacher_seats cannot exceed team_size")
         if not 0.0 <= self.max_abstention_rate <= 1.0:

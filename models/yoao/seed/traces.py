@@ -16,7 +16,7 @@ from typing import Any
 from agents.traces import Trace, TracedAgent
 from agents.yoao.llm_players import render_config
 from agents.yoao.red_black_strategies import MajorityFollower, make_strategy_team
-from agents.yoao.red_black_teacher import PERSUADABLE, PERSUADABLE_PRIORS, TUTOR_PRIORS, FormatTutor
+from agents.yoao.red_black_teacher import PERSUADABLE, PERSUADABLE_PRIORS, TUTOR_PRIORS, FormatTutor, stated_majority
 from environments.core.events import Action, Notification
 from environments.core.runtime import Agent, EpisodeResult, EpisodeSpec, run_episodes
 from environments.yoao.red_black import BLACK, RED, VOTE, RedBlackEnv, load_frame, read_choice
@@ -65,6 +65,9 @@ class TraceSet:
     persuadability the data teaches; `GameRecord.follows`)."""
     black_share: float = math.nan
     """Share of team A's counted votes that were BLACK."""
+    red_majority_share: float = math.nan
+    """Share of the traced seats' rounds in which the other team-A seats' stated choices had a strict RED
+    majority: how often the data shows the traced agent facing teammates who argue for the selfish choice."""
 
 
 def _traced_games(
@@ -95,7 +98,7 @@ def _traced_games(
     results: list[EpisodeResult] = asyncio.run(
         run_episodes([j[3] for j in jobs], concurrency=settings.concurrency, turn_timeout=None)
     )
-    traces, coop, welfare, calls, follows, black = [], [], [], 0, [], [0, 0]
+    traces, coop, welfare, calls, follows, black, facing_red = [], [], [], 0, [], [0, 0], []
     team = Arm("traced", ("untrained",) * settings.team_size)
     for (game, traced, agents, _), result in zip(jobs, results, strict=True):
         m = result.outcome.metrics
@@ -107,6 +110,10 @@ def _traced_games(
         calls += sum(llm.metrics["calls"] for a in agents.values() for llm in llm_agents_in(a))
         for i, agent in traced.items():
             seat = f"A{i}"
+            others = [f"A{j}" for j in range(settings.team_size) if j != i]
+            for r in range(len(m["team_choices"]["A"])):
+                stated = [c for o in others if (c := record.seat_stated[o][r])]
+                facing_red.append(stated_majority(stated) == RED)
             role = result.outcome.roles[seat]
             traces.append(
                 Trace(
@@ -134,6 +141,7 @@ def _traced_games(
         wall_s=time.perf_counter() - start,
         follows_majority=sum(follows) / len(follows) if follows else math.nan,
         black_share=black[0] / black[1] if black[1] else math.nan,
+        red_majority_share=sum(facing_red) / len(facing_red) if facing_red else math.nan,
     )
 
 
@@ -147,28 +155,34 @@ def check_training_frames(frames: Sequence[str]) -> None:
 def seed_traces(
     choice: TeacherChoice, settings: YoaoSettings, engine_url: str, seed: int = 0, engine_key: str | None = None
 ) -> TraceSet:
-    """The selected teacher in `trace_teacher_seats` seats of team A (the rest: untrained-like followers that
-    first state RED or BLACK and then follow their team's majority), against the scripted opponents on the
-    training frames; every teacher seat traced as the chat an LLM agent in that seat sees."""
+    """The selected teacher in `trace_teacher_seats` seats of team A, the rest `trace_teammates` (the warm-up's
+    tutors, or code followers that first state RED or BLACK and then follow their team's majority), against the
+    scripted opponents on the training frames; every teacher seat traced as the chat an LLM agent in that seat
+    sees."""
     check_training_frames(settings.train_frames)
     games = spread_games(settings.train_frames, settings.opponents, settings.trace_games, seed + 1)
     make_teacher = choice.maker(engine_url, settings, engine_key)
 
-    def follower(i: int, game_seed: int) -> Agent:
-        return MajorityFollower(first_choice=RED if i % 2 else BLACK, reciprocal=True, noise=0.1, seed=game_seed)
+    def teammate(i: int, game: GameSpec) -> Agent:
+        if settings.trace_teammates == "tutors":
+            return warmup_tutor(settings, game.index, i, game.seed, mirror=False)
+        return MajorityFollower(first_choice=RED if i % 2 else BLACK, reciprocal=True, noise=0.1, seed=game.seed)
 
     traced_seats = range(settings.trace_teacher_seats)
 
     def seat(i: int, game: GameSpec) -> Agent:
-        return make_teacher("A0", game.seed * 7 + i) if i in traced_seats else follower(i, game.seed)
+        return make_teacher("A0", game.seed * 7 + i) if i in traced_seats else teammate(i, game)
 
     result = _traced_games(games, settings, traced_seats, seat, f"yoao-traces-{seed}")
     log.info(
-        "seed traces: %d traces of %s, team cooperation %.2f, welfare %.1f, %.0f s",
+        "seed traces: %d traces of %s among %s, team cooperation %.2f, welfare %.1f, facing a RED majority in %.0f%% "
+        "of rounds, %.0f s",
         len(result.traces),
         choice.name,
+        settings.trace_teammates,
         result.team_cooperation,
         result.welfare_points,
+        100 * result.red_majority_share,
         result.wall_s,
     )
     return result
