@@ -327,8 +327,8 @@ CPU_YOAO = YoaoSettings(
     # The format warm-up and the seed are trained on whole conversations (1,024-token windows) with the held-out
     # loss every 6 steps, the LM head at the trained positions only (as stage 1's warm-start): the warm-up for 48
     # steps and the seed for 60 (at 24 and 36 their last six steps still gained 8% and 7%; the learning rate
-    # decays linearly to 0, so more steps flatten the end of the curve). The games are prefill-bound: the 12 GiB KV cache holds
-    # the 100 conversations in flight to their last round, so each call recomputes only what is new since its
+    # decays linearly to 0, so more steps flatten the end of the curve; at 48 the warm-up's still gained 6%). The
+    # games are prefill-bound: the 12 GiB KV cache holds the 100 conversations in flight to their last round, so each call recomputes only what is new since its
     # last (a run with it served 87% of prompt tokens from the prefix cache). The context is 4,096 tokens: at
     # 2,048, 4% of a run's calls were refused, all in rounds 3-5 and most beside seeds, whose turns are longest.
     heldout_frames=("trade_war",),

@@ -116,13 +116,13 @@ def mute(files: ResultSources) -> list[Measurement]:
     own = file.get("untrained_cooperation") or {}
     context, cannot = _tutors(files, "argue_minus_vote_only", "arguments more than a bare vote")
     out = []
-    for arm in own:
+    for arm in (a for a in own if a.endswith("_muted")):
         k = arm.removesuffix("_muted")
         paired = _between(file, f"{k}_muted_minus_{k}", f"k={k} muted - k={k}, paired by game", baseline=context,
                           cannot=cannot)  # fmt: skip
-        if arm.endswith("_muted") and paired is not None:
+        if paired is not None:
             out.append(paired)
-        elif arm.endswith("_muted") and k in own:
+        elif k in own:
             text = f"{_arm_text(f'k={k} muted', own[arm])} vs {_arm_text(f'k={k}', own[k])}"
             key = f"untrained_cooperation.{arm}, untrained_cooperation.{k}"
             out.append(Measurement(None, key, f"k={k} muted vs k={k}", None, text, TWO_ARMS, baseline=context,
@@ -153,12 +153,12 @@ def prompting_baseline(files: ResultSources) -> list[Measurement]:
         return missing_files(files, YOAO_FILE)
     own = file.get("untrained_cooperation") or {}
     out = []
-    for arm in own:
+    for arm in (a for a in own if a.endswith("_prompted")):
         k = arm.removesuffix("_prompted")
         paired = _between(file, f"{k}_minus_{k}_prompted", f"k={k} seed - prompted, paired by game")
-        if arm.endswith("_prompted") and paired is not None:
+        if paired is not None:
             out.append(paired)
-        elif arm.endswith("_prompted") and k in own:
+        elif k in own:
             text = f"{_arm_text(f'k={k} seed', own[k])} vs {_arm_text(f'k={k} prompted', own[arm])}"
             key = f"untrained_cooperation.{k}, untrained_cooperation.{arm}"
             out.append(Measurement(None, key, f"k={k} seed vs prompted", None, text, TWO_ARMS, file=file))

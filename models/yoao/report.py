@@ -61,8 +61,8 @@ from models.yoao.sugarscape import SugarscapeResult
 
 BENCHMARK_KEYS = (
     "env_version", "yoao_incentives", "untrained_cooperation", "untrained_cooperation_paired",
-    "untrained_cooperation_between_arms", "persuadability_k0", "follows_seed", "abstention", "team", "cooperation_by_seed_count", "mute", "persistence", "prompting_baseline",
-    "warmstarts", "sugarscape", "wall_s",
+    "untrained_cooperation_between_arms", "persuadability_k0", "follows_seed", "abstention", "team",
+    "cooperation_by_seed_count", "mute", "persistence", "prompting_baseline", "warmstarts", "sugarscape", "wall_s",
 )  # fmt: skip
 BASELINE_ARM = "k=0"
 SUGARSCAPE_KEYS = (
@@ -492,8 +492,9 @@ def _entry_text(entry: Mapping[str, Any] | None, spec: str = ".2f") -> str:
 def benchmark_markdown(result: Mapping[str, Any]) -> str:
     """A result file (`YoaoResults.benchmark()`, benchmarks/results/yoao_<profile>.json) as markdown: the
     untrained players' cooperation per arm with its pairing against k = 0 and the seeds' pull beside the team's
-    outcomes and the vote-arithmetic null, the muted, prompted and teacher arms paired with their plain arm, persuadability at k = 0, the warm-starts' imitation, Sugarscape and
-    the wall time. docs/yoao.md shows it (benchmarks/readme_results.py renders it there; never typed)."""
+    outcomes and the vote-arithmetic null, the muted, prompted and teacher arms paired with their plain arm,
+    persuadability at k = 0, the warm-starts' imitation, Sugarscape and the wall time. docs/yoao.md shows it
+    (benchmarks/readme_results.py renders it there; never typed)."""
     untrained, paired = result["untrained_cooperation"], result.get("untrained_cooperation_paired", {})
     follows, abstention, team = result.get("follows_seed", {}), result.get("abstention", {}), result.get("team", {})
     lines = [
@@ -511,9 +512,11 @@ def benchmark_markdown(result: Mapping[str, Any]) -> str:
         )
     between = result.get("untrained_cooperation_between_arms") or {}
     if between:
-        lines += ["", "Against the same seed count's plain arm, paired by game: " + "; ".join(
+        pairs = [
             f"k={name.replace('_minus_', ' - k=').replace('_', ' ')} {_entry_text(entry, '+.2f')} ({entry['games']} games)"
-            for name, entry in between.items()) + "."]  # fmt: skip
+            for name, entry in between.items()
+        ]
+        lines += ["", f"Against the same seed count's plain arm, paired by game: {'; '.join(pairs)}."]
     if (result.get("yoao_incentives") or {}).get("argue_minus_vote_only"):
         lines += ["", audit_sentence(result["yoao_incentives"])]
     k0 = result.get("persuadability_k0")
