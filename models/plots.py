@@ -31,9 +31,10 @@ MAX_INLINE_BYTES = 400_000
 """Largest PNG inlined into Dagster metadata (larger ones are only written as files/artifacts)."""
 DPI = 110
 """Resolution of every PNG."""
-MAX_WIDTH_PX = 1200
-"""Widest PNG of a plot that Dagster shows in its metadata dialog (1,280 px wide): a wider one is cut off on
-the right, where `policy_comparison` draws the paired differences."""
+MAX_WIDTH_PX = 960
+"""Widest PNG of a plot that Dagster shows whole in its metadata dialog, which is 80% of the window wide (1,120 px
+in a 1,400-px window, 1,024 in a 1,280-px one) less its padding, and cuts a wider image off on the right, where
+`policy_comparison` draws the paired differences."""
 
 
 @dataclass(frozen=True)
@@ -181,16 +182,31 @@ def policy_comparison_figure(
     """Left: each policy's mean as a bar with its interval, on an axis fitted to the data (bars of 0.13 and 0.16
     on a 0-1 axis look the same); right: the paired differences (what a comparison claims) as points with their
     intervals and a line at 0, so an interval that includes 0 shows it (a difference whose interval excludes 0
-    is drawn in colour). A None entry is left out. At most `MAX_WIDTH_PX` wide, so both panels show."""
+    is drawn in colour). A None entry is left out. At most `MAX_WIDTH_PX` wide, so both panels show: where they
+    would not fit side by side, the differences go below the bars."""
     if not policies:
         raise ValueError("nothing to plot")
     shown = {k: tuple(math.nan if x is None else float(x) for x in v) for k, v in policies.items() if v is not None}
     claims = {k: tuple(math.nan if x is None else float(x) for x in v) for k, v in differences.items() if v is not None}
-    ratios = [max(3, len(shown)), max(2, len(claims))] if claims else [1]
-    width = min(4.2 + 0.9 * len(shown) + (3.5 if claims else 0), MAX_WIDTH_PX / DPI)
-    figure, grid = plt.subplots(
-        1, len(ratios), figsize=(width, 3.9), gridspec_kw={"width_ratios": ratios}, squeeze=False
-    )
+    widest = MAX_WIDTH_PX / DPI - 0.3  # tight_layout's labels may reach a little past the figure's edge
+    bars_width = max(3.6, 2.4 + 0.9 * len(shown))
+    if not claims:
+        figure, grid = plt.subplots(1, 1, figsize=(min(bars_width, widest), 3.9), squeeze=False)
+    elif bars_width + 3.5 <= widest:
+        ratios = [max(3, len(shown)), max(2, len(claims))]
+        figure, grid = plt.subplots(
+            1, 2, figsize=(bars_width + 3.5, 3.9), gridspec_kw={"width_ratios": ratios}, squeeze=False
+        )
+    else:
+        heights = [3.9, 1.2 + 0.45 * len(claims)]
+        figure, grid = plt.subplots(
+            2,
+            1,
+            figsize=(min(bars_width, widest), sum(heights)),
+            gridspec_kw={"height_ratios": heights},
+            squeeze=False,
+        )
+        grid = [[grid[0][0], grid[1][0]]]
     left = grid[0][0]
     names = list(shown)
     means = [shown[n][0] for n in names]

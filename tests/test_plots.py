@@ -111,24 +111,39 @@ def png_size(data: bytes) -> tuple[int, int]:
     return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
 
 
-def test_a_comparison_of_every_policy_fits_the_metadata_dialog() -> None:
-    """specialist_eval's plot holds seven policies and five paired differences; Dagster's metadata dialog is
-    1,280 px wide and cut the paired differences off a 1,529 px figure."""
+def test_a_comparison_of_every_policy_fits_the_metadata_dialog(monkeypatch: pytest.MonkeyPatch) -> None:
+    """specialist_eval's plot holds eight policies and five paired differences. Dagster's metadata dialog is 80%
+    of the window wide and cuts a wider image off on the right: a 1,529-px figure lost its paired differences in a
+    1,280-px dialog, and a 1,200-px one still did in a 1,400-px window (1,120-px dialog). Where the two panels
+    do not fit side by side, the differences go below the bars, whole."""
     from models import plots
 
-    policies = {name: (0.3, 0.2, 0.4) for name in ("base", "sft", "ppo", "teacher", "accept_first", "hold_target", "split_difference")}  # fmt: skip
+    policies = {name: (0.3, 0.2, 0.4) for name in ("base", "sft", "ppo", "teacher", "accept_first", "hold_target", "split_difference", "best_fixed_rule")}  # fmt: skip
     names = ("ppo_minus_sft", "sft_minus_base", "ppo_minus_base", "ppo_minus_best_baseline", "ppo_minus_teacher")
-    png = plots.policy_comparison(
+    args = (
         policies,
         dict.fromkeys(names, (0.05, -0.02, 0.1)),
         "craigslist-v0: held-out reward (95% CI)",
         "mean reward",
         "paired reward difference (same episodes)",
     )
-    width, height = png_size(png)
-    assert width <= plots.MAX_WIDTH_PX <= 1280 and height < 600
+    width, height = png_size(plots.policy_comparison(*args))
+    assert width <= plots.MAX_WIDTH_PX <= 0.8 * 1280 - 40 and height < 1000
     few = plots.policy_comparison({"a": (0.3, 0.2, 0.4)}, {"a_minus_b": (0.1, 0.0, 0.2)}, "t")
-    assert png_size(few)[0] < width  # a small comparison keeps its small figure
+    few_width, few_height = png_size(few)
+    assert few_width < width or few_height < height  # a small comparison keeps one row
+    figures = []
+    monkeypatch.setattr(plots, "_png", lambda figure: figures.append(figure) or b"png")
+    plots.policy_comparison(*args)
+    plots.policy_comparison({"a": (0.3, 0.2, 0.4)}, {"a_minus_b": (0.1, 0.0, 0.2)}, "t")
+    (stacked, side_by_side) = figures
+    bars, differences = stacked.axes
+    assert bars.get_position().y0 > differences.get_position().y1  # the differences below the bars
+    assert [t.get_text() for t in differences.get_yticklabels()] == list(names)[::-1]  # every one, first on top
+    one, other = side_by_side.axes
+    assert one.get_position().x1 < other.get_position().x0  # a small comparison: side by side
+    for figure in figures:
+        plots.plt.close(figure)
 
 
 def test_the_imitation_plot_compares_the_warm_start_with_its_teacher_and_the_baselines(
@@ -155,7 +170,8 @@ def test_the_imitation_plot_compares_the_warm_start_with_its_teacher_and_the_bas
         baselines={label: p for label, (p, _) in code.items() if label != "teacher"},
         report=imitation_report(student_result, teacher_result, student.records, teacher.records),
     )
-    assert is_png(stage1.imitation_plot(imitation)) and png_size(stage1.imitation_plot(imitation))[0] <= 1280
+    png = stage1.imitation_plot(imitation)
+    assert is_png(png) and png_size(png)[0] <= plots.MAX_WIDTH_PX
     figures = []
     monkeypatch.setattr(plots, "_png", lambda figure: figures.append(figure) or b"png")
     stage1.imitation_plot(imitation)
