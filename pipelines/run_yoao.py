@@ -11,6 +11,10 @@ proxy (~40 s on CPU). The wall time of every asset is read from Dagster's step
 statistics (summed over partitions) and written with the results to `--results` (default
 benchmarks/results/yoao_<profile>.json, exactly the keys of models/yoao/report.py); the full report goes to
 <data>/reports/yoao-<profile>.json. Exits non-zero when a run fails.
+
+`--rebuild-results` replays nothing: it materialises `yoao_results` again with this code's report (after a
+change to what the report measures) from the experiments the instance's last runs materialised, and writes the
+result file with those runs' asset times.
 """
 
 import argparse
@@ -69,17 +73,29 @@ def run_yoao(
     results_path: Path | None = None,
     log_file: Path | None = None,
     machine_speed: bool = False,
+    rebuild_results: bool = False,
 ):
     """Run `yoao_job` per planned frame (module docstring); returns (runs, YoaoResults or None, written result
     file, which leads with the provenance of models/provenance.py; `machine_speed`: measure the machine's PPO
     update speed for it after the runs). The job serves the profile's YOAO model on the code location's
-    `yoao_engine`."""
+    `yoao_engine`. `rebuild_results`: each frame's last successful run stands for it and only `yoao_results`
+    runs again (`earlier_run`)."""
     profile = get_profile(profile_name)
     paths = DataPaths(data) if data is not None else DataPaths.from_env()
     launcher = Launcher(profile.name, paths, "run_yoao", log_file=log_file)
     runs: list[YoaoRun] = []
     results = None
     for frame, assets in plan(profile.yoao.heldout_frames):
+        if rebuild_results:
+            earlier = earlier_run(launcher, frame, [a for a in assets if a != "yoao_results"])
+            missing = "no finished run of these assets to rebuild from"
+            runs.append(earlier or YoaoRun(frame=frame, assets=assets, success=False, run_id="", seconds=0.0,
+                                           step_seconds={}, error=missing))  # fmt: skip
+            if earlier is None:
+                break
+            if "yoao_results" not in assets:
+                continue
+            assets = ("yoao_results",)
         run = launcher.run("yoao_job", frame, assets=assets)
         if not run.run_id:  # a definition error: report it and stop
             runs.append(
@@ -125,6 +141,23 @@ def run_yoao(
     return runs, results, written
 
 
+def earlier_run(launcher: Launcher, frame: str, assets: list[str]) -> YoaoRun | None:
+    """The newest successful `yoao_job` run of `frame` that materialised every one of `assets`, with its step
+    times less `yoao_results`' (which the rebuild runs again); None when there is none."""
+    from dagster import AssetKey, DagsterRunStatus, RunsFilter
+
+    wanted = {AssetKey(a) for a in assets}
+    finished = launcher.instance.get_runs(
+        filters=RunsFilter(job_name="yoao_job", statuses=[DagsterRunStatus.SUCCESS], tags={"dagster/partition": frame})
+    )
+    for run in finished:  # newest first
+        if run.asset_selection is None or wanted <= set(run.asset_selection):
+            steps = {k: v for k, v in launcher.step_seconds(run.run_id).items() if not k.startswith("yoao_results")}
+            return YoaoRun(frame=frame, assets=tuple(assets), success=True, run_id=run.run_id,
+                           seconds=sum(steps.values()), step_seconds=steps)  # fmt: skip
+    return None
+
+
 def asset_wall_times(runs: list[YoaoRun]) -> dict[str, float]:
     """Asset -> seconds of its steps over every run (a partitioned asset's partitions summed)."""
     out: dict[str, float] = {}
@@ -144,6 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--machine-speed", action="store_true", help="measure the machine's PPO update speed after the run (seconds)"
     )
+    parser.add_argument(
+        "--rebuild-results",
+        action="store_true",
+        help="replay nothing: materialise yoao_results again from the last runs' experiments and write the file",
+    )
     args = parser.parse_args(argv)
     profile = get_profile(args.profile)
     paths = DataPaths(args.data_dir) if args.data_dir else DataPaths.from_env()
@@ -153,7 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     frames = ", ".join(profile.yoao.heldout_frames)
     print(f"[yoao] profile {profile.name}, held-out frames {frames}, data {root}; full log {log_file}", flush=True)
     start = time.perf_counter()
-    runs, results, written = run_yoao(profile.name, root, args.results, log_file, args.machine_speed)
+    runs, results, written = run_yoao(
+        profile.name, root, args.results, log_file, args.machine_speed, rebuild_results=args.rebuild_results
+    )
     print(f"\n[yoao] finished in {(time.perf_counter() - start) / 60:.1f} min")
     if results is not None:
         print("\n" + results.markdown())

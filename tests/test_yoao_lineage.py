@@ -97,3 +97,17 @@ def test_smoke_yoao_group_materialises_end_to_end(tmp_path: Path, tiny_model_dir
     assert tracker.aliases("yoao-format-warmup") == {"candidate": 1}
     assert (tracker.lookup("yoao-seed", alias="champion").path / "adapter_config.json").is_file()
     assert results is not None and results.seed_version == 1
+
+    # The result file rebuilt after a report change replays nothing: only yoao_results runs again, from the
+    # experiments the run above materialised, and the file keeps their numbers and asset times.
+    games_before = int(store.query("SELECT count(*) AS n FROM yoao_games").n[0])
+    again, _, rebuilt = run_yoao("smoke", data, tmp_path / "yoao_rebuilt.json", rebuild_results=True)
+    assert [r.success for r in again] == [True, True] and again[0].run_id == runs[0].run_id
+    assert int(store.query("SELECT count(*) AS n FROM yoao_games").n[0]) == games_before
+    second = json.loads(rebuilt.read_text())
+    for key in ("untrained_cooperation", "untrained_cooperation_paired", "seed_statements", "warmstarts"):
+        assert second[key] == benchmark[key], key
+    assert {k: v for k, v in second["wall_s"].items() if k != "yoao_results"} == {
+        k: v for k, v in benchmark["wall_s"].items() if k != "yoao_results"
+    }
+    assert set(second["wall_s"]) == set(benchmark["wall_s"])

@@ -182,6 +182,25 @@ def test_after_removal_the_swapped_seats_count_as_untrained() -> None:
     assert removed.untrained_cooperation() == pytest.approx(2 / 5)  # A1 in 3 rounds, A0 in rounds 2-3
 
 
+def test_what_the_seeds_said_is_counted_in_the_rounds_they_held_the_seeds_place() -> None:
+    """A seed that votes BLACK while stating RED (the echo of the cpu run of fa7b2df) shows as such; a removed
+    seed's rounds after the removal belong to the untrained member who took its seat; an arm without a seed
+    has nothing to count."""
+    from models.yoao.statements import seed_statements
+
+    echo = record("k=1", ("seed", "untrained"), [[B, R], [B, R], [None, R]], [[R, R], [R, R], [None, B]])
+    said = seed_statements([echo, echo])
+    assert (said.statements, said.stated_black, said.stated_red, said.stated_none) == (6, 0, 4, 2)
+    assert (said.votes, said.black_votes) == (4, 4)  # the abstention is not a counted vote
+    removed = record("k=1 removed", ("swap", "untrained"), [[B, R], [R, R], [R, R]], [[B, R], [R, R], [R, R]],
+                     removal=1)  # fmt: skip
+    after = seed_statements([removed])
+    assert (after.statements, after.stated_black, after.votes, after.black_votes) == (1, 1, 1, 1)
+    assert seed_statements([record("k=0", ("untrained",) * 2, [[R, R]], [[R, R]])]) is None
+    with pytest.raises(ValueError, match="must equal statements"):
+        type(said)(statements=2, stated_black=1, stated_red=0, stated_none=0, votes=0, black_votes=0)
+
+
 def test_paired_differences_raise_on_unmatched_games() -> None:
     a = [record("k=1", ("seed", "untrained"), [[B, B]], [[B, B]], key=k) for k in ("g:0", "g:1")]
     b = [record("k=0", ("untrained", "untrained"), [[R, R]], [[R, R]], key="g:0")]
@@ -258,6 +277,12 @@ def test_a_muted_seed_does_not_move_teammates_who_listen_to_arguments() -> None:
     assert benchmark["abstention"] == dict.fromkeys(arms, 0.0)
     assert benchmark["persuadability_k0"]["games"] == 3 and benchmark["persuadability_k0"]["votes"] > 0
     assert benchmark["follows_seed"]["1"]["mean"] == 1.0 and benchmark["follows_seed"]["1_muted"]["mean"] == 0.0
+    # The principled seed states BLACK in each round it speaks; muted, "I vote OPEN." states it too.
+    said = benchmark["seed_statements"]
+    assert set(said) == arms - {"0"}
+    assert said["1"]["stated_black"] == said["1"]["statements"] == 3 * 4 and said["1"]["black_votes"] == 12
+    assert said["1_muted"]["stated_black"] == said["1_muted"]["statements"] == 12
+    assert said["3_removed"]["statements"] == 3 * 3 * 2  # three seeds, rounds 1-2 only
     # Vote arithmetic: one BLACK seed among four RED votes gives RED; the arguments made the team cooperate.
     assert benchmark["team"]["1"]["vote_arithmetic_null"]["mean"] == 0.0
     assert benchmark["team"]["1"]["observed_minus_null"]["mean"] == 1.0

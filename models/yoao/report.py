@@ -17,6 +17,7 @@ pipelines/run_yoao.py) has exactly these keys:
 | `untrained_cooperation_between_arms` | the primary outcome of an arm against the plain arm of the same seed count, paired over the games both played (whole games): "<k>_muted_minus_<k>" (the mute test), "<k>_minus_<k>_prompted" and "<k>_minus_<k>_teacher" (the prompting baseline), each {mean, ci_low, ci_high, games} (`between_arm_differences`) |
 | `persuadability_k0` | {mean, ci_low, ci_high, games, votes}: at k = 0, the share of untrained votes equal to the strict majority the other teammates stated that round |
 | `follows_seed` | arm -> {mean, ci_low, ci_high, games, votes}: untrained votes equal to the seeds' stated choice (at k = 0: seat A0's, the placebo) |
+| `seed_statements` | arm with seats in the seed's place -> {statements, stated_black, stated_red, stated_none, votes, black_votes}: the choice each of their statements states (as the game read it) beside their counted votes, in the rounds they held the seed's place (models/yoao/statements.py) |
 | `abstention` | arm -> the untrained players' abstention rate (votes that ended as abstentions per vote turn) |
 | `team` | arm -> the outcomes beside the primary one: team cooperation, decided cooperation, welfare, abstention of the seed seats, tie rate, and the **vote-arithmetic null**: the team cooperation the arm's seed votes give when added to k = 0's untrained votes of the same game (`null`), with the paired difference observed minus null (`observed_minus_null`) |
 | `cooperation_by_seed_count`, `mute`, `persistence`, `prompting_baseline` | per experiment, arm ("k=1 muted", ...) -> {mean, ci_low, ci_high, games}: team cooperation (persistence: in the rounds after the removal) |
@@ -57,11 +58,12 @@ from models.yoao.games import (
 )
 from models.yoao.imitation import METRICS as IMITATION_METRICS
 from models.yoao.incentives import audit_sentence
+from models.yoao.statements import SeedStatements, seed_statements
 from models.yoao.sugarscape import SugarscapeResult
 
 BENCHMARK_KEYS = (
     "env_version", "yoao_incentives", "untrained_cooperation", "untrained_cooperation_paired",
-    "untrained_cooperation_between_arms", "persuadability_k0", "follows_seed", "abstention", "team",
+    "untrained_cooperation_between_arms", "persuadability_k0", "follows_seed", "seed_statements", "abstention", "team",
     "cooperation_by_seed_count", "mute", "persistence", "prompting_baseline", "warmstarts", "sugarscape", "wall_s",
 )  # fmt: skip
 BASELINE_ARM = "k=0"
@@ -240,6 +242,8 @@ class YoaoResults:
     """The warm-starts' imitation measures (`WarmstartImitation.as_dict`)."""
     incentives: dict[str, Any] = field(default_factory=dict)
     """The incentive audit before training (`YoaoIncentiveAudit.as_json`; empty when not run)."""
+    statements: dict[str, SeedStatements] = field(default_factory=dict)
+    """Arm -> what the seats in the seed's place stated and voted (`seed_statements`)."""
 
     def outcome(self, arm: str) -> ArmOutcomes:
         for o in self.outcomes:
@@ -277,6 +281,7 @@ class YoaoResults:
                 }
                 for o in self.outcomes
             },
+            "seed_statements": {arm_key(arm): counts.as_json() for arm, counts in self.statements.items()},
             "abstention": {arm_key(o.arm): _num(o.summary.untrained_abstention_rate) for o in self.outcomes},
             "team": {arm_key(o.arm): o.team() for o in self.outcomes},
             "cooperation_by_seed_count": {
@@ -432,6 +437,11 @@ def build_results(
         extra={"comparisons": comparisons, "calls": calls, "frames_not_run": missing, **(extra or {})},
         outcomes=tuple(arm_outcomes(played)),
         between_arms=between_arm_differences(played),
+        statements={
+            name: counts
+            for name, (_, records) in sorted(all_arm_records(played).items(), key=lambda kv: _order(kv[0]))
+            if (counts := seed_statements(records)) is not None
+        },
         sugarscape_skipped=sugarscape.skipped if sugarscape else "",
         warmstarts=dict(warmstarts or {}),
         incentives=dict(incentives or {}),
@@ -517,6 +527,12 @@ def benchmark_markdown(result: Mapping[str, Any]) -> str:
             for name, entry in between.items()
         ]
         lines += ["", f"Against the same seed count's plain arm, paired by game: {'; '.join(pairs)}."]
+    said = result.get("seed_statements") or {}
+    if said:
+        parts = [f"{arm} stated the cooperative choice in {c['stated_black']}, the selfish one in {c['stated_red']} "
+                 f"and neither in {c['stated_none']} of {c['statements']} statements, and voted cooperatively "
+                 f"{c['black_votes']} of {c['votes']} times" for arm, c in said.items()]  # fmt: skip
+        lines += ["", f"The seats in the seed's place, arm by arm: {'; '.join(parts)}."]
     if (result.get("yoao_incentives") or {}).get("argue_minus_vote_only"):
         lines += ["", audit_sentence(result["yoao_incentives"])]
     k0 = result.get("persuadability_k0")
