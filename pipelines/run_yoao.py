@@ -12,6 +12,8 @@ statistics (summed over partitions) and written with the results to `--results` 
 benchmarks/results/yoao_<profile>.json, exactly the keys of models/yoao/report.py); the full report goes to
 <data>/reports/yoao-<profile>.json. Exits non-zero when a run fails.
 
+A frame whose last run did not finish (a killed command, an engine the OOM killer took) goes on after the assets
+that run materialised, so the warm-starts are not trained again; `--force` plays everything again.
 `--rebuild-results` replays nothing: it materialises `yoao_results` again with this code's report (after a
 change to what the report measures) from the experiments the instance's last runs materialised, and writes the
 result file with those runs' asset times.
@@ -74,12 +76,14 @@ def run_yoao(
     log_file: Path | None = None,
     machine_speed: bool = False,
     rebuild_results: bool = False,
+    force: bool = False,
 ):
     """Run `yoao_job` per planned frame (module docstring); returns (runs, YoaoResults or None, written result
     file, which leads with the provenance of models/provenance.py; `machine_speed`: measure the machine's PPO
     update speed for it after the runs). The job serves the profile's YOAO model on the code location's
-    `yoao_engine`. `rebuild_results`: each frame's last successful run stands for it and only `yoao_results`
-    runs again (`earlier_run`)."""
+    `yoao_engine`. A frame whose last run did not finish goes on after what that run materialised
+    (`launch_frame`), unless `force`. `rebuild_results`: the runs that last materialised each asset stand for it and
+    only `yoao_results` runs again (`earlier_runs`)."""
     profile = get_profile(profile_name)
     paths = DataPaths(data) if data is not None else DataPaths.from_env()
     launcher = Launcher(profile.name, paths, "run_yoao", log_file=log_file)
@@ -87,44 +91,18 @@ def run_yoao(
     results = None
     for frame, assets in plan(profile.yoao.heldout_frames):
         if rebuild_results:
-            earlier = earlier_run(launcher, frame, [a for a in assets if a != "yoao_results"])
-            missing = "no finished run of these assets to rebuild from"
-            runs.append(earlier or YoaoRun(frame=frame, assets=assets, success=False, run_id="", seconds=0.0,
-                                           step_seconds={}, error=missing))  # fmt: skip
+            earlier = earlier_runs(launcher, frame, [a for a in assets if a != "yoao_results"])
+            missing = "an asset to rebuild from was never materialised"
+            runs.extend(earlier or [YoaoRun(frame=frame, assets=assets, success=False, run_id="", seconds=0.0,
+                                            step_seconds={}, error=missing)])  # fmt: skip
             if earlier is None:
                 break
             if "yoao_results" not in assets:
                 continue
             assets = ("yoao_results",)
-        run = launcher.run("yoao_job", frame, assets=assets)
-        if not run.run_id:  # a definition error: report it and stop
-            runs.append(
-                YoaoRun(
-                    frame=frame,
-                    assets=assets,
-                    success=False,
-                    run_id="",
-                    seconds=run.seconds,
-                    step_seconds={},
-                    error=run.error,
-                )
-            )
-            break
-        failures = run.error[:1000]
-        runs.append(
-            YoaoRun(
-                frame=frame,
-                assets=assets,
-                success=run.success,
-                run_id=run.run_id,
-                seconds=run.seconds,
-                step_seconds=launcher.step_seconds(run.run_id),
-                error=failures,
-            )
-        )
-        print(f"[yoao] run {run.run_id[:8]} ({frame}): {'ok' if run.success else 'FAILED: ' + failures} "
-              f"({run.seconds:.0f} s)", flush=True)  # fmt: skip
-        if not run.success:
+        launched = launch_frame(launcher, frame, assets, resume=not (force or rebuild_results))
+        runs.extend(launched)
+        if not launched[-1].success:
             break
         if "yoao_results" in assets:
             results = launcher.load("yoao_results")
@@ -141,21 +119,46 @@ def run_yoao(
     return runs, results, written
 
 
-def earlier_run(launcher: Launcher, frame: str, assets: list[str]) -> YoaoRun | None:
-    """The newest successful `yoao_job` run of `frame` that materialised every one of `assets`, with its step
-    times less `yoao_results`' (which the rebuild runs again); None when there is none."""
-    from dagster import AssetKey, DagsterRunStatus, RunsFilter
-
-    wanted = {AssetKey(a) for a in assets}
-    finished = launcher.instance.get_runs(
-        filters=RunsFilter(job_name="yoao_job", statuses=[DagsterRunStatus.SUCCESS], tags={"dagster/partition": frame})
+def launch_frame(launcher: Launcher, frame: str, assets: tuple[str, ...], resume: bool) -> list[YoaoRun]:
+    """One frame's run of `assets`. With `resume`, what the frame's newest unfinished run (killed, failed: the
+    OOM killer took its engine) materialised is not redone, and that run stands for those assets, so their
+    times still count; the last entry is this run."""
+    earlier = launcher.unfinished("yoao_job", frame) if resume else None
+    run = (
+        launcher.resume("yoao_job", frame, assets=assets) if resume else launcher.run("yoao_job", frame, assets=assets)
     )
-    for run in finished:  # newest first
-        if run.asset_selection is None or wanted <= set(run.asset_selection):
-            steps = {k: v for k, v in launcher.step_seconds(run.run_id).items() if not k.startswith("yoao_results")}
-            return YoaoRun(frame=frame, assets=tuple(assets), success=True, run_id=run.run_id,
-                           seconds=sum(steps.values()), step_seconds=steps)  # fmt: skip
-    return None
+    out = []
+    if earlier is not None and earlier.materialised and run.run_id:
+        kept = {
+            k: v for k, v in launcher.step_seconds(earlier.run_id).items() if k.split(".")[0] in earlier.materialised
+        }
+        out.append(YoaoRun(frame=frame, assets=earlier.materialised, success=True, run_id=earlier.run_id,
+                           seconds=sum(kept.values()), step_seconds=kept))  # fmt: skip
+    failures = run.error[:1000]
+    steps = launcher.step_seconds(run.run_id) if run.run_id else {}  # no run id: a definition error
+    ok = bool(run.run_id) and run.success
+    out.append(YoaoRun(frame=frame, assets=assets, success=ok, run_id=run.run_id, seconds=run.seconds,
+                       step_seconds=steps, error=failures))  # fmt: skip
+    print(f"[yoao] run {run.run_id[:8]} ({frame}): {'ok' if ok else 'FAILED: ' + failures} ({run.seconds:.0f} s)",
+          flush=True)  # fmt: skip
+    return out
+
+
+def earlier_runs(launcher: Launcher, frame: str, assets: list[str]) -> list[YoaoRun] | None:
+    """The runs that last materialised `assets` (the experiments: `frame`'s partition), each with those assets'
+    step times (a resumed job's assets come from two runs); None when one of them was never materialised."""
+    by_run: dict[str, list[str]] = {}
+    for asset in assets:
+        record = launcher.latest(asset, frame if asset in EXPERIMENTS else None)
+        if record is None:
+            return None
+        by_run.setdefault(record.run_id, []).append(asset)
+    out = []
+    for run_id, names in by_run.items():
+        steps = {k: v for k, v in launcher.step_seconds(run_id).items() if k.split(".")[0] in names}
+        out.append(YoaoRun(frame=frame, assets=tuple(names), success=True, run_id=run_id,
+                           seconds=sum(steps.values()), step_seconds=steps))  # fmt: skip
+    return out
 
 
 def asset_wall_times(runs: list[YoaoRun]) -> dict[str, float]:
@@ -178,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
         "--machine-speed", action="store_true", help="measure the machine's PPO update speed after the run (seconds)"
     )
     parser.add_argument(
+        "--force", action="store_true", help="play everything again, even what an unfinished run materialised"
+    )
+    parser.add_argument(
         "--rebuild-results",
         action="store_true",
         help="replay nothing: materialise yoao_results again from the last runs' experiments and write the file",
@@ -192,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[yoao] profile {profile.name}, held-out frames {frames}, data {root}; full log {log_file}", flush=True)
     start = time.perf_counter()
     runs, results, written = run_yoao(
-        profile.name, root, args.results, log_file, args.machine_speed, rebuild_results=args.rebuild_results
+        profile.name, root, args.results, log_file, args.machine_speed, args.rebuild_results, args.force
     )
     print(f"\n[yoao] finished in {(time.perf_counter() - start) / 60:.1f} min")
     if results is not None:
