@@ -529,10 +529,11 @@ def benchmark_markdown(result: Mapping[str, Any]) -> str:
         lines += ["", f"Against the same seed count's plain arm, paired by game: {'; '.join(pairs)}."]
     said = result.get("seed_statements") or {}
     if said:
-        parts = [f"{arm} stated the cooperative choice in {c['stated_black']}, the selfish one in {c['stated_red']} "
-                 f"and neither in {c['stated_none']} of {c['statements']} statements, and voted cooperatively "
-                 f"{c['black_votes']} of {c['votes']} times" for arm, c in said.items()]  # fmt: skip
-        lines += ["", f"The seats in the seed's place, arm by arm: {'; '.join(parts)}."]
+        lines += ["", "What the seats in the seed's place said (the choice each statement states, as the game read it) "
+                  "and voted:", "", "| arm | statements | cooperative | selfish | neither | cooperative votes |",
+                  "| --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+        lines += [f"| {arm} | {c['statements']} | {c['stated_black']} | {c['stated_red']} | {c['stated_none']} | "
+                  f"{c['black_votes']} of {c['votes']} |" for arm, c in said.items()]  # fmt: skip
     if (result.get("yoao_incentives") or {}).get("argue_minus_vote_only"):
         lines += ["", audit_sentence(result["yoao_incentives"])]
     k0 = result.get("persuadability_k0")
