@@ -122,7 +122,9 @@ def test_the_committed_result_files_give_every_claim_a_row_with_its_provenance()
     yoao = json.loads((RESULTS / "yoao_cpu.json").read_text())
     more = one(report, "more_seeds")
     assert more.source == "yoao_cpu.json: untrained_cooperation_paired.3"
-    assert more.estimate.clusters == yoao["untrained_cooperation_paired"]["3"]["games"] == 16
+    # games with counted untrained votes in both arms (at most the 16 played: an arm whose untrained seats
+    # all abstained in a game has no rate there)
+    assert more.estimate.clusters == yoao["untrained_cooperation_paired"]["3"]["games"] <= 16
     assert more.env_version == yoao["env_version"]
     assert (more.verdict.kind == STALE) == (yoao["env_version"] != CURRENT)
     # every file read, with its provenance ("not recorded" where the file lacks a key)
