@@ -206,8 +206,8 @@ def policy_comparison_figure(
             gridspec_kw={"height_ratios": heights},
             squeeze=False,
         )
-        grid = [[grid[0][0], grid[1][0]]]
-    left = grid[0][0]
+    axes = list(grid.flat)  # the bars first, then the differences (beside them or below)
+    left = axes[0]
     names = list(shown)
     means = [shown[n][0] for n in names]
     below = [0.0 if math.isnan(lo) else max(0.0, m - lo) for m, lo, _ in (shown[n] for n in names)]
@@ -223,7 +223,7 @@ def policy_comparison_figure(
     left.set_title(title, fontsize=10)
     left.grid(axis="y", alpha=0.3)
     if claims:
-        right = grid[0][1]
+        right = axes[1]
         rows = list(claims)[::-1]  # the first claim on top
         for y, name in enumerate(rows):
             mean, low, high = claims[name]
