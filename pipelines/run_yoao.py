@@ -23,6 +23,7 @@ import argparse
 import json
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,11 +130,7 @@ def launch_frame(launcher: Launcher, frame: str, assets: tuple[str, ...], resume
     )
     out = []
     if earlier is not None and earlier.materialised and run.run_id:
-        kept = {
-            k: v for k, v in launcher.step_seconds(earlier.run_id).items() if k.split(".")[0] in earlier.materialised
-        }
-        out.append(YoaoRun(frame=frame, assets=earlier.materialised, success=True, run_id=earlier.run_id,
-                           seconds=sum(kept.values()), step_seconds=kept))  # fmt: skip
+        out.append(finished_part(launcher, frame, earlier.run_id, earlier.materialised))
     failures = run.error[:1000]
     steps = launcher.step_seconds(run.run_id) if run.run_id else {}  # no run id: a definition error
     ok = bool(run.run_id) and run.success
@@ -153,12 +150,14 @@ def earlier_runs(launcher: Launcher, frame: str, assets: list[str]) -> list[Yoao
         if record is None:
             return None
         by_run.setdefault(record.run_id, []).append(asset)
-    out = []
-    for run_id, names in by_run.items():
-        steps = {k: v for k, v in launcher.step_seconds(run_id).items() if k.split(".")[0] in names}
-        out.append(YoaoRun(frame=frame, assets=tuple(names), success=True, run_id=run_id,
-                           seconds=sum(steps.values()), step_seconds=steps))  # fmt: skip
-    return out
+    return [finished_part(launcher, frame, run_id, names) for run_id, names in by_run.items()]
+
+
+def finished_part(launcher: Launcher, frame: str, run_id: str, assets: Sequence[str]) -> YoaoRun:
+    """The part of an earlier run that materialised `assets`, with those assets' step times only."""
+    steps = {k: v for k, v in launcher.step_seconds(run_id).items() if k.split(".")[0] in assets}
+    return YoaoRun(frame=frame, assets=tuple(assets), success=True, run_id=run_id, seconds=sum(steps.values()),
+                   step_seconds=steps)  # fmt: skip
 
 
 def asset_wall_times(runs: list[YoaoRun]) -> dict[str, float]:
