@@ -1,6 +1,6 @@
 """The Theory-of-Mind study as Dagster assets, per domain: tom_traces -> tom_student -> tom_analysis.
 
-Thin: each asset calls models/socialrl/tom.py (the four arms, the skill scorers and the statistics are
+Thin: each asset calls models/socialrl/tom.py (the five arms, the skill scorers and the statistics are
 documented there) and stores tables, MLflow runs and metadata. `tom_job` materialises the three for the
 profile's ToM domains; `python -m pipelines.run_tom` runs it and writes the results file.
 """
@@ -108,9 +108,9 @@ def tom_analysis(
     engine: EngineResource,
     mlflow: MlflowResource,
 ) -> Output[tom.ToMDomainResult]:
-    """The four arms (base plain, base + ToM prompt, SFT on ACT, SFT on INFER -> ACT -> ANTICIPATE) on the same
-    held-out episodes: mean rewards, paired differences, INFER / ANTICIPATE scores against the environment's
-    ground truth, and each skill's correlation with reward (scenario-clustered bootstrap CIs)."""
+    """The five arms (base plain, base + ToM prompt, SFT on ACT plain and with the ToM prompt, SFT on INFER -> ACT ->
+    ANTICIPATE) on the same held-out episodes: mean rewards, paired differences, INFER / ANTICIPATE scores against
+    the environment's ground truth, and each skill's correlation with reward (scenario-clustered bootstrap CIs)."""
     env_id = context.partition_key
     profile = settings.get_profile()
     run_id = execution_id(context)

@@ -120,7 +120,7 @@ class Stage2Settings:
 
 @dataclass(frozen=True)
 class ToMSettings:
-    """The Theory-of-Mind study (models/socialrl/tom.py): four arms per domain on the same held-out episodes."""
+    """The Theory-of-Mind study (models/socialrl/tom.py): five arms per domain on the same held-out episodes."""
 
     domains: tuple[str, ...] = SOCIALRL_ENV_IDS
     """Domains the study runs on (`tom_job` materialises these partitions)."""
@@ -140,7 +140,7 @@ class ToMSettings:
     the trainer evaluates them in full twice)."""
     max_new_tokens: int = 160
     """Most tokens per reply in every arm (the scaffold needs room for INFER and ANTICIPATE; the same
-    budget for all four arms keeps them comparable)."""
+    budget for every arm keeps them comparable)."""
 
     def __post_init__(self) -> None:
         unknown = set(self.domains) - set(SOCIALRL_ENV_IDS)
@@ -485,7 +485,7 @@ CPU = Profile(
             bf16=True,
         ),
     ),
-    # One domain: two students and four arms x 12 held-out scenarios x 3 counterparts = 144 evaluation
+    # One domain: two students and five arms x 12 held-out scenarios x 3 counterparts = 180 evaluation
     # episodes. Measured 45.7 min on 2 cores with 8 scenarios and 24 SFT steps per student (docs/tom.md);
     # 12 scenarios give each scaffolded arm 36 episodes, so a skill-outcome correlation can rest on >= 30
     # scored episodes (not timed since; docs/tom.md).

@@ -6,7 +6,8 @@ the profile, on the Dagster instance `make ui` opens, then the results file.
 
 Each domain is two runs of `tom_job` (`STAGES`; the second starts its own vLLM server and proxy for
 tom_analysis), launched through pipelines/launcher.py; the printed tables are `ToMDomainResult.markdown()`. The results file has, per
-domain, the four arms {mean, ci_low, ci_high, n} and `skill_outcome_correlation` {infer, anticipate} each
+domain, the five arms {mean, ci_low, ci_high, n}, its `clusters` (held-out scenarios behind every interval; the
+fewest over the domains also at the top) and `skill_outcome_correlation` {infer, anticipate} each
 {r, ci_low, ci_high, n}; everything else (paired differences, skill scores, rates, wall time) goes to
 `<output stem>_details.json` beside it. On the cpu profile: Craigslist, 45.7 min measured with 8 held-out
 scenarios and 24 SFT steps per student; 50-57 min estimated with today's 12 and two passes (docs/tom.md).

@@ -35,7 +35,7 @@ def test_the_tom_behaviour_and_leaderboard_assets_materialise_with_real_resource
     result = results["craigslist-v0"]
     assert not isinstance(result, str), result
     episodes = 2 * 3  # smoke: 2 held-out scenarios x 3 counterparts
-    arms = ("base", "base_tom_prompt", "sft_act", "sft_tom")
+    arms = ("base", "base_tom_prompt", "sft_act", "sft_act_tom_prompt", "sft_tom")
     assert {arm: e.n for arm, e in result.arms.items()} == dict.fromkeys(arms, episodes)
     assert "r(infer, reward)" in result.markdown()  # what tom_analysis shows and run_tom prints
     store = TableStore(data / "tables")

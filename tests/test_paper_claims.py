@@ -103,7 +103,9 @@ def socialrl_snapshot(sign: float = 1.0) -> Snapshot:
         "marketplace-v0", 12, "extractor", {}, {}, {"specialist - base": flipped(e(-0.2, -0.3, -0.1), sign)}
     )
     analysis = fill(
-        tom.ToMDomainResult, env_id=env, differences={"base_tom_prompt - base": flipped(e(-0.1, -0.2, -0.02), sign)},
+        tom.ToMDomainResult, env_id=env,
+        differences={"base_tom_prompt - base": flipped(e(-0.1, -0.2, -0.02), sign),
+                     "sft_act_tom_prompt - sft_act": flipped(e(0.05, 0.01, 0.1), sign)},
         correlation={"infer": flipped(e(0.3, 0.1, 0.5), sign), "anticipate": e(0.05, -0.1, 0.2)},
     )  # fmt: skip
     return Snapshot(
@@ -146,7 +148,9 @@ def test_the_socialrl_measurers_read_every_stage_they_name() -> None:
     rejection = rows[("rejection_counter_offer", "craigslist-v0")]
     assert rejection.verdict.kind == NOT_SHOWN and "rejection_rate: specialist 0.30 vs base 0.10" in rejection.value
     assert rows[("leakage", "red team, marketplace-v0, specialist - base")].verdict.kind == REPRODUCED
-    assert rows[("tom_prompt", "craigslist-v0")].verdict.kind == REPRODUCED
+    # The ToM prompt on the base and on the warm-start: one row each, read from its own paired difference.
+    assert rows[("tom_prompt", "craigslist-v0, on the base")].verdict.kind == REPRODUCED
+    assert rows[("tom_prompt", "craigslist-v0, on the warm-start")].verdict.kind == OPPOSITE
     assert rows[("skill_outcome_correlation", "craigslist-v0, anticipate")].verdict.kind == NOT_SHOWN
     assert rows[("tom_distillation", "craigslist-v0")].verdict.kind == NOT_MEASURED  # its key is absent
     # The values are the stored episodes' own paired differences, recomputed here from the per-episode rewards.
@@ -175,7 +179,8 @@ def test_the_socialrl_verdicts_follow_the_data_not_the_stand_in() -> None:
         ("unified_vs_specialists", "cascade, mean over craigslist-v0"): (REPRODUCED, OPPOSITE),
         ("unified_vs_specialists", "MOPD student, mean over craigslist-v0"): (OPPOSITE, REPRODUCED),
         ("leakage", "red team, marketplace-v0, specialist - base"): (REPRODUCED, OPPOSITE),
-        ("tom_prompt", "craigslist-v0"): (REPRODUCED, OPPOSITE),
+        ("tom_prompt", "craigslist-v0, on the base"): (REPRODUCED, OPPOSITE),
+        ("tom_prompt", "craigslist-v0, on the warm-start"): (OPPOSITE, REPRODUCED),
         ("skill_outcome_correlation", "craigslist-v0, infer"): (REPRODUCED, OPPOSITE),
     }
     assert {key: (verdicts[1.0][key], verdicts[-1.0][key]) for key in flips} == flips

@@ -1,6 +1,6 @@
 """The ToM study: INFER / ANTICIPATE scorers on hand-made turns per domain, the turn probe against real
 episodes, the skill-outcome correlation on synthetic data, the students' trace formats, the analysis and
-its results-file keys, and the four arms on the real engine in all six domains."""
+its results-file keys, and the five arms on the real engine in all six domains."""
 
 from __future__ import annotations
 
@@ -275,22 +275,27 @@ def test_the_tom_settings_resolve_both_students_to_equal_passes_not_steps() -> N
 
 
 # ------------------------------------------------------------------------------------------- analysis
-def _four_arms(env_id: str, sft_tom: tuple[str, Any] = ("teacher", make_teacher)) -> dict[str, Any]:
-    """The study's four arms played by code agents (the scaffolded student's agent given by `sft_tom`)."""
+def _arms(env_id: str, sft_tom: tuple[str, Any] = ("teacher", make_teacher)) -> dict[str, Any]:
+    """The study's five arms played by code agents (the scaffolded student's agent given by `sft_tom`)."""
     return {
         "base": tom.play_arm(env_id, SMOKE, "base", "conceder", False, lambda s: make_code_agent("conceder", s)),
         "base_tom_prompt": tom.play_arm(env_id, SMOKE, "base_tom_prompt", "teacher", True, make_teacher),
         "sft_act": tom.play_arm(env_id, SMOKE, "sft_act", "boulware", False, lambda s: make_code_agent("boulware", s)),
+        "sft_act_tom_prompt": tom.play_arm(env_id, SMOKE, "sft_act_tom_prompt", "teacher", True, make_teacher),
         "sft_tom": tom.play_arm(env_id, SMOKE, "sft_tom", sft_tom[0], True, sft_tom[1]),
     }
 
 
 def test_the_analysis_pairs_the_arms_and_writes_exactly_the_result_file_keys() -> None:
     env_id = "craigslist-v0"
-    runs = _four_arms(env_id)
+    runs = _arms(env_id)
     result = tom.analyse(env_id, runs)
-    entry = tom.result_file([result])[env_id]
-    assert set(entry) == {"base", "base_tom_prompt", "sft_act", "sft_tom", "skill_outcome_correlation"}
+    written = tom.result_file([result])
+    entry = written[env_id]
+    assert set(entry) == {*tom.ARMS, "clusters", "skill_outcome_correlation"}
+    assert set(tom.ARMS) == {"base", "base_tom_prompt", "sft_act", "sft_act_tom_prompt", "sft_tom"}
+    # Every arm plays the plan's distinct held-out scenarios: the clusters each interval resamples.
+    assert written["clusters"] == entry["clusters"] == result.clusters == SMOKE.tom.heldout_scenarios
     assert all(set(entry[arm]) == {"mean", "ci_low", "ci_high", "n"} for arm in tom.ARMS)
     assert set(entry["skill_outcome_correlation"]) == {"infer", "anticipate"}
     assert all(set(v) == {"r", "ci_low", "ci_high", "n"} for v in entry["skill_outcome_correlation"].values())
@@ -299,8 +304,12 @@ def test_the_analysis_pairs_the_arms_and_writes_exactly_the_result_file_keys() -
     teacher_vs_conceder = result.differences["sft_tom - base"]
     assert teacher_vs_conceder.n == n
     assert teacher_vs_conceder.mean == pytest.approx(result.arms["sft_tom"].mean - result.arms["base"].mean)
-    # The same teacher in both scaffolded arms plays identical episodes, so it scores identically.
-    assert set(result.skills) == {"base_tom_prompt", "sft_tom"}
+    # The scaffold on the warm-start is paired with the warm-start itself (teacher against boulware here).
+    on_warm_start = result.differences["sft_act_tom_prompt - sft_act"]
+    assert on_warm_start.n == n
+    assert on_warm_start.mean == pytest.approx(result.arms["sft_act_tom_prompt"].mean - result.arms["sft_act"].mean)
+    # The same teacher in the scaffolded arms plays identical episodes, so it scores identically.
+    assert set(result.skills) == {"base_tom_prompt", "sft_act_tom_prompt", "sft_tom"}
     assert result.skills["sft_tom"].anticipate.mean == pytest.approx(result.skills["base_tom_prompt"].anticipate.mean)
     assert result.arms["sft_tom"].mean == pytest.approx(result.arms["base_tom_prompt"].mean)
     with pytest.raises(ValueError, match="arms missing"):
@@ -323,7 +332,7 @@ def test_the_analysis_pairs_the_arms_and_writes_exactly_the_result_file_keys() -
 
 
 @pytest.mark.slow
-def test_the_four_arms_play_every_domain_through_the_engine(vllm_engine: Any) -> None:
+def test_the_arms_play_every_domain_through_the_engine(vllm_engine: Any) -> None:
     """The smoke profile's study domains (all six), every arm an LLM agent on the tiny model."""
     profile = dataclasses.replace(SMOKE, tom=dataclasses.replace(SMOKE.tom, heldout_scenarios=2))
     results = []
@@ -335,7 +344,8 @@ def test_the_four_arms_play_every_domain_through_the_engine(vllm_engine: Any) ->
             assert run.result.summary.n == 2 * len(profile.eval_counterparts)
             assert all((s is not None) == tom.ARMS[arm][1] for s in run.skills)
         results.append(tom.analyse(env_id, runs))
-    assert set(tom.result_file(results)) == set(profile.tom.domains)
+    written = tom.result_file(results)
+    assert set(written) == {*profile.tom.domains, "clusters"} and written["clusters"] == 2
 
 
 # -------------------------------------------------------------------------- teacher reasoning with content
@@ -422,7 +432,7 @@ class _CopyingTeacher:
 
 def test_the_analysis_reports_how_often_each_scaffolded_arm_copies_the_instructions() -> None:
     env_id = "craigslist-v0"
-    runs = _four_arms(env_id, ("copier", _CopyingTeacher))
+    runs = _arms(env_id, ("copier", _CopyingTeacher))
     result = tom.analyse(env_id, runs)
     copier, teacher = result.skills["sft_tom"], result.skills["base_tom_prompt"]
     assert copier.instruction_copy_rate("infer") == 1.0 and copier.instruction_copy_rate("anticipate") == 0.0

@@ -25,7 +25,7 @@ from models.report import (
     StageRead,
     StageSpec,
 )
-from models.socialrl.paper_files import FILE_MEASURERS, FRONTIER, RESULT_FILES
+from models.socialrl.paper_files import FILE_MEASURERS, FRONTIER, RESULT_FILES, TOM_PROMPT_DIFFERENCES
 from models.socialrl.stage1 import evaluation_plot, learning_curve_plots
 
 PAPER = "SocialRL"
@@ -90,7 +90,8 @@ CLAIMS = (
            HIGHER, "unified_evaluation", "rows[cascade, mopd].mean", "unified 4B: 0.627 mean utility (GPT-4.1 "
            "0.625, GPT-5.1 0.619, GPT-5.2 0.613)", HEADLINE),
     _claim("tom_prompt", "The ToM prompt alone lowers the base model's reward (this project: base + ToM prompt - "
-           "base, paired).", LOWER, "tom_analysis", "differences['base_tom_prompt - base']", "0.454 -> 0.353",
+           "base, paired; and the same prompt on the warm-start, sft_act + ToM prompt - sft_act, where the base "
+           "scores 0).", LOWER, "tom_analysis", "differences['base_tom_prompt - base']", "0.454 -> 0.353",
            HEADLINE + " and docs/tom.md"),
     _claim("tom_distillation", "Distilling INFER -> ACT -> ANTICIPATE beats ACT-only SFT (this project: sft_tom - "
            "sft_act, paired).", HIGHER, "tom_analysis", "differences['sft_tom - sft_act']"),
@@ -330,15 +331,27 @@ def _unified_vs_specialists(snapshot: Snapshot) -> list[Measurement]:
 
 
 # ---------------------------------------------------------------------------------------------------- ToM
-def _tom(difference: str) -> Any:
+def _tom(difference: str, on: str = "") -> Any:
+    """The ToM study's paired `difference` per domain; `on`: what the row's scope adds to the domain."""
+
     def measure(snapshot: Snapshot) -> list[Measurement]:
         out = [
-            _measure(read, f"differences['{difference}']", read.value.env_id, read.value.differences.get(difference))
+            _measure(
+                read,
+                f"differences['{difference}']",
+                f"{read.value.env_id}, {on}" if on else read.value.env_id,
+                read.value.differences.get(difference),
+            )
             for read in snapshot.values("tom_analysis")
         ]
         return out or _nothing(snapshot, "tom_analysis", "")
 
     return measure
+
+
+def _tom_prompt(snapshot: Snapshot) -> list[Measurement]:
+    """The scaffold prompt on the base (the paper's test) and on the warm-start (room to fall where the base is 0)."""
+    return [row for on, difference in TOM_PROMPT_DIFFERENCES.items() for row in _tom(difference, on)(snapshot)]
 
 
 def _skill_correlation(snapshot: Snapshot) -> list[Measurement]:
@@ -364,7 +377,7 @@ MEASURERS = {
     "mopd_recovered_share": _recovered_share,
     "unified_vs_specialists": _unified_vs_specialists,
     "unified_vs_frontier": _unified_vs_frontier,
-    "tom_prompt": _tom("base_tom_prompt - base"),
+    "tom_prompt": _tom_prompt,
     "tom_distillation": _tom("sft_tom - sft_act"),
     "skill_outcome_correlation": _skill_correlation,
 }

@@ -279,9 +279,9 @@ def _arm_floor(files: ResultSources, env_id: str, arm: str) -> str:
     )
 
 
-def tom_difference(difference: str, floor_arm: str = "") -> FileMeasurer:
+def tom_difference(difference: str, floor_arm: str = "", on: str = "") -> FileMeasurer:
     """A file measurer of the ToM study's paired `difference` per domain; `floor_arm`: the arm the claim says
-    falls (a row says so when it already scores 0)."""
+    falls (a row says so when it already scores 0); `on`: what the row's scope adds to the domain."""
 
     def measure(files: ResultSources) -> list[Measurement]:
         details = files.get(TOM_DETAILS)
@@ -290,15 +290,30 @@ def tom_difference(difference: str, floor_arm: str = "") -> FileMeasurer:
         out = []
         for env_id in _tom_domains(files):
             key = f"{env_id}.paired_differences['{difference}']"
+            scope = f"{env_id}, {on}" if on else env_id
             interval = entry_interval(details.get(env_id, "paired_differences", difference))
             if interval is None:
-                out.append(Measurement(None, key, env_id, missing=f"{details.name} has no `{key}`", file=details))
+                out.append(Measurement(None, key, scope, missing=f"{details.name} has no `{key}`", file=details))
                 continue
             cannot = _arm_floor(files, env_id, floor_arm) if floor_arm else ""
-            out.append(Measurement(None, key, env_id, interval, file=details, cannot=cannot))
+            out.append(Measurement(None, key, scope, interval, file=details, cannot=cannot))
         return out or missing_files(files, TOM_DETAILS)
 
     return measure
+
+
+TOM_PROMPT_DIFFERENCES = {"on the base": "base_tom_prompt - base", "on the warm-start": "sft_act_tom_prompt - sft_act"}
+"""Where the ToM prompt claim is tested -> the study's paired difference (models/socialrl/tom.py `DIFFERENCES`): on
+the base, as the paper does, and on the warm-start, whose score leaves room to fall where the base scores 0."""
+
+
+def tom_prompt(files: ResultSources) -> list[Measurement]:
+    """The scaffold prompt's paired effect per domain on the base and on the warm-start (`TOM_PROMPT_DIFFERENCES`),
+    each row saying when the arm it would lower already scores 0."""
+    rows = []
+    for on, difference in TOM_PROMPT_DIFFERENCES.items():
+        rows += tom_difference(difference, floor_arm=difference.split(" - ")[1], on=on)(files)
+    return rows
 
 
 def skill_correlation(files: ResultSources) -> list[Measurement]:
@@ -333,7 +348,7 @@ FILE_MEASURERS: dict[str, FileMeasurer] = {
     "mopd_recovered_share": recovered_share,
     "unified_vs_specialists": unified_vs_specialists,
     "unified_vs_frontier": unified_vs_frontier,
-    "tom_prompt": tom_difference("base_tom_prompt - base", floor_arm="base"),
+    "tom_prompt": tom_prompt,
     "tom_distillation": tom_difference("sft_tom - sft_act"),
     "skill_outcome_correlation": skill_correlation,
 }

@@ -1,6 +1,6 @@
 """The Theory-of-Mind study: does reasoning INFER -> ACT -> ANTICIPATE help, and which skill matters?
 
-Per domain, four arms play the same held-out scenarios, in the same seat, against the same counterparts,
+Per domain, five arms play the same held-out scenarios, in the same seat, against the same counterparts,
 with the same seeds (one `EvaluationPlan`), so every comparison is paired:
 
 | arm | model | prompt |
@@ -8,7 +8,11 @@ with the same seeds (one `EvaluationPlan`), so every comparison is paired:
 | `base` | the base model | the LLM agent's plain prompt |
 | `base_tom_prompt` | the base model | the ToM scaffold (INFER / ACT / ANTICIPATE; only ACT reaches the environment) |
 | `sft_act` | LoRA SFT on the code teacher's traces, ACT text only (today's warm-start) | plain |
+| `sft_act_tom_prompt` | the same `sft_act` student | the ToM scaffold |
 | `sft_tom` | LoRA SFT on the same traces with the teacher's INFER and ANTICIPATE kept (ToM distillation) | scaffold |
+
+`sft_act_tom_prompt` tests the scaffold prompt where the score can fall: at cpu scale the base scores 0, so
+`base_tom_prompt - base` cannot show a prompt that hurts, while the warm-start scores above 0.
 
 Both students train on the same episodes with the same settings (`Profile.tom.sft`, resolved so that each
 makes `Profile.tom.passes` passes over its own data); only the trace format differs (models/socialrl/
@@ -20,7 +24,8 @@ the same reply budget (`Profile.tom.max_new_tokens`).
 Skills are scored automatically from the environment's ground truth (models/socialrl/tom_skills.py:
 INFER, ANTICIPATE, the per-turn probe).
 
-Skill-outcome correlation: per episode of the scaffolded arms (`base_tom_prompt`, `sft_tom`, pooled), the
+Skill-outcome correlation: per episode of the scaffolded arms (`base_tom_prompt`, `sft_act_tom_prompt`, `sft_tom`,
+pooled), the
 mean skill score over its scored turns against the episode's reward, Pearson r with a bootstrap interval
 resampling scenarios (`models.evaluation.stats.correlation_estimate`), computed only from at least
 `MIN_CORRELATION_EPISODES` (30) scored episodes: below that r is not computed (null, with its n) and the
@@ -62,6 +67,7 @@ ARMS: dict[str, tuple[str, bool]] = {
     "base": ("base", False),
     "base_tom_prompt": ("base", True),
     "sft_act": ("sft_act", False),
+    "sft_act_tom_prompt": ("sft_act", True),
     "sft_tom": ("sft_tom", True),
 }
 """Arm -> (which model: the base or a student, whether prompted with the scaffold)."""
@@ -198,10 +204,13 @@ class ToMDomainResult:
     """Scaffolded arm -> skill -> r within that arm alone."""
     students: dict[str, Student] = field(default_factory=dict)
     """`sft_act` and `sft_tom` as trained (passes, steps, tokens); empty when the arms were not trained here."""
+    clusters: int = 0
+    """Held-out scenarios behind each arm's interval (the fewest any arm played): what every bootstrap resamples."""
 
     def result_file_entry(self) -> dict[str, Any]:
         """This domain's entry of benchmarks/results/tom_<profile>.json (the keys the checks read)."""
         entry: dict[str, Any] = {arm: self.arms[arm].as_dict() for arm in ARMS}
+        entry["clusters"] = self.clusters
         entry["skill_outcome_correlation"] = {skill: correlation_dict(self.correlation[skill]) for skill in SKILLS}
         return entry
 
@@ -213,7 +222,7 @@ class ToMDomainResult:
             return e.text(f"{sign}.{digits}f")
 
         lines = [
-            f"{self.env_id} (seat {self.seat}, {self.episodes} episodes per arm)",
+            f"{self.env_id} (seat {self.seat}, {self.episodes} episodes per arm over {self.clusters} scenario clusters)",
             "",
             "| arm | n | mean reward [95% CI] | agreement | invalid/turn | INFER [95% CI] | ANTICIPATE [95% CI] "
             "| well-formed | scored INFER / ANTICIPATE | copied INFER / ANTICIPATE |",
@@ -308,11 +317,14 @@ def correlation_dict(estimate: Estimate) -> dict[str, Any]:
 
 DIFFERENCES = (
     ("base_tom_prompt", "base"),
+    ("sft_act_tom_prompt", "sft_act"),
     ("sft_act", "base"),
     ("sft_tom", "base"),
     ("sft_tom", "sft_act"),
+    ("sft_tom", "sft_act_tom_prompt"),
 )
-"""The paired comparisons reported: the scaffold prompt alone, each student, ToM distillation vs standard SFT."""
+"""The paired comparisons reported: the scaffold prompt alone (on the base and on the warm-start), each student,
+ToM distillation vs standard SFT, and ToM distillation vs prompting the standard student with the scaffold."""
 
 
 def skill_correlation(
@@ -383,6 +395,7 @@ def analyse(
             arm: {skill: skill_correlation([runs[arm]], skill, seed) for skill in SKILLS} for arm in SCAFFOLDED_ARMS
         },
         students=dict(students or {}),
+        clusters=min(len({e.scenario_index for e in runs[arm].result.policy_episodes}) for arm in ARMS),
     )
 
 
@@ -487,7 +500,7 @@ def run_arms(
     seed: int = 0,
     api_key: str | None = None,
 ) -> dict[str, ArmRun]:
-    """All four arms, played at once (their calls batch in the engine); `models` maps "base", "sft_act" and
+    """All arms (`ARMS`), played at once (their calls batch in the engine); `models` maps "base", "sft_act" and
     "sft_tom" to served model names; `api_key` is the token of the server at `base_url`."""
 
     async def play() -> list[ArmRun]:
@@ -510,8 +523,9 @@ def run_arms(
 
 
 def result_file(results: Sequence[ToMDomainResult]) -> dict[str, Any]:
-    """benchmarks/results/tom_<profile>.json: per domain the four arms and the skill-outcome correlations."""
-    return {r.env_id: r.result_file_entry() for r in results}
+    """benchmarks/results/tom_<profile>.json: `clusters` (the fewest scenario clusters behind any arm of any
+    domain), then per domain the arms, its `clusters` and the skill-outcome correlations."""
+    return {"clusters": min(r.clusters for r in results), **{r.env_id: r.result_file_entry() for r in results}}
 
 
 def write_json(path: Path, data: Any) -> Path:

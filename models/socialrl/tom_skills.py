@@ -43,9 +43,9 @@ move." scores 1.0; "Seller's walk-away ~$70: opened $100, now $94" scores 0. The
 part is copied / written over every probed reply that has the part (refused replies included: the rate
 describes what the policy writes, not what the environment took).
 
-Skill-outcome correlation: per episode of the scaffolded arms (`base_tom_prompt`, `sft_tom`, pooled), the
-mean skill score over its scored turns against the episode's reward, Pearson r with a bootstrap interval
-resampling scenarios (`models.evaluation.stats.correlation_estimate`).
+Skill-outcome correlation: per episode of the scaffolded arms (`base_tom_prompt`, `sft_act_tom_prompt`, `sft_tom`,
+pooled), the mean skill score over its scored turns against the episode's reward, Pearson r with a bootstrap
+interval resampling scenarios (`models.evaluation.stats.correlation_estimate`).
 """
 
 from __future__ import annotations
