@@ -25,9 +25,8 @@ Skills are scored automatically from the environment's ground truth (models/soci
 INFER, ANTICIPATE, the per-turn probe).
 
 Skill-outcome correlation: per episode of the scaffolded arms (`base_tom_prompt`, `sft_act_tom_prompt`, `sft_tom`,
-pooled), the
-mean skill score over its scored turns against the episode's reward, Pearson r with a bootstrap interval
-resampling scenarios (`models.evaluation.stats.correlation_estimate`), computed only from at least
+pooled), the mean skill score over its scored turns against the episode's reward, Pearson r with a bootstrap
+interval resampling scenarios (`models.evaluation.stats.correlation_estimate`), computed only from at least
 `MIN_CORRELATION_EPISODES` (30) scored episodes: below that r is not computed (null, with its n) and the
 report says "n = X < 30: not reported as a finding".
 
