@@ -203,8 +203,12 @@ class ToMDomainResult:
     """Scaffolded arm -> skill -> r within that arm alone."""
     students: dict[str, Student] = field(default_factory=dict)
     """`sft_act` and `sft_tom` as trained (passes, steps, tokens); empty when the arms were not trained here."""
-    clusters: int = 0
-    """Held-out scenarios behind each arm's interval (the fewest any arm played): what every bootstrap resamples."""
+
+    @property
+    def clusters(self) -> int:
+        """Held-out scenarios the paired differences' bootstraps resample (the fewest any has; every arm is in one,
+        and a pair needs both arms on the same episodes)."""
+        return min((d.clusters for d in self.differences.values()), default=0)
 
     def result_file_entry(self) -> dict[str, Any]:
         """This domain's entry of benchmarks/results/tom_<profile>.json (the keys the checks read)."""
@@ -394,7 +398,6 @@ def analyse(
             arm: {skill: skill_correlation([runs[arm]], skill, seed) for skill in SKILLS} for arm in SCAFFOLDED_ARMS
         },
         students=dict(students or {}),
-        clusters=min(len({e.scenario_index for e in runs[arm].result.policy_episodes}) for arm in ARMS),
     )
 
 
