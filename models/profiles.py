@@ -470,10 +470,12 @@ CPU = Profile(
         specialist_ppo_iterations=2,
         specialist_episodes_per_iteration=8,
         specialist_heldout_scenarios=4,
-        # From the first domain's SFT warm-start at the rollouts' temperature (0.7); 12 steps of ~100 s (the cpu
-        # run's 4: 42 s rollout, 13-23 s teacher, 28-54 s update each), the gap probed every 4.
+        # From the first domain's SFT warm-start at the rollouts' temperature (0.7), the gap probed every 4 steps.
+        # 8 steps, not 12: the run on the 12-step sizes (benchmarks/results/stage2_cpu_partial.json, its `steps`)
+        # had spent over an hour and a half on stage 1 and the transfer matrix before MOPD began, so a whole run
+        # takes over two hours here; 4 fewer steps leave it room to finish inside one working session.
         mopd=MOPDConfig(
-            steps=12,
+            steps=8,
             episodes_per_step=6,
             top_k=20,
             learning_rate=2e-4,

@@ -9,14 +9,18 @@ the unified table and the MOPD recovered share, and writes them with the special
 benchmarks/results/stage2_cpu.json).
 
     python -m pipelines.run_stage2 [--profile smoke|cpu|paper] [--domains craigslist-v0,marketplace-v0,dnd-v0]
-                                   [--data-dir DIR] [--force] [--result PATH]
+                                   [--data-dir DIR] [--force] [--result PATH] [--read-back]
+
+A run that fails still writes what it materialised (`complete` false, `missing` naming the assets it lacks); one
+stopped by hand (a session's end) is read back from the instance with `--read-back`, which runs nothing, and goes
+on from its last whole step when run again without it.
 """
 
 import argparse
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +117,44 @@ def _outputs(launcher: Launcher) -> dict[str, Any] | None:
         return None
 
 
+def _past_run(launcher: Launcher, job: str, partition: str | None, run_id: str) -> StepResult:
+    """A run of this instance as a `StepResult`: its status, its wall seconds (for a run whose process was killed,
+    which never ended: the sum of its finished steps' seconds) and its steps' seconds, from Dagster's run stats."""
+    from dagster import DagsterRunStatus
+
+    run = launcher.instance.get_run_by_id(run_id)
+    stats = launcher.instance.get_run_stats(run_id)
+    steps = launcher.step_seconds(run_id)
+    ended = stats.start_time is not None and stats.end_time is not None
+    return StepResult(
+        name=f"{job}[{partition}]" if partition else job, job=job, partition=partition,
+        success=run is not None and run.status == DagsterRunStatus.SUCCESS,
+        seconds=stats.end_time - stats.start_time if ended else sum(steps.values()), run_id=run_id, step_seconds=steps,
+    )  # fmt: skip
+
+
+def read_back(profile: str, domains: tuple[str, ...], data: Path) -> tuple[dict[str, Any], list[StepResult]]:
+    """What run_stage2 materialised for these domains on the instance, finished or not (a run that failed, or
+    was stopped by hand): the stage-2 assets it has (latest of each, made with this profile and these domains)
+    and the Dagster runs behind them, each domain's stage-1 run (at the stage-2 sizes) first."""
+    paths = DataPaths(data)
+    launcher = Launcher(profile, paths, "run_stage2")
+    outputs: dict[str, Any] = {}
+    stage2_runs: list[str] = []
+    for asset in STAGE2_ASSETS:
+        done = launcher.latest(asset, tags={DOMAINS_TAG: ",".join(domains)})
+        if done is not None:
+            outputs[asset] = launcher.load(asset)
+            stage2_runs += [] if done.run_id in stage2_runs else [done.run_id]
+    specialists = Launcher(profile, paths, "run_stage2", stage2_specialists=True)
+    steps = []
+    for domain in domains:
+        trained = specialists.latest("specialist_eval", domain)
+        if trained is not None:
+            steps.append(_past_run(specialists, "stage1_job", domain, trained.run_id))
+    return outputs, steps + [_past_run(launcher, "stage2_job", None, run_id) for run_id in stage2_runs]
+
+
 def timeline(steps: Sequence[StepResult]) -> list[dict[str, Any]]:
     """Each Dagster run of a stage-2 invocation (stage 1's, then stage 2's) with its wall seconds and the wall
     seconds of each of its steps, from Dagster's own step stats (a skipped stage-2 run: the earlier run whose
@@ -124,60 +166,74 @@ def timeline(steps: Sequence[StepResult]) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
+def _cascade_stages(outputs: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {"stage": st.index + 1, "domain": st.domain, "kept": st.chosen, "wall_s": round(st.wall_s, 1)}
+        for st in outputs["cascade_policy"].stages
+    ]
+
+
+# The result file's stage-2 keys in their order: each with the assets it is read from and how.
+RESULT_PARTS: tuple[tuple[str, tuple[str, ...], Callable[[dict[str, Any]], Any]], ...] = (
+    ("specialists_source", ("transfer_matrix",), lambda o: o["transfer_matrix"].sources_json()),
+    ("transfer_matrix", ("transfer_matrix",), lambda o: o["transfer_matrix"].matrix.as_json()),
+    ("transfer_matrix_vs_warmstart", ("transfer_matrix",), lambda o: o["transfer_matrix"].matrix.versus_warmstart_json()),
+    ("clusters_per_cell", ("transfer_matrix",), lambda o: o["transfer_matrix"].matrix.clusters_per_cell()),
+    ("cascade_order", ("cascade_order",), lambda o: list(o["cascade_order"].order)),
+    ("unified", ("unified_evaluation",), lambda o: o["unified_evaluation"].as_json()),
+    ("unified_vs_best_baseline", ("unified_evaluation",), lambda o: o["unified_evaluation"].vs_best_baseline_json()),
+    (
+        "mopd_recovered_share",
+        ("mopd_student", "transfer_matrix"),
+        lambda o: o["mopd_student"].share_of(o["transfer_matrix"].matrix).as_dict(),
+    ),
+    ("mopd_steps", ("mopd_student",), lambda o: o["mopd_student"].steps),
+    ("mopd_student_init", ("mopd_student",), lambda o: o["mopd_student"].student_init),
+    ("mopd_curriculum", ("mopd_student",), lambda o: o["mopd_student"].curriculum_json()),
+    ("cascade_curve", ("cascade_policy",), lambda o: o["cascade_policy"].curve()),
+    ("cascade_stages", ("cascade_policy",), _cascade_stages),
+)  # fmt: skip
+
+
 def result_json(
     outputs: dict[str, Any], domains: tuple[str, ...], wall_s: float, steps: Sequence[StepResult] = ()
 ) -> dict[str, Any]:
-    """The stage-2 result file (benchmarks/results/stage2_cpu.json): exactly these keys. `cascade_curve` is each
-    domain's held-out mean after each cascade stage (the forgetting curve), `cascade_stages` each stage's domain,
-    kept checkpoint and wall seconds, `steps` the runs' timeline (`timeline`)."""
-    mopd = outputs["mopd_student"]
-    matrix = outputs["transfer_matrix"].matrix
-    cascade = outputs["cascade_policy"]
-    return {
-        "env_version": env_version(),
-        "domains": list(domains),
-        "specialists_source": outputs["transfer_matrix"].sources_json(),
-        "transfer_matrix": matrix.as_json(),
-        "clusters_per_cell": matrix.clusters_per_cell(),
-        "cascade_order": list(outputs["cascade_order"].order),
-        "unified": outputs["unified_evaluation"].as_json(),
-        "unified_vs_best_baseline": outputs["unified_evaluation"].vs_best_baseline_json(),
-        "mopd_recovered_share": mopd.share_of(matrix).as_dict(),
-        "mopd_steps": mopd.steps,
-        "mopd_student_init": mopd.student_init,
-        "mopd_curriculum": mopd.curriculum_json(),
-        "cascade_curve": cascade.curve(),
-        "cascade_stages": [
-            {"stage": st.index + 1, "domain": st.domain, "kept": st.chosen, "wall_s": round(st.wall_s, 1)}
-            for st in cascade.stages
-        ],
-        "steps": timeline(steps),
-        "wall_s": round(wall_s, 1),
-    }
+    """The stage-2 result file (benchmarks/results/stage2_cpu.json): exactly these keys (`RESULT_PARTS`).
+    `transfer_matrix` is each specialist - base, `transfer_matrix_vs_warmstart` each specialist - the recipient's
+    warm-start (both paired on the recipient's held-out plan), `cascade_curve` each domain's held-out mean after
+    each cascade stage (the forgetting curve), `cascade_stages` each stage's domain, kept checkpoint and wall
+    seconds, `steps` the runs' timeline (`timeline`). When `outputs` lacks some of `STAGE2_ASSETS` (a run that
+    failed or was stopped), `complete` is false, `missing` names those assets, and the keys read from them are
+    left out."""
+    missing = [a for a in STAGE2_ASSETS if a not in outputs]
+    head: dict[str, Any] = {"env_version": env_version(), "domains": list(domains)}
+    if missing:
+        head |= {"complete": False, "missing": missing}
+    parts = {key: read(outputs) for key, assets, read in RESULT_PARTS if not set(assets) - set(outputs)}
+    return {**head, **parts, "steps": timeline(steps), "wall_s": round(wall_s, 1)}
 
 
 def report(outputs: dict[str, Any]) -> str:
-    """The numbers people look at, as the results render themselves."""
-    matrix = outputs["transfer_matrix"].matrix
-    return "\n".join(
-        [
+    """The numbers people look at, as the results render themselves (the sections of the assets `outputs` has)."""
+    sections: list[str] = []
+    if "transfer_matrix" in outputs:
+        matrix = outputs["transfer_matrix"].matrix
+        sections += [
             "Transfer matrix (specialist - base, paired, held-out; rows donors, columns recipients):",
-            "",
             matrix.markdown(),
-            "",
             matrix.describe_donors(),
-            "",
-            outputs["cascade_order"].summary(),
-            "",
-            outputs["cascade_policy"].markdown(),
-            "",
-            "Unified evaluation (held-out):",
-            "",
-            outputs["unified_evaluation"].markdown(),
-            "",
-            outputs["mopd_student"].summary(),
+            "Transfer against the recipient's own warm-start (specialist - SFT warm-start, paired, held-out):",
+            matrix.markdown_vs_warmstart(),
         ]
-    )
+    if "cascade_order" in outputs:
+        sections.append(outputs["cascade_order"].summary())
+    if "cascade_policy" in outputs:
+        sections.append(outputs["cascade_policy"].markdown())
+    if "unified_evaluation" in outputs:
+        sections += ["Unified evaluation (held-out):", outputs["unified_evaluation"].markdown()]
+    if "mopd_student" in outputs:
+        sections.append(outputs["mopd_student"].summary())
+    return "\n\n".join(sections)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,6 +255,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--skip-stage1", action="store_true", help="train no specialist: use only those already registered"
     )
+    parser.add_argument(
+        "--read-back",
+        action="store_true",
+        help="run nothing: write what an earlier run (finished, failed or stopped) materialised for these domains",
+    )
     args = parser.parse_args(argv)
     profile = get_profile(args.profile)
     domains = tuple(d for d in args.domains.split(",") if d) or profile.stage2.domains
@@ -212,26 +273,36 @@ def main(argv: list[str] | None = None) -> int:
         f"[stage 2] profile {profile.name}, domains {', '.join(domains)}, data {root}; full log {log_file}", flush=True
     )
     start = time.perf_counter()
-    stage1, step, outputs = run_stage2(profile.name, domains, root, args.force, not args.skip_stage1, log_file)
-    elapsed = time.perf_counter() - start
-    print(f"\n[stage 2] finished in {elapsed / 60:.1f} min (stage 1 {sum(s.seconds for s in stage1) / 60:.1f} min)\n")
-    if outputs is None:
-        print(f"[stage 2] failed: {step.error}")
+    if args.read_back:
+        outputs, steps = read_back(profile.name, domains, root)
+        elapsed = sum(s.seconds for s in steps)  # the runs ran one after the other
+        ok = not set(STAGE2_ASSETS) - set(outputs)
+    else:
+        stage1, step, outputs = run_stage2(profile.name, domains, root, args.force, not args.skip_stage1, log_file)
+        elapsed = time.perf_counter() - start
+        steps, ok = [*stage1, step], outputs is not None and step.success and all(s.success for s in stage1)
+        print(
+            f"\n[stage 2] finished in {elapsed / 60:.1f} min (stage 1 {sum(s.seconds for s in stage1) / 60:.1f} min)\n"
+        )
+        if outputs is None:
+            print(f"[stage 2] failed: {step.error}")
+            outputs = read_back(profile.name, domains, root)[0]  # what it did materialise is still written
+    if not outputs:
+        print(f"[stage 2] nothing of stage 2 materialised for {', '.join(domains)} on {root}")
         return 1
+    missing = set(STAGE2_ASSETS) - set(outputs)
     print(report(outputs))
     speed = machine_speed_or_none(log) if args.machine_speed else None
     data = {
         **provenance(profile=profile.name, machine_update_tok_s=speed),
-        **result_json(outputs, domains, elapsed, [*stage1, step]),
+        **result_json(outputs, domains, elapsed, steps),
     }
-    path = DataPaths(root).report_file("stage2")
-    path.write_text(json.dumps(data, indent=1))
-    print(f"\nThis run's numbers: {path}")
-    if args.result is not None:
-        args.result.parent.mkdir(parents=True, exist_ok=True)
-        args.result.write_text(json.dumps(data, indent=1))
-        print(f"Result file: {args.result}")
-    return 0 if step.success and all(s.success for s in stage1) else 1
+    for path in (DataPaths(root).report_file("stage2"), args.result):
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(data, indent=1))
+            print(f"Result file{' (incomplete: no ' + ', '.join(sorted(missing)) + ')' if missing else ''}: {path}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -135,6 +135,43 @@ def test_the_transfer_matrix_renders_itself_once_for_the_asset_and_the_command_l
     assert all(f"<{what}>" in printed for what in ("the cascade's own table", "the unified evaluation's own table"))
 
 
+def test_every_specialist_is_also_paired_with_the_recipients_own_warm_start() -> None:
+    """Where the base scores 0, a cell against it repeats the donor's mean; against the recipient's warm-start (on
+    the same episodes) a donor that plays the domain worse than its warm-start shows negative. Only Craigslist's
+    warm-start is evaluated here, so only its column exists."""
+    matrix = build_transfer_matrix(hand_made(), (DNND, CRAIG, MARKET))
+    cells = matrix.versus_warmstart()
+    assert {d: set(row) for d, row in cells.items()} == {DNND: {CRAIG}, CRAIG: {CRAIG}, MARKET: {CRAIG}}
+    for donor, row in cells.items():
+        # specialist (base + offset + noise) - warm-start (base + 0.05 + the same noise): the offset less 0.05
+        expected = OFFSETS[(donor, CRAIG)] - 0.05
+        e = row[CRAIG]
+        assert (e.mean, e.ci_low, e.ci_high, e.n) == (pytest.approx(expected),) * 3 + (4,)
+    assert matrix.versus_warmstart_json()[DNND][CRAIG]["mean"] == pytest.approx(-0.25)
+    table = matrix.markdown_vs_warmstart().splitlines()
+    assert table[2].startswith(f"| {DNND} | - | -0.250 [-0.250, -0.250] n=4 | - |"), table
+    assert len(table) == 5
+
+
+def test_an_unfinished_stage2_writes_what_it_materialised_and_names_what_it_lacks() -> None:
+    """A run stopped after its transfer matrix: the result file has the matrix's keys, `complete` false and the
+    four assets it lacks; nothing read from a missing asset is written (not even as null)."""
+    from types import SimpleNamespace
+
+    from pipelines.run_stage2 import RESULT_PARTS, STAGE2_ASSETS, report, result_json
+
+    matrix = build_transfer_matrix(hand_made(), (DNND, CRAIG, MARKET))
+    outputs = {"transfer_matrix": SimpleNamespace(matrix=matrix, sources_json=lambda: {CRAIG: {"version": 3}})}
+    partial = result_json(outputs, (DNND, CRAIG, MARKET), 12.0)
+    assert partial["complete"] is False and partial["missing"] == list(STAGE2_ASSETS[1:])
+    matrix_keys = [key for key, assets, _ in RESULT_PARTS if assets == ("transfer_matrix",)]
+    assert list(partial) == ["env_version", "domains", "complete", "missing", *matrix_keys, "steps", "wall_s"]
+    assert partial["transfer_matrix_vs_warmstart"] == matrix.versus_warmstart_json()
+    assert partial["specialists_source"] == {CRAIG: {"version": 3}} and partial["clusters_per_cell"] == 4
+    printed = report(outputs)
+    assert matrix.markdown_vs_warmstart() in printed and "Unified evaluation" not in printed
+
+
 def test_a_missing_specialist_evaluation_or_base_is_an_error_naming_it() -> None:
     rows = [r for r in hand_made() if not (r.policy == specialist_policy(MARKET) and r.env_id == DNND)]
     with pytest.raises(ValueError, match="specialist of marketplace-v0 not evaluated on \\['dnd-v0'\\]"):
@@ -656,7 +693,8 @@ def test_run_stage2_writes_the_recovered_share_with_its_interval_and_the_cluster
     ]
     result = result_json(outputs, matrix.domains, 1.0, steps)
     assert list(result) == [
-        "env_version", "domains", "specialists_source", "transfer_matrix", "clusters_per_cell", "cascade_order", "unified",
+        "env_version", "domains", "specialists_source", "transfer_matrix", "transfer_matrix_vs_warmstart",
+        "clusters_per_cell", "cascade_order", "unified",
         "unified_vs_best_baseline", "mopd_recovered_share", "mopd_steps", "mopd_student_init", "mopd_curriculum",
         "cascade_curve", "cascade_stages", "steps", "wall_s",
     ]  # fmt: skip

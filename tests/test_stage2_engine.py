@@ -271,7 +271,7 @@ def test_the_smoke_lineage_of_stage2_materialises_end_to_end(
     """The lineage's wiring on the stand-in engine (tests/conftest.py); the engine-level tests above keep vLLM."""
     from models.socialrl import stage2
     from models.tracking import Tracker, TrackingConfig
-    from pipelines.run_stage2 import STAGE2_ASSETS, report, result_json, run_stage2
+    from pipelines.run_stage2 import STAGE2_ASSETS, read_back, report, result_json, run_stage2
 
     data = tmp_path / "data"
     (data / "models").mkdir(parents=True)
@@ -309,7 +309,8 @@ def test_the_smoke_lineage_of_stage2_materialises_end_to_end(
 
     result = result_json(outputs, LINEAGE_DOMAINS, 1.0, [step])
     assert list(result) == [
-        "env_version", "domains", "specialists_source", "transfer_matrix", "clusters_per_cell", "cascade_order", "unified",
+        "env_version", "domains", "specialists_source", "transfer_matrix", "transfer_matrix_vs_warmstart",
+        "clusters_per_cell", "cascade_order", "unified",
         "unified_vs_best_baseline", "mopd_recovered_share", "mopd_steps", "mopd_student_init", "mopd_curriculum",
         "cascade_curve", "cascade_stages", "steps", "wall_s",
     ]  # fmt: skip
@@ -330,7 +331,17 @@ def test_the_smoke_lineage_of_stage2_materialises_end_to_end(
     assert [d["step"] for d in result["mopd_curriculum"]] == [0]
     assert set(result["mopd_recovered_share"]) == {"mean", "ci_low", "ci_high", "n", "clusters", "reason"}
     assert set(result["transfer_matrix"]["casino-v0"]["marketplace-v0"]) == {"mean", "ci_low", "ci_high", "n"}
+    # Against the recipients' own warm-starts: the two warm-started domains' columns, for every specialist.
+    columns = {d: sorted(row) for d, row in result["transfer_matrix_vs_warmstart"].items()}
+    assert columns == {d: ["craigslist-v0", "marketplace-v0"] for d in LINEAGE_DOMAINS}
     json.dumps(result)  # JSON-safe
+    # Read back from the instance alone (what `--read-back` writes for a run stopped by hand): the same outputs,
+    # and the stage-2 run that made them.
+    back, runs = read_back("smoke", LINEAGE_DOMAINS, data)
+    assert [r.run_id for r in runs] == [step.run_id] and runs[0].success
+    again = result_json(back, LINEAGE_DOMAINS, 1.0, runs)
+    assert {k: v for k, v in again.items() if k != "steps"} == {k: v for k, v in result.items() if k != "steps"}
+    assert [(t["run_id"], t["step_seconds"]) for t in again["steps"]] == [(timed["run_id"], timed["step_seconds"])]
     assert "Cascade order:" in report(outputs)
 
     store = TableStore(data / "tables")

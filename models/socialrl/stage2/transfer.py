@@ -1,5 +1,6 @@
 """The transfer matrix: every registered specialist (and SFT warm-start) against the base model on every
-domain's held-out plan, cell by cell (see the package docstring)."""
+domain's held-out plan, cell by cell (see the package docstring), and every specialist against each recipient's
+own warm-start on the same episodes (`TransferMatrix.versus_warmstart`)."""
 
 from __future__ import annotations
 
@@ -74,6 +75,38 @@ class TransferMatrix:
             if (s.policy, s.env_id) == (policy, env_id):
                 return s
         raise KeyError(f"no evaluation of {policy} on {env_id}")
+
+    def versus_warmstart(self) -> dict[str, dict[str, Estimate]]:
+        """donor -> recipient -> paired difference, on the recipient's held-out plan, between the donor's
+        specialist and the recipient's own SFT warm-start (recipients whose warm-start was evaluated). Where the
+        base scores 0 on every episode (a format it cannot follow), a cell against the base only repeats the
+        donor's mean; against the warm-start the same episodes show whether a donor helps or hurts a policy that
+        already plays the domain."""
+        evaluated = {(s.policy, s.env_id) for s in self.scores}
+        warm = {r for r in self.domains if (sft_policy(r), r) in evaluated}
+        return {
+            donor: {
+                r: self.scores_of(specialist_policy(donor), r).minus(self.scores_of(sft_policy(r), r))
+                for r in self.domains
+                if r in warm
+            }
+            for donor in self.donors("specialist")
+        }
+
+    def versus_warmstart_json(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """`versus_warmstart` as donor -> recipient -> {mean, ci_low, ci_high, n} (the result file's
+        `transfer_matrix_vs_warmstart`)."""
+        return {d: {r: e.as_dict() for r, e in row.items()} for d, row in self.versus_warmstart().items()}
+
+    def markdown_vs_warmstart(self) -> str:
+        """`versus_warmstart` as a table (rows donors' specialists, columns recipients; "-" where the recipient
+        has no evaluated warm-start)."""
+        cells = self.versus_warmstart()
+        lines = ["| donor | " + " | ".join(self.domains) + " |", "|---|" + "---|" * len(self.domains)]
+        for donor, row in cells.items():
+            texts = [f"{row[r].text('+.3f')} n={row[r].n}" if r in row else "-" for r in self.domains]
+            lines.append(f"| {donor} | " + " | ".join(texts) + " |")
+        return "\n".join(lines)
 
     def clusters_per_cell(self) -> int:
         """Scenario clusters behind a cell (the bootstrap's resampling units): the recipient plan's scenarios,
