@@ -488,9 +488,8 @@ CPU = Profile(
         ),
     ),
     # One domain: two students and five arms x 12 held-out scenarios x 3 counterparts = 180 evaluation
-    # episodes. Measured 45.7 min on 2 cores with 8 scenarios and 24 SFT steps per student (docs/tom.md);
-    # 12 scenarios give each scaffolded arm 36 episodes, so a skill-outcome correlation can rest on >= 30
-    # scored episodes (not timed since; docs/tom.md).
+    # episodes, 52 min on 2 cores from a fresh clone (benchmarks/results/tom_cpu.json, docs/tom.md). 12 scenarios
+    # give each scaffolded arm 36 episodes, so a skill-outcome correlation can rest on >= 30 scored episodes.
     tom=ToMSettings(
         domains=("craigslist-v0",),
         teacher_episodes=32,

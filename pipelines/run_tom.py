@@ -9,8 +9,8 @@ tom_analysis), launched through pipelines/launcher.py; the printed tables are `T
 domain, the five arms {mean, ci_low, ci_high, n}, its `clusters` (held-out scenarios behind every interval; the
 fewest over the domains also at the top) and `skill_outcome_correlation` {infer, anticipate} each
 {r, ci_low, ci_high, n}; everything else (paired differences, skill scores, rates, wall time) goes to
-`<output stem>_details.json` beside it. On the cpu profile: Craigslist, 45.7 min measured with 8 held-out
-scenarios and 24 SFT steps per student; 50-57 min estimated with today's 12 and two passes (docs/tom.md).
+`<output stem>_details.json` beside it. On the cpu profile: Craigslist, 52.2 min measured from a fresh clone
+(benchmarks/results/tom_cpu.json, docs/tom.md).
 """
 
 import argparse

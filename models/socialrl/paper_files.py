@@ -11,7 +11,9 @@ runner writes.
 
 A stage-1 file keeps each interval without its cluster count; the count is read from the plan it records
 ("32 held-out ... scenarios x ... (base: the first 16)"): the base's scenarios for a pair with the base, else
-every scenario (`plan_clusters`). The ToM files record none: their intervals rest on an unrecorded number.
+every scenario (`plan_clusters`). tom_cpu.json records its domains' `clusters` (the held-out scenarios behind every
+arm's interval, `_tom_clusters`; files written before it did leave the count unrecorded), not those behind a
+skill-outcome correlation, which rests on the scored episodes only.
 """
 
 from __future__ import annotations
@@ -279,6 +281,14 @@ def _arm_floor(files: ResultSources, env_id: str, arm: str) -> str:
     )
 
 
+def _tom_clusters(files: ResultSources, env_id: str) -> int | None:
+    """The held-out scenarios behind a domain's ToM intervals (tom_cpu.json's `<domain>.clusters`; None where the
+    file predates it)."""
+    main = files.get(TOM_FILE)
+    clusters = main.get(env_id, "clusters") if main is not None else None
+    return int(clusters) if isinstance(clusters, int | float) else None
+
+
 def tom_difference(difference: str, floor_arm: str = "", on: str = "") -> FileMeasurer:
     """A file measurer of the ToM study's paired `difference` per domain; `floor_arm`: the arm the claim says
     falls (a row says so when it already scores 0); `on`: what the row's scope adds to the domain."""
@@ -291,7 +301,9 @@ def tom_difference(difference: str, floor_arm: str = "", on: str = "") -> FileMe
         for env_id in _tom_domains(files):
             key = f"{env_id}.paired_differences['{difference}']"
             scope = f"{env_id}, {on}" if on else env_id
-            interval = entry_interval(details.get(env_id, "paired_differences", difference))
+            interval = entry_interval(
+                details.get(env_id, "paired_differences", difference), _tom_clusters(files, env_id)
+            )
             if interval is None:
                 out.append(Measurement(None, key, scope, missing=f"{details.name} has no `{key}`", file=details))
                 continue
@@ -324,7 +336,7 @@ def skill_correlation(files: ResultSources) -> list[Measurement]:
     for env_id, entry in main.data.items():
         correlations = entry.get("skill_outcome_correlation") if isinstance(entry, Mapping) else None
         for skill, value in (correlations or {}).items():
-            interval = entry_interval(value)
+            interval = entry_interval(value)  # its scored episodes' scenarios, a subset of the plan's: unrecorded
             note = details.get(env_id, "skill_outcome_correlation_note", skill) if details is not None else None
             n = value.get("n") if isinstance(value, Mapping) else None
             why = note or f"r is undefined on {n} scored episode(s)"
