@@ -39,6 +39,7 @@ from models.display import format_number, strict_json
 from models.profiles import PROFILE_NAMES, get_profile
 from models.progress import PlainFormatter
 from models.provenance import machine_speed_or_none, provenance
+from models.serving.stack import shared_engines
 from models.settings import DataPaths
 from models.tracking import TrackingConfig
 from pipelines.launcher import LaunchedRun, Launcher, Materialisation
@@ -167,30 +168,34 @@ def run_lineage(
     log_file = log_file or paths.log_file("make-run")
     launcher = Launcher(profile, paths, "make run", stage2_specialists, log_file)
     steps: list[StepResult] = []
-    for job, partition in plan(domains, with_monitoring):
-        done = None if force or (partition is not None and partition in redo) else _done(launcher, job, partition)
-        if done is not None:
-            report, markdown = _evaluation(done)
-            name = f"{job}[{partition}]" if partition else job
-            steps.append(
-                StepResult(
-                    name=name,
-                    job=job,
-                    partition=partition,
-                    success=True,
-                    seconds=0.0,
-                    run_id=done.run_id,
-                    report=report,
-                    markdown=markdown,
-                    transcripts=_transcripts(done),
-                    skipped=True,
+    # The runs follow each other in this process: those that serve the same model share one engine.
+    with shared_engines() as engines:
+        for job, partition in plan(domains, with_monitoring):
+            done = None if force or (partition is not None and partition in redo) else _done(launcher, job, partition)
+            if done is not None:
+                report, markdown = _evaluation(done)
+                name = f"{job}[{partition}]" if partition else job
+                steps.append(
+                    StepResult(
+                        name=name,
+                        job=job,
+                        partition=partition,
+                        success=True,
+                        seconds=0.0,
+                        run_id=done.run_id,
+                        report=report,
+                        markdown=markdown,
+                        transcripts=_transcripts(done),
+                        skipped=True,
+                    )
                 )
-            )
-        else:
-            log.info("%s: starting", f"{job}[{partition}]" if partition else job)
-            run = launcher.run(job, partition) if force else launcher.resume(job, partition)
-            steps.append(_step(launcher, run))
-        _announce(steps[-1])
+            else:
+                log.info("%s: starting", f"{job}[{partition}]" if partition else job)
+                run = launcher.run(job, partition) if force else launcher.resume(job, partition)
+                steps.append(_step(launcher, run))
+            _announce(steps[-1])
+        if engines.started:
+            log.info("engine: started %d time(s), kept for %d run(s) after the first", engines.started, engines.reused)
     return steps
 
 

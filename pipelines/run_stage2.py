@@ -28,6 +28,7 @@ from agents.env_version import env_version
 from environments import SOCIALRL_ENV_IDS
 from models.profiles import PROFILE_NAMES, get_profile
 from models.provenance import machine_speed_or_none, provenance
+from models.serving.stack import shared_engines
 from models.settings import DataPaths
 from pipelines.launcher import Launcher
 from pipelines.run_lineage import StepResult, configure_logging, run_lineage
@@ -80,7 +81,13 @@ def run_stage2(
     (unless `with_stage1` is False: stage 2 then uses only what the registry holds), then `stage2_job`; returns the
     stage-1 steps, the stage-2 step and the stage-2 outputs read back through the instance (None when it failed).
     Without `force`, a `unified_evaluation` this instance made with the profile and these domains is reused."""
-    paths = DataPaths(data)
+    with shared_engines():  # stage 1's runs and stage 2's share one engine where they serve the same model
+        return _run_stage2(profile, domains, DataPaths(data), force, with_stage1, log_file)
+
+
+def _run_stage2(
+    profile: str, domains: tuple[str, ...], paths: DataPaths, force: bool, with_stage1: bool, log_file: Path | None
+) -> tuple[list[StepResult], StepResult, dict[str, Any] | None]:
     stage1 = _stage1(profile, domains, paths, force, log_file) if with_stage1 else []
     launcher = Launcher(profile, paths, "run_stage2", log_file=log_file)
     tags = {DOMAINS_TAG: ",".join(domains)}

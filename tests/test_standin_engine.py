@@ -168,3 +168,36 @@ def test_only_health_answers_without_the_token(standin: Any) -> None:
     assert httpx.post(f"{standin.base_url}/load_lora_adapter", json={}, headers=wrong).status_code == 401
     unknown = standin.client.http.post("/chat/completions", json={**body, "model": "ghost"})
     assert unknown.status_code == 404 and "ghost" in unknown.text
+
+
+def test_runs_inside_shared_engines_share_one_engine_and_stop_it_at_the_end(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """`make run` and run_stage2 launch their Dagster runs one after another inside `shared_engines()`: a run that
+    serves what the run before it served takes that engine (not started again), with a proxy of its own; other
+    settings stop the kept engine first (one model in memory); an engine that died is started anew; the block's
+    end stops it."""
+    from models.serving.engine_settings import EngineSettings
+    from models.serving.stack import serve_stack, shared_engines
+
+    settings = EngineSettings(kind="standin")
+    common = {"table_root": tmp_path / "tables", "log_dir": tmp_path / "logs", "weights": tiny_model_dir}
+
+    def served(tag: str, chosen: EngineSettings = settings) -> tuple[str, str, int]:
+        with serve_stack(settings=chosen, log_tag=tag, **common) as stack:
+            assert stack.client.healthy() and stack.model in stack.client.models()
+            return stack.engine_base_url, stack.proxy_api_key, stack.client.models().count("base")
+
+    with shared_engines() as shared:
+        first, second = served("run-1"), served("run-2")
+        assert first[0] == second[0] and first[1] != second[1]  # one engine, a proxy token per run
+        assert (shared.started, shared.reused) == (1, 1)
+        kept = shared._engine
+        other = served("run-3", EngineSettings(kind="standin", max_model_len=1024))  # other settings
+        assert other[0] != first[0] and not kept.alive() and shared.started == 2
+        shared._engine.process.kill()  # the engine dies between runs
+        shared._engine.process.wait()
+        served("run-4", EngineSettings(kind="standin", max_model_len=1024))
+        assert shared.started == 3 and shared._engine.alive()
+        last = shared._engine
+    assert not last.alive()  # the block's end stopped it

@@ -10,16 +10,22 @@ leaderboard's command line all serve through `serve_stack`, so each records its 
 The engine's config is built from the resolved path (`EngineSettings.engine_config`), never from a placeholder
 that is overwritten afterwards; each start gets fresh bearer tokens (the engine's, held by the client and the
 proxy only; the proxy's, which the agents send).
+
+Inside `shared_engines()` (the command lines that launch several Dagster runs one after another: `make run`,
+run_stage2), a block that serves the same weights with the same settings as the block before it takes that
+block's engine instead of starting another (`SharedEngines`): vLLM takes 15-60 s to start, once per run
+otherwise. Each block still starts its own proxy (its own token, log and recording).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from models.serving.adapters import serve_adapter
 from models.serving.engine import EngineClient, EngineConfig, VLLMEngine, new_token
 from models.serving.engine_settings import ENGINE_KINDS, EngineSettings
 from models.serving.proxy import ProxyConfig, ProxyServer
@@ -33,6 +39,74 @@ def local_engine(config: EngineConfig, log_path: Path | None = None) -> VLLMEngi
     if config.kind == "standin":
         return StandInEngine(config, log_path=log_path)
     return VLLMEngine(config, log_path=log_path)
+
+
+class SharedEngines:
+    """The engine kept between `serve_stack` blocks inside `shared_engines()`. One at a time: a block with other
+    weights or engine settings stops the kept engine before starting its own, so two models never sit in memory
+    together; an engine that died or stopped answering is started anew. Written here because Dagster's resources
+    live for one run, and the runs of one command line follow each other in one process."""
+
+    def __init__(self) -> None:
+        self._engine: VLLMEngine | StandInEngine | None = None
+        self._key: dict[str, Any] | None = None
+        self.started = 0
+        """Engines started inside the block."""
+        self.reused = 0
+        """Blocks that took the kept engine instead of starting one."""
+
+    def engine(self, config: EngineConfig, log_path: Path) -> VLLMEngine | StandInEngine:
+        """The kept engine when it serves `config` (its bearer token aside) and answers; else a new one (the kept
+        one stopped first), started with `config` and logging to `log_path`."""
+        key = {f.name: getattr(config, f.name) for f in fields(config) if f.name != "api_key"}
+        kept = self._engine
+        if kept is not None and (
+            key != self._key or not kept.alive() or kept.client is None or not kept.client.healthy()
+        ):
+            self.close()
+        if self._engine is None:
+            engine = local_engine(config, log_path)
+            engine.start()
+            self._engine, self._key = engine, key
+            self.started += 1
+        else:
+            self.reused += 1
+        return self._engine
+
+    def close(self) -> None:
+        """Stop the kept engine (if any)."""
+        if self._engine is not None:
+            self._engine.stop()
+        self._engine, self._key = None, None
+
+
+_SHARED: SharedEngines | None = None
+
+
+@contextmanager
+def shared_engines() -> Iterator[SharedEngines]:
+    """Within the block, `serve_stack` keeps its engine for the next block that serves the same (`SharedEngines`);
+    the engine stops when the block ends. A nested block is the outer one."""
+    global _SHARED
+    if _SHARED is not None:
+        yield _SHARED
+        return
+    _SHARED = SharedEngines()
+    try:
+        yield _SHARED
+    finally:
+        _SHARED.close()
+        _SHARED = None
+
+
+@contextmanager
+def _engine_for(config: EngineConfig, log_path: Path) -> Iterator[VLLMEngine | StandInEngine]:
+    """A started engine for `config`: the shared one inside `shared_engines()` (left running), else its own."""
+    if _SHARED is not None:
+        yield _SHARED.engine(config, log_path)
+        return
+    with local_engine(config, log_path=log_path) as engine:
+        yield engine
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,14 +177,14 @@ def serve_stack(
     overrides = {"served_model_name": base_name, "api_key": new_token(), **(engine_overrides or {})}
     config = settings.engine_config(weights, **overrides)
     log_path = log_dir / f"{config.kind}-{log_tag}.log"
-    with local_engine(config, log_path=log_path) as engine:
+    with _engine_for(config, log_path) as engine:
         assert engine.client is not None
-        say(f"{config.kind} serving {weights} at {engine.base_url} (log {log_path})")
+        say(f"{config.kind} serving {weights} at {engine.base_url} (log {engine.log_path})")
         model = base_name
         if adapter is not None:
-            engine.client.load_adapter(adapter[0], adapter[1])
-            model = adapter[0]
-        with _proxy(engine.base_url, "vllm", config.api_key, base_name, table_root, log_dir, log_tag,
+            model = serve_adapter(engine.client, adapter[0], adapter[1])  # a kept engine may serve it already
+        # The engine's own token: a kept engine holds the one it was started with.
+        with _proxy(engine.base_url, "vllm", engine.config.api_key, base_name, table_root, log_dir, log_tag,
                     flush_every, flush_interval_s, say) as (url, key):  # fmt: skip
             yield ServingStack(
                 client=engine.client,
@@ -119,7 +193,7 @@ def serve_stack(
                 proxy_api_key=key,
                 model=model,
                 kind=config.kind,
-                engine_log=log_path,
+                engine_log=engine.log_path,
             )
 
 
