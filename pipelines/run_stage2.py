@@ -32,6 +32,7 @@ from models.serving.stack import shared_engines
 from models.settings import DataPaths
 from pipelines.launcher import Launcher
 from pipelines.run_lineage import StepResult, configure_logging, run_lineage
+from resources.instance import latest_materialisation
 
 log = logging.getLogger("socialrl.run_stage2")
 
@@ -143,14 +144,16 @@ def _past_run(launcher: Launcher, job: str, partition: str | None, run_id: str) 
 def read_back(profile: str, domains: tuple[str, ...], data: Path) -> tuple[dict[str, Any], list[StepResult]]:
     """What run_stage2 materialised for these domains on the instance, finished or not (a run that failed, or
     was stopped by hand): the stage-2 assets it has (latest of each, made with this profile and these domains)
-    and the Dagster runs behind them, each domain's stage-1 run (at the stage-2 sizes) first."""
+    and the Dagster runs behind them, each domain's stage-1 run (at the stage-2 sizes) first. The instance stores
+    only an asset's newest value, so an asset materialised since by another profile or domain set is left out."""
     paths = DataPaths(data)
     launcher = Launcher(profile, paths, "run_stage2")
     outputs: dict[str, Any] = {}
     stage2_runs: list[str] = []
     for asset in STAGE2_ASSETS:
         done = launcher.latest(asset, tags={DOMAINS_TAG: ",".join(domains)})
-        if done is not None:
+        stored = latest_materialisation(launcher.instance, asset)  # whose value the IO manager holds
+        if done is not None and stored is not None and stored.run_id == done.run_id:
             outputs[asset] = launcher.load(asset)
             stage2_runs += [] if done.run_id in stage2_runs else [done.run_id]
     specialists = Launcher(profile, paths, "run_stage2", stage2_specialists=True)

@@ -101,9 +101,8 @@ class TransferMatrix:
     def markdown_vs_warmstart(self) -> str:
         """`versus_warmstart` as a table (rows donors' specialists, columns recipients; "-" where the recipient
         has no evaluated warm-start)."""
-        cells = self.versus_warmstart()
-        lines = ["| donor | " + " | ".join(self.domains) + " |", "|---|" + "---|" * len(self.domains)]
-        for donor, row in cells.items():
+        lines = self._table_head()
+        for donor, row in self.versus_warmstart().items():
             texts = [f"{row[r].text('+.3f')} n={row[r].n}" if r in row else "-" for r in self.domains]
             lines.append(f"| {donor} | " + " | ".join(texts) + " |")
         return "\n".join(lines)
@@ -142,10 +141,14 @@ class TransferMatrix:
             f"Cross-domain cells whose 95% CI excludes 0: {'; '.join(significant) or 'none'}."
         )
 
+    def _table_head(self) -> list[str]:
+        """The header rows of the matrix's tables: donors down, recipients across."""
+        return ["| donor | " + " | ".join(self.domains) + " |", "|---|" + "---|" * len(self.domains)]
+
     def markdown(self) -> str:
         """The matrix as a table (rows donors, SFT warm-starts marked, columns recipients; each cell the paired
         difference donor - base with its 95% CI and episode count): what the asset shows and run_stage2 prints."""
-        lines = ["| donor | " + " | ".join(self.domains) + " |", "|---|" + "---|" * len(self.domains)]
+        lines = self._table_head()
         for kind in self.kinds():
             for donor in self.donors(kind):
                 cells = []
