@@ -159,10 +159,46 @@ def test_a_row_says_why_the_data_cannot_test_the_claim() -> None:
     # the intervals rest on the scenarios tom_cpu.json records for the domain
     tom = json.loads((RESULTS / "tom_cpu.json").read_text())
     assert prompt.estimate.clusters == tom["craigslist-v0"]["clusters"] == 12
-    assert "every cross-domain cell of the transfer matrix is 0" in one(report, "cascade_order").verdict.reason
     survival = one(report, "survival")
     skipped = json.loads((RESULTS / "yoao_cpu.json").read_text())["sugarscape"]["skipped"]
     assert survival.verdict.kind == NOT_MEASURED and skipped in survival.verdict.reason
+
+
+def test_the_transfer_reason_follows_the_matrix(tmp_path: Path) -> None:
+    """The before-audit stage-2 file (Craigslist and Marketplace), whose cross-domain cells are all 0, gives the
+    cascade order no matrix to read from; one cell above 0 takes that reason away."""
+    folder = copy_results(tmp_path)
+    shutil.copy(RESULTS / "stage2_cpu_before_audit.json", folder / "stage2_cpu.json")
+    zero = "every cross-domain cell of the transfer matrix is 0"
+    assert zero in one(report_of(folder), "cascade_order").verdict.reason
+
+    def lift(data: dict[str, Any]) -> None:
+        data["transfer_matrix"]["marketplace-v0"]["craigslist-v0"].update(mean=0.1, ci_low=0.0, ci_high=0.2)
+
+    rewrite(folder / "stage2_cpu.json", lift)
+    assert zero not in one(report_of(folder), "cascade_order").verdict.reason
+
+
+def test_a_stopped_stage2_run_says_what_it_did_not_make(tmp_path: Path) -> None:
+    """A stage-2 file written by a run stopped before the unified evaluation keeps its transfer rows and names,
+    on the rows it cannot give, the key it lacks and the assets the run did not make (not 'no file')."""
+    folder = copy_results(tmp_path, "stage2_cpu.json")
+
+    def stopped(data: dict[str, Any]) -> None:
+        for key in ("unified", "unified_vs_best_baseline", "mopd_recovered_share", "mopd_steps"):
+            data.pop(key, None)
+        data.update(complete=False, missing=["mopd_student", "unified_evaluation"])
+
+    rewrite(folder / "stage2_cpu.json", stopped)
+    report = report_of(folder)
+    assert one(report, "transfer_asymmetry").verdict.kind != NOT_MEASURED
+    for claim, key in (("mopd_recovered_share", "mopd_recovered_share"), ("cascade_best_unifier", "unified")):
+        row = one(report, claim)
+        assert row.verdict.kind == NOT_MEASURED
+        assert (
+            f"stage2_cpu.json has no `{key}` (the run that wrote it stopped before mopd_student, unified_evaluation)"
+            in (row.verdict.reason)
+        )
 
 
 def test_the_tom_reason_follows_the_base_arm(tmp_path: Path) -> None:

@@ -153,6 +153,16 @@ def _stage2(files: ResultSources) -> ResultFile | None:
     return files.get(STAGE2_FILE)
 
 
+def _stage2_lacks(files: ResultSources, file: ResultFile | None, key: str) -> list[Measurement]:
+    """The one measurement of a stage-2 claim whose file is absent, or present without `key` (a run that stopped
+    before the asset behind it: the file says `complete` false and names what it is `missing`)."""
+    if file is None:
+        return missing_files(files, STAGE2_FILE)
+    unmade = file.get("missing") if file.get("complete") is False else None
+    why = f" (the run that wrote it stopped before {', '.join(unmade)})" if unmade else ""
+    return [Measurement(None, key, missing=f"{file.name} has no `{key}`{why}", file=file)]
+
+
 def _cross_cells(file: ResultFile) -> dict[tuple[str, str], Interval]:
     """(donor, recipient) -> the transfer cell's difference, for every cross-domain cell of the file."""
     cells = {}
@@ -177,7 +187,7 @@ def _no_transfer(file: ResultFile) -> str:
 def transfer_asymmetry(files: ResultSources) -> list[Measurement]:
     file = _stage2(files)
     if file is None or not file.get("transfer_matrix"):
-        return missing_files(files, STAGE2_FILE)
+        return _stage2_lacks(files, file, "transfer_matrix")
     cells = _cross_cells(file)
     effects = {}
     for donor in dict.fromkeys(d for d, _ in cells):
@@ -198,7 +208,7 @@ def cascade_order(files: ResultSources) -> list[Measurement]:
     file = _stage2(files)
     order = file.get("cascade_order") if file is not None else None
     if file is None or not order:
-        return missing_files(files, STAGE2_FILE)
+        return _stage2_lacks(files, file, "cascade_order")
     paper = [d for d in PAPER_ORDER if d in order]
     text = f"chosen {' -> '.join(order)}; the paper's order on these domains {' -> '.join(paper)}"
     why = "an order is chosen, not estimated: there is no interval"
@@ -227,14 +237,14 @@ def _versus(file: ResultFile, a: str, b: str, labels: tuple[str, str], scope: st
 def cascade_vs_mopd(files: ResultSources) -> list[Measurement]:
     file = _stage2(files)
     if file is None or not file.get("unified"):
-        return missing_files(files, STAGE2_FILE)
+        return _stage2_lacks(files, file, "unified")
     return [_versus(file, "cascade", "mopd", ("cascade", "MOPD student"), "mean over the domains")]
 
 
 def unified_vs_specialists(files: ResultSources) -> list[Measurement]:
     file = _stage2(files)
     if file is None or not file.get("unified"):
-        return missing_files(files, STAGE2_FILE)
+        return _stage2_lacks(files, file, "unified")
     return [
         _versus(file, policy, "specialist", (label, "the specialists"), f"{label}, mean over the domains")
         for policy, label in (("cascade", "cascade"), ("mopd", "MOPD student"))
@@ -244,7 +254,7 @@ def unified_vs_specialists(files: ResultSources) -> list[Measurement]:
 def unified_vs_frontier(files: ResultSources) -> list[Measurement]:
     file = _stage2(files)
     if file is None or not file.get("unified"):
-        return missing_files(files, STAGE2_FILE)
+        return _stage2_lacks(files, file, "unified")
     found = {label: _unified(file, p) for p, label in (("cascade", "cascade"), ("mopd", "MOPD student"))}
     text = "; ".join(f"{label} {e.text()}" for label, e in found.items() if e is not None)
     text = f"mean utility over the domains: {text}" if text else ""
@@ -255,7 +265,7 @@ def recovered_share(files: ResultSources) -> list[Measurement]:
     file = _stage2(files)
     share = file.get("mopd_recovered_share") if file is not None else None
     if file is None or share is None:
-        return missing_files(files, STAGE2_FILE)
+        return _stage2_lacks(files, file, "mopd_recovered_share")
     scope = f"{file.get('mopd_steps')} steps, {', '.join(file.get('domains') or [])}"
     if isinstance(share, Mapping) and share.get("reason"):
         return [Measurement(None, "mopd_recovered_share", scope, None, "undefined", share["reason"], file=file)]
