@@ -13,6 +13,7 @@ data/logs/pytest.xml. This reads that file (nothing is rerun) and writes benchma
 | `module_seconds` | test file (its stem, e.g. `test_pipelines`) -> its tests' summed seconds: tests/conftest.py runs the files in this order, slowest first, so that the workers' last tests are short ones |
 | `setup_s` | optional: the seconds `make setup` took before it on a fresh clone (`--setup-s`) |
 | `machine_update_tok_s` | the machine's speed, so that wall times of different machines can be compared: the PPO update's tokens/s of `benchmarks/bench_learner.py --device cpu --shape small` (its `tokens_per_s.update`, one timed iteration after its warm-up, all cores), measured by this run right after reading the XML (a subprocess; `--update-tok-s` passes a value measured otherwise, `--no-machine-speed` leaves the key out) |
+| `reference_update_tok_s`, `at_reference_speed_s` | with `setup_s` and a measured speed: the reference machine's PPO update speed (benchmarks/results/learner_cpu.json `tokens_per_s.update`) and `(wall_s + setup_s) x machine_update_tok_s / reference_update_tok_s`, what setup and suite would take there (the suite's budget, 1,200 s, is set at that speed) |
 | `measured_at` | UTC time this file was written |
 
     python -m benchmarks.bench_test_suite --workers 2 [--junit data/logs/pytest.xml] [--setup-s 330]
@@ -31,6 +32,7 @@ from models.provenance import measure_update_tok_s
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULT = ROOT / "benchmarks" / "results" / "test_suite.json"
+REFERENCE = ROOT / "benchmarks" / "results" / "learner_cpu.json"
 SLOWEST = 10
 
 
@@ -62,6 +64,10 @@ def summarise(
         result["setup_s"] = round(setup_s, 1)
     if update_tok_s is not None:
         result["machine_update_tok_s"] = round(update_tok_s, 1)
+    if setup_s is not None and update_tok_s is not None and REFERENCE.is_file():
+        reference = float(json.loads(REFERENCE.read_text())["tokens_per_s"]["update"])
+        result["reference_update_tok_s"] = reference
+        result["at_reference_speed_s"] = round((result["wall_s"] + setup_s) * update_tok_s / reference, 1)
     return result
 
 
@@ -85,6 +91,11 @@ def render(result: dict[str, Any]) -> str:
     """The test-suite block (docs/testing.md): the run's wall time (beside the machine's speed, when measured),
     its counts and its ten slowest tests."""
     setup = f", {result['setup_s'] / 60:.1f} min of setup before it on a fresh clone" if "setup_s" in result else ""
+    if "at_reference_speed_s" in result:
+        setup += (
+            f" (setup and suite together {result['at_reference_speed_s'] / 60:.1f} min when scaled to the reference "
+            f"speed of {result['reference_update_tok_s']:,.0f} tokens/s)"
+        )
     speed = (
         f" (the machine's PPO update speed: {result['machine_update_tok_s']:,.0f} tokens/s, "
         "`benchmarks/bench_learner.py --shape small`)"

@@ -94,7 +94,9 @@ def test_a_report_renders_its_policies_pairs_behaviour_imitation_and_curve() -> 
     assert "| 1 | 0.200 [0.100, 0.300] | 0.50 | 0.10 | 0.0100 | 0.90 | 60 | 90 |" in lines
 
 
-def test_the_test_suite_summary_reads_counts_wall_time_and_the_slowest_tests_from_the_junit_xml(tmp_path) -> None:
+def test_the_test_suite_summary_reads_counts_wall_time_and_the_slowest_tests_from_the_junit_xml(
+    tmp_path, monkeypatch
+) -> None:
     from benchmarks import bench_test_suite
 
     cases = "".join(
@@ -117,14 +119,21 @@ def test_the_test_suite_summary_reads_counts_wall_time_and_the_slowest_tests_fro
     assert "machine_update_tok_s" not in result and "tokens/s" not in text  # not measured: not shown
     # The machine's speed sits beside the wall time.
     timed = bench_test_suite.summarise(junit, workers=2, setup_s=300.0, update_tok_s=2634.04)
-    assert (
-        timed["machine_update_tok_s"] == 2634.0
-        and {k: v for k, v in timed.items() if k != "machine_update_tok_s"}.keys() == result.keys()
-    )
+    speeds = {"machine_update_tok_s", "reference_update_tok_s", "at_reference_speed_s"}
+    assert timed["machine_update_tok_s"] == 2634.0 and timed.keys() - speeds == result.keys()
     assert (
         "on 2 pytest-xdist workers in 1.7 min (the machine's PPO update speed: 2,634 tokens/s, "
         "`benchmarks/bench_learner.py --shape small`), 5.0 min of setup"
     ) in bench_test_suite.render(timed)
+    # Setup and suite scaled to the reference machine: twice its speed here, so twice the time there.
+    reference = tmp_path / "learner_cpu.json"
+    reference.write_text(json.dumps({"tokens_per_s": {"update": 1317.02}}))
+    monkeypatch.setattr(bench_test_suite, "REFERENCE", reference)
+    scaled = bench_test_suite.summarise(junit, workers=2, setup_s=300.0, update_tok_s=2634.04)
+    assert scaled["reference_update_tok_s"] == 1317.02 and scaled["at_reference_speed_s"] == 802.4
+    assert "setup and suite together 13.4 min when scaled to the reference speed of 1,317" in bench_test_suite.render(
+        scaled
+    )
     junit.write_text("<report/>")
     with pytest.raises(ValueError, match="no <testsuite>"):
         bench_test_suite.summarise(junit, workers=1)

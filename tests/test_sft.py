@@ -112,7 +112,14 @@ def test_sft_lowers_the_held_out_loss_and_saves_a_loadable_adapter(
     rng = random.Random(0)
     train = [_conversation(rng) for _ in range(24)]
     held_out = [_conversation(rng) for _ in range(6)]
-    settings = SFTSettings(learning_rate=3e-3, max_steps=15, grad_accumulation=2, lora=LoraSettings(r=8, alpha=16))
+    # The LM head at the trained positions (the cpu profile's loss; TRL's is checked equal to it below).
+    settings = SFTSettings(
+        learning_rate=3e-3,
+        max_steps=15,
+        grad_accumulation=2,
+        trained_positions_only=True,
+        lora=LoraSettings(r=8, alpha=16),
+    )
     steps: list[dict[str, float]] = []
     with caplog.at_level("INFO", logger="socialrl.sft"):
         result = run_sft(tiny_model_dir, train, tmp_path, settings, eval_conversations=held_out, on_step=steps.append)
@@ -164,7 +171,12 @@ def test_checkpoints_every_k_steps_carry_their_held_out_loss_and_a_loadable_adap
     train = [_conversation(rng) for _ in range(16)]
     held_out = [_conversation(rng) for _ in range(4)]
     settings = SFTSettings(
-        learning_rate=3e-3, max_steps=10, grad_accumulation=2, checkpoint_every=5, lora=LoraSettings(r=8, alpha=16)
+        learning_rate=3e-3,
+        max_steps=10,
+        grad_accumulation=2,
+        checkpoint_every=5,
+        trained_positions_only=True,
+        lora=LoraSettings(r=8, alpha=16),
     )
     steps: list[dict[str, float]] = []
     result = run_sft(tiny_model_dir, train, tmp_path, settings, eval_conversations=held_out, on_step=steps.append)
@@ -219,6 +231,12 @@ def test_epochs_feed_that_many_passes_of_the_training_tokens(tiny_model_dir: Pat
     train_tokens / pass_tokens: two epochs must feed every token of one pass twice."""
     rng = random.Random(2)
     train = [_conversation(rng) for _ in range(10)]
-    settings = SFTSettings(learning_rate=1e-3, epochs=2.0, grad_accumulation=2, lora=LoraSettings(r=8, alpha=16))
+    settings = SFTSettings(
+        learning_rate=1e-3,
+        epochs=2.0,
+        grad_accumulation=2,
+        trained_positions_only=True,
+        lora=LoraSettings(r=8, alpha=16),
+    )
     result = run_sft(tiny_model_dir, train, tmp_path, settings)
     assert result.pass_tokens > 0 and result.train_tokens == pytest.approx(2 * result.pass_tokens, rel=0.01)

@@ -288,11 +288,23 @@ SMOKE_YOAO = YoaoSettings(
         "engine-judge", ENGINE, "base"
     ),  # exercises the judge path (the tiny model's answers are unreadable)
     warmup_games=6,
+    # The LM head at the trained positions only, as the cpu profile trains (TRL's fused head scores every
+    # position on the CPU).
     warmup_sft=SFTSettings(
-        learning_rate=1e-3, max_steps=2, batch_size=4, max_length=512, lora=LoraSettings(r=8, alpha=16)
+        learning_rate=1e-3,
+        max_steps=2,
+        batch_size=4,
+        max_length=512,
+        trained_positions_only=True,
+        lora=LoraSettings(r=8, alpha=16),
     ),
     seed_sft=SFTSettings(
-        learning_rate=1e-3, max_steps=2, batch_size=4, max_length=512, lora=LoraSettings(r=8, alpha=16)
+        learning_rate=1e-3,
+        max_steps=2,
+        batch_size=4,
+        max_length=512,
+        trained_positions_only=True,
+        lora=LoraSettings(r=8, alpha=16),
     ),
     seed_counts=(0, 1, 3),
     games_per_arm=2,
