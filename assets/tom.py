@@ -13,6 +13,7 @@ from dagster import AssetExecutionContext, MetadataValue, Output, asset
 from assets.common import execution_id, mlflow_links
 from assets.socialrl import DOMAINS
 from models.evaluation.policy import store_evaluation
+from models.evaluation.transcripts import representative_transcripts, transcripts_markdown
 from models.plots import grouped_bars, markdown_image
 from models.serving.adapters import serve_adapter
 from models.serving.model_store import resolve_model
@@ -122,6 +123,11 @@ def tom_analysis(
         store_evaluation(store.store(), run.result, f"{env_id}:tom:{arm}", f"tom-{run_id}-{arm}")
     result = tom.analyse(env_id, runs, students=tom_student.students)
     png = arms_plot(result)
+    # What each arm says: its best, median and worst held-out episode (and the most refused), arm by arm.
+    transcripts = "\n\n".join(
+        transcripts_markdown(representative_transcripts(run.result, arm), title=f"{arm} on {env_id}")
+        for arm, run in runs.items()
+    )
     details = {env_id: {**result.result_file_entry(), **result.details()}}
     report = settings.paths().reports / f"tom-{env_id}-{run_id}.json"
     tom.write_json(report, details)
@@ -130,11 +136,13 @@ def tom_analysis(
         run.log_metrics(0, **{f"reward_{arm}": e.mean for arm, e in result.arms.items() if e.n})
         run.log_file(f"tom-{env_id}.png", png, "plots")
         run.log_file(f"tom-{env_id}.json", json.dumps(details, indent=2), "results")
+        run.log_file(f"tom-{env_id}-transcripts.md", transcripts, "transcripts")
     return Output(
         result,
         metadata={
             "results": MetadataValue.md(result.markdown()),
             "plot": MetadataValue.md(markdown_image(png, f"ToM study {env_id}")),
+            "transcripts": MetadataValue.md(transcripts),
             "report": str(report),
             **{f"reward_{arm}": e.mean for arm, e in result.arms.items()},
             "mlflow_run_id": run.run_id,

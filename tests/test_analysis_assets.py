@@ -51,6 +51,17 @@ def test_the_tom_behaviour_and_leaderboard_assets_materialise_with_real_resource
     assert domain == "craigslist-v0" and [r["stage"] for r in runs] == ["students", "analysis"]
     assert {"tom_traces", "tom_student"} <= set(runs[0]["step_seconds"]) and "tom_analysis" in runs[1]["step_seconds"]
     assert runs[0]["run_id"] != runs[1]["run_id"]
+    # What each arm said: its representative held-out episodes, in the analysis' metadata and in MLflow.
+    from dagster import AssetKey
+
+    from models.evaluation.safe_text import md_text
+
+    event = DagsterInstance.from_config(str(data / "dagster_home")).get_latest_materialization_event(
+        AssetKey("tom_analysis")
+    )
+    shown = event.asset_materialization.metadata["transcripts"].value
+    titles = [f"### {md_text(f'{arm} on craigslist-v0', 200, 1)}" for arm in arms]  # as escaped for markdown
+    assert all(title in shown for title in titles) and shown.count("**Outcome**") >= len(arms)
     adapters = sorted((data / "runs" / "tom" / "craigslist-v0").glob("*/sft_act/adapter"))
     assert len(adapters) == 1 and (adapters[0] / "adapter_config.json").is_file()
 
