@@ -49,9 +49,11 @@ __all__ = [
 log = logging.getLogger("socialrl.launcher")
 
 # The `loggers` run config that keeps Dagster's event stream off the console of every run our commands launch:
-# the console is for people (the socialrl loggers print one line per step); the events are in the Dagster UI
-# and in the log file.
-QUIET_CONSOLE: dict[str, Any] = {"console": {"config": {"log_level": "ERROR"}}}
+# the console is for people (the socialrl loggers print one line per step, and each command prints a failed
+# run's messages in one line); the events, stack traces included, are in the Dagster UI and in the log file.
+# ERROR let a failed blocking check's stack trace through: a candidate that did not beat the champion, an
+# outcome the command reports as "not promoted".
+QUIET_CONSOLE: dict[str, Any] = {"console": {"config": {"log_level": "CRITICAL"}}}
 
 
 def profile_tag(profile: str, stage2_specialists: bool = False) -> str:

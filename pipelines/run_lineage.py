@@ -193,18 +193,19 @@ def run_lineage(
                 log.info("%s: starting", f"{job}[{partition}]" if partition else job)
                 run = launcher.run(job, partition) if force else launcher.resume(job, partition)
                 steps.append(_step(launcher, run))
-            _announce(steps[-1])
+            _announce(steps[-1], stage2_specialists)
         if engines.started:
             log.info("engine: started %d time(s), kept for %d run(s) after the first", engines.started, engines.reused)
     return steps
 
 
-def _announce(step: StepResult) -> None:
+def _announce(step: StepResult, stage2_specialists: bool = False) -> None:
     status = "ok" if step.success else f"FAILED: {step.error}"
     if step.skipped:
         status = "already materialised with this profile, skipped (FORCE=1 redoes it)"
     if step.promoted is not None and not step.skipped:
-        status += ", promoted to champion" if step.promoted else ", not promoted (the champion stays)"
+        kept = "run_stage2's specialists never become champions" if stage2_specialists else "the champion stays"
+        status += ", promoted to champion" if step.promoted else f", not promoted ({kept})"
     log.info("%s: %s (%.0f s, run %s)", step.name, status, step.seconds, step.run_id[:8])
 
 

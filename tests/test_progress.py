@@ -328,3 +328,23 @@ def test_make_run_says_where_each_champion_stands() -> None:
     assert lines[1] == "  craigslist-v0: socialrl-craigslist-v0-specialist v2 promoted to champion"
     assert lines[2].startswith("  dnd-v0: socialrl-dnd-v0-specialist v2 not promoted") and "champion stays" in lines[2]
     assert lines[3] == "  casino-v0: no candidate: no promotion decision (failed)"
+
+
+def test_a_candidate_that_is_not_promoted_is_one_line_and_says_why(caplog: pytest.LogCaptureFixture) -> None:
+    """Not beating the champion is an outcome: one console line naming why the alias stays, no failure."""
+    import dataclasses
+
+    from pipelines.run_lineage import StepResult, _announce
+
+    kept = StepResult(
+        name="stage1_job[dnd-v0]", job="stage1_job", partition="dnd-v0", success=True, seconds=3.0, run_id="r" * 8,
+        promoted=False,
+    )  # fmt: skip
+    with caplog.at_level("INFO", logger="socialrl"):
+        _announce(kept)
+        _announce(kept, stage2_specialists=True)
+        _announce(dataclasses.replace(kept, success=False, error="boom", promoted=None))
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[0].startswith("stage1_job[dnd-v0]: ok, not promoted (the champion stays)")
+    assert lines[1].startswith("stage1_job[dnd-v0]: ok, not promoted (run_stage2's specialists never become champions)")
+    assert lines[2].startswith("stage1_job[dnd-v0]: FAILED: boom")
