@@ -201,3 +201,33 @@ def test_runs_inside_shared_engines_share_one_engine_and_stop_it_at_the_end(
         assert shared.started == 3 and shared._engine.alive()
         last = shared._engine
     assert not last.alive()  # the block's end stopped it
+
+
+def test_prompt_log_prob_entries_carry_vllms_rank_and_text(tiny_model_dir: Path) -> None:
+    """The vectorised `scored_prompt` against its definition, position by position: every top-k token and the
+    prompt's own, with rank = 1 + tokens strictly more likely (ties share a rank) and the token's own text."""
+    import torch
+
+    from models.serving.standin import StandInModels, scored_prompt
+
+    models = StandInModels(tiny_model_dir, "base")
+    torch.manual_seed(0)
+    prompt = [1, 504, 3458, 314, 260, 2365, 30, 504]
+    rows = torch.log_softmax(torch.randn(len(prompt), len(models.tokenizer)), -1)
+    rows[2, :] = rows[2, 0]  # a row of ties: every token ranks first
+    rows[4, prompt[5]] = rows[4].max()  # the prompt's own token tied with the best
+    scored = scored_prompt(models, prompt, rows, top_k=3)
+    assert scored[0] is None and len(scored) == len(prompt)
+    for i in range(1, len(prompt)):
+        row = rows[i - 1]
+        expected = {
+            str(t): {
+                "logprob": float(row[t]),
+                "rank": int((row > row[t]).sum()) + 1,
+                "decoded_token": models.tokenizer.decode([t]),
+            }
+            for t in [prompt[i], *row.topk(3).indices.tolist()]
+        }
+        assert scored[i] == expected, i  # the same tensor read twice: equal, not close
+    assert scored[3][str(prompt[3])]["rank"] == 1 and scored[5][str(prompt[5])]["rank"] == 1
+    assert scored_prompt(models, [7], rows, top_k=3) == [None]
