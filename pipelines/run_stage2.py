@@ -183,6 +183,16 @@ def _cascade_stages(outputs: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def _share_over_warmstart(outputs: dict[str, Any]) -> dict[str, Any]:
+    """The MOPD student's recovered share of the specialists' advantage over each domain's warm-start (the
+    `mopd_recovered_share` key holds it over the base)."""
+    from models.socialrl.stage2 import recovered_share
+
+    return recovered_share(
+        outputs["mopd_student"].scores, outputs["transfer_matrix"].matrix, floor="warmstart"
+    ).as_dict()
+
+
 # The result file's stage-2 keys in their order: each with the assets it is read from and how.
 RESULT_PARTS: tuple[tuple[str, tuple[str, ...], Callable[[dict[str, Any]], Any]], ...] = (
     ("specialists_source", ("transfer_matrix",), lambda o: o["transfer_matrix"].sources_json()),
@@ -196,6 +206,11 @@ RESULT_PARTS: tuple[tuple[str, tuple[str, ...], Callable[[dict[str, Any]], Any]]
         "mopd_recovered_share",
         ("mopd_student", "transfer_matrix"),
         lambda o: o["mopd_student"].share_of(o["transfer_matrix"].matrix).as_dict(),
+    ),
+    (
+        "mopd_recovered_share_over_warmstart",
+        ("mopd_student", "transfer_matrix"),
+        lambda o: _share_over_warmstart(o),
     ),
     ("mopd_steps", ("mopd_student",), lambda o: o["mopd_student"].steps),
     ("mopd_student_init", ("mopd_student",), lambda o: o["mopd_student"].student_init),

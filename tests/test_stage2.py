@@ -695,9 +695,13 @@ def test_run_stage2_writes_the_recovered_share_with_its_interval_and_the_cluster
     assert list(result) == [
         "env_version", "domains", "specialists_source", "transfer_matrix", "transfer_matrix_vs_warmstart",
         "clusters_per_cell", "cascade_order", "unified",
-        "unified_vs_best_baseline", "mopd_recovered_share", "mopd_steps", "mopd_student_init", "mopd_curriculum",
-        "cascade_curve", "cascade_stages", "steps", "wall_s",
+        "unified_vs_best_baseline", "mopd_recovered_share", "mopd_recovered_share_over_warmstart", "mopd_steps",
+        "mopd_student_init", "mopd_curriculum", "cascade_curve", "cascade_stages", "steps", "wall_s",
     ]  # fmt: skip
+    # Over the warm-start: only Craigslist has one (base + 0.05 there); its specialist is +0.25 over the base and
+    # the student +0.0, so the student recovers (0 - 0.05) / (0.25 - 0.05) of it, on Craigslist's 4 episodes.
+    over_warm = result["mopd_recovered_share_over_warmstart"]
+    assert over_warm["mean"] == pytest.approx(-0.05 / 0.20) and (over_warm["n"], over_warm["clusters"]) == (4, 4)
     # The run's own records: the cascade's forgetting curve and stage times, each Dagster run's step times.
     assert result["cascade_curve"] == {CRAIG: [0.17, 0.04], DNND: [0.0, 0.46]}
     assert result["cascade_stages"] == [
@@ -739,6 +743,24 @@ def test_run_stage2_writes_the_recovered_share_with_its_interval_and_the_cluster
         wall_s=1.0,
     )
     assert result_json({**outputs, "mopd_student": older}, matrix.domains, 1.0, steps) == result
+
+
+def test_the_share_over_the_warm_start_is_undefined_where_the_specialists_do_not_beat_it() -> None:
+    """A specialist below its own warm-start leaves nothing to recover over it (as the cpu run's Craigslist
+    specialist after PPO); without any evaluated warm-start there is no floor at all."""
+    rows = [r for r in hand_made() if r.policy != sft_policy(CRAIG)]
+    rows += [scores(sft_policy(CRAIG), r, shifted(0.30)) for r in (DNND, CRAIG, MARKET)]  # above the specialist
+    matrix = build_transfer_matrix(rows, (DNND, CRAIG, MARKET))
+    mopd = tuple(scores(stage2.MOPD, d, shifted(0.10)) for d in (DNND, CRAIG, MARKET))
+    share = stage2.recovered_share(mopd, matrix, floor="warmstart")
+    assert share.mean is None and "over their warm-starts is -0.2000" in share.reason and share.estimate.n == 4
+    assert stage2.recovered_share(mopd, matrix).mean == pytest.approx((0.1 * 3) / (0.20 + 0.25 + 0.30))
+    bare = build_transfer_matrix([r for r in rows if r.policy != sft_policy(CRAIG)], (DNND, CRAIG, MARKET))
+    assert stage2.recovered_share(mopd, bare, floor="warmstart").reason == (
+        "no domain's warm-start was evaluated on its own plan"
+    )
+    with pytest.raises(ValueError, match="floor must be one of"):
+        stage2.recovered_share(mopd, matrix, floor="sft")
 
 
 def test_policy_scores_refuse_unpaired_comparisons() -> None:

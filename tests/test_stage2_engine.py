@@ -311,8 +311,8 @@ def test_the_smoke_lineage_of_stage2_materialises_end_to_end(
     assert list(result) == [
         "env_version", "domains", "specialists_source", "transfer_matrix", "transfer_matrix_vs_warmstart",
         "clusters_per_cell", "cascade_order", "unified",
-        "unified_vs_best_baseline", "mopd_recovered_share", "mopd_steps", "mopd_student_init", "mopd_curriculum",
-        "cascade_curve", "cascade_stages", "steps", "wall_s",
+        "unified_vs_best_baseline", "mopd_recovered_share", "mopd_recovered_share_over_warmstart", "mopd_steps",
+        "mopd_student_init", "mopd_curriculum", "cascade_curve", "cascade_stages", "steps", "wall_s",
     ]  # fmt: skip
     # The timeline is the run's own: Dagster's step stats of the stage-2 run, one entry per asset step.
     [timed] = result["steps"]
@@ -330,6 +330,7 @@ def test_the_smoke_lineage_of_stage2_materialises_end_to_end(
     assert result["mopd_student_init"] == f"SFT warm-start of {first_warm}"
     assert [d["step"] for d in result["mopd_curriculum"]] == [0]
     assert set(result["mopd_recovered_share"]) == {"mean", "ci_low", "ci_high", "n", "clusters", "reason"}
+    assert set(result["mopd_recovered_share_over_warmstart"]) == set(result["mopd_recovered_share"])
     assert set(result["transfer_matrix"]["casino-v0"]["marketplace-v0"]) == {"mean", "ci_low", "ci_high", "n"}
     # Against the recipients' own warm-starts: the two warm-started domains' columns, for every specialist.
     columns = {d: sorted(row) for d, row in result["transfer_matrix_vs_warmstart"].items()}

@@ -28,7 +28,7 @@ per-episode differences, bootstrap CI resampling scenarios).
 | MOPD gap of domain d | (teacher_d - student_d) / (teacher_d - base_d) on the validation probe (models/training/mopd.py); a curriculum decision with no gap defined falls back to uniform sampling and is counted |
 | best baseline | of the trivial code baselines (agents/socialrl/baselines.py) played on the same held-out plan, the one with the highest mean there (pooled over the policy's domains for its mean row); every trained policy's row carries its paired difference to it (`unified_evaluation`) |
 | MOPD student start | the SFT warm-start of the first stage-2 domain that has one, else a fresh LoRA (`student_start`) |
-| recovered share | sum over domains d and paired held-out episodes e of (student - base) / sum of (specialist - base), a ratio of sums with a scenario-cluster bootstrap CI (`recovered_share`); undefined where the specialists' summed advantage is not > 0 |
+| recovered share | sum over domains d and paired held-out episodes e of (student - base) / sum of (specialist - base), a ratio of sums with a scenario-cluster bootstrap CI (`recovered_share`); undefined where the specialists' summed advantage is not > 0. With `floor="warmstart"` each domain's own SFT warm-start replaces the base (the result file's `mopd_recovered_share_over_warmstart`) |
 | per-domain ratio of domain d | (student_d - base_d) / (specialist_d - base_d), each a paired mean difference; shown only (it swings when the advantage is small); undefined where the specialist does not beat the base by more than `min_advantage` |
 
 The validation probe (`probe_rewards`) plays a few scenarios of the *training* split (never held out) against

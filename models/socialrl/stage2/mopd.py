@@ -17,7 +17,16 @@ from models.plots import Series, line_with_band
 from models.profiles import Profile
 from models.socialrl import stage1
 from models.socialrl.stage2.plans import evaluate_policies, probe_rewards, registered_adapters, serve
-from models.socialrl.stage2.scores import BASE, DOMAINS_TAG, MOPD, MOPD_MODEL, PolicyScores, short, specialist_policy
+from models.socialrl.stage2.scores import (
+    BASE,
+    DOMAINS_TAG,
+    MOPD,
+    MOPD_MODEL,
+    PolicyScores,
+    sft_policy,
+    short,
+    specialist_policy,
+)
 from models.socialrl.stage2.transfer import TransferMatrix
 from models.tracking import TrackedRun, Tracker
 from models.training.config import Services
@@ -26,12 +35,18 @@ from models.training.mopd_config import CurriculumDecision, uniform_fallbacks
 log = logging.getLogger("socialrl.stage2")
 
 
+FLOORS = ("base", "warmstart")
+"""What a recovered share is measured over: the base model, or each domain's own SFT warm-start (where the base
+scores 0 everywhere, the warm-start is the floor a student can be told apart from)."""
+
+
 def domain_share(
     student: PolicyScores, base: PolicyScores, specialist: PolicyScores, min_advantage: float
 ) -> float | None:
-    """One domain's ratio (student - base) / (specialist - base), each a paired mean difference on one plan;
-    None where the specialist does not beat the base by more than `min_advantage`. Shown per domain only:
-    a small advantage makes the ratio swing, so the reported share is `recovered_share`'s ratio of sums."""
+    """One domain's ratio (student - floor) / (specialist - floor), each a paired mean difference on one plan
+    (`base`: the floor's scores, the base model's or the warm-start's); None where the specialist does not beat
+    the floor by more than `min_advantage`. Shown per domain only: a small advantage makes the ratio swing, so
+    the reported share is `recovered_share`'s ratio of sums."""
     advantage = specialist.minus(base).mean
     if not advantage > min_advantage:
         return None
@@ -41,12 +56,13 @@ def domain_share(
 @dataclass(frozen=True)
 class RecoveredShare:
     """The share of the specialists' held-out advantage the student recovered: sum over domains and paired
-    episodes of (student - base) over the sum of (specialist - base), with a scenario-cluster bootstrap CI."""
+    episodes of (student - floor) over the sum of (specialist - floor), with a scenario-cluster bootstrap CI; the
+    floor is the base model, or each domain's warm-start (`recovered_share`'s `floor`)."""
 
     estimate: Estimate
     """mean = the ratio of sums (NaN when undefined); n paired episodes; clusters = scenarios resampled."""
     advantage: float
-    """Summed specialist - base over every domain's paired episodes (the denominator)."""
+    """Summed specialist - floor over every domain's paired episodes (the denominator)."""
     reason: str | None
     """Why the share is undefined (None when it is defined)."""
     per_domain: dict[str, float | None]
@@ -68,20 +84,34 @@ class RecoveredShare:
 
 
 def recovered_share(
-    students: Sequence[PolicyScores], matrix: TransferMatrix, min_advantage: float = 0.0, confidence: float = 0.95
+    students: Sequence[PolicyScores],
+    matrix: TransferMatrix,
+    min_advantage: float = 0.0,
+    confidence: float = 0.95,
+    floor: str = "base",
 ) -> RecoveredShare:
     """The student's recovered share (`RecoveredShare`) on the domains of `students`, paired episode by
-    episode with the base and each domain's specialist of `matrix`. Defined whenever the specialists' summed
-    advantage over the base is > 0; `min_advantage` only decides which per-domain ratios are shown."""
+    episode with the floor and each domain's specialist of `matrix`. Defined whenever the specialists' summed
+    advantage over the floor is > 0; `min_advantage` only decides which per-domain ratios are shown.
+    `floor`: "base" (the base model on every domain), or "warmstart" (each domain's own SFT warm-start, on the
+    domains whose warm-start the matrix evaluated there; the others are left out)."""
+    if floor not in FLOORS:
+        raise ValueError(f"floor must be one of {FLOORS}, got {floor!r}")
+    evaluated = {(s.policy, s.env_id) for s in matrix.scores}
+    if floor == "warmstart":
+        students = [s for s in students if (sft_policy(s.env_id), s.env_id) in evaluated]
+        if not students:
+            undefined = Estimate(math.nan, math.nan, math.nan, 0, 0)
+            return RecoveredShare(undefined, 0.0, "no domain's warm-start was evaluated on its own plan", {})
     numerators, denominators, clusters = [], [], []
     per_domain = {}
     for student in students:
-        base = matrix.scores_of(BASE, student.env_id)
+        base = matrix.scores_of(BASE if floor == "base" else sft_policy(student.env_id), student.env_id)
         specialist = matrix.scores_of(specialist_policy(student.env_id), student.env_id)
         b = dict(zip(base.keys, base.rewards, strict=True))
         p = dict(zip(specialist.keys, specialist.rewards, strict=True))
         if not set(student.keys) == set(b) == set(p):
-            raise ValueError(f"{student.env_id}: student, base and specialist did not play the same episodes")
+            raise ValueError(f"{student.env_id}: student, {floor} and specialist did not play the same episodes")
         per_domain[student.env_id] = domain_share(student, base, specialist, min_advantage)
         for key, cluster, reward in zip(student.keys, student.clusters, student.rewards, strict=True):
             numerators.append(reward - b[key])
@@ -89,7 +119,8 @@ def recovered_share(
             clusters.append(cluster)
     advantage = math.fsum(denominators)
     if not advantage > 0:
-        reason = f"the specialists' summed advantage over the base is {advantage:+.4f}: nothing to recover"
+        over = "the base" if floor == "base" else "their warm-starts"
+        reason = f"the specialists' summed advantage over {over} is {advantage:+.4f}: nothing to recover"
         undefined = Estimate(math.nan, math.nan, math.nan, len(numerators), len(set(clusters)))
         return RecoveredShare(undefined, advantage, reason, per_domain)
     return RecoveredShare(ratio_estimate(numerators, denominators, clusters, confidence), advantage, None, per_domain)
