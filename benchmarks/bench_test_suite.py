@@ -13,7 +13,7 @@ data/logs/pytest.xml. This reads that file (nothing is rerun) and writes benchma
 | `module_seconds` | test file (its stem, e.g. `test_pipelines`) -> its tests' summed seconds: tests/conftest.py runs the files in this order, slowest first, so that the workers' last tests are short ones |
 | `setup_s` | optional: the seconds `make setup` took before it on a fresh clone (`--setup-s`) |
 | `machine_update_tok_s` | the machine's speed, so that wall times of different machines can be compared: the PPO update's tokens/s of `benchmarks/bench_learner.py --device cpu --shape small` (its `tokens_per_s.update`, one timed iteration after its warm-up, all cores), measured by this run right after reading the XML (a subprocess; `--update-tok-s` passes a value measured otherwise, `--no-machine-speed` leaves the key out) |
-| `reference_update_tok_s`, `at_reference_speed_s` | with `setup_s` and a measured speed: the reference machine's PPO update speed (benchmarks/results/learner_cpu.json `tokens_per_s.update`) and `(wall_s + setup_s) x machine_update_tok_s / reference_update_tok_s`, what setup and suite would take there (the suite's budget, 1,200 s, is set at that speed) |
+| `reference_update_tok_s`, `reference_settings_update_tok_s`, `at_reference_speed_s` | with `setup_s`: the reference machine's PPO update speed (benchmarks/results/learner_cpu.json `tokens_per_s.update`, one thread, three timed iterations), this machine's measured the same way (`models.provenance.measure_like`: the median of three runs, right after `machine_update_tok_s`; that one uses both cores and one iteration, so it is not comparable with the reference's), and `(wall_s + setup_s) x reference_settings_update_tok_s / reference_update_tok_s`, what setup and suite would take on the reference machine (the suite's budget, 1,200 s, is set there) |
 | `measured_at` | UTC time this file was written |
 
     python -m benchmarks.bench_test_suite --workers 2 [--junit data/logs/pytest.xml] [--setup-s 330]
@@ -28,7 +28,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from models.provenance import measure_update_tok_s
+from models.provenance import measure_like, measure_update_tok_s
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULT = ROOT / "benchmarks" / "results" / "test_suite.json"
@@ -37,10 +37,16 @@ SLOWEST = 10
 
 
 def summarise(
-    junit: Path, workers: int, setup_s: float | None = None, update_tok_s: float | None = None
+    junit: Path,
+    workers: int,
+    setup_s: float | None = None,
+    update_tok_s: float | None = None,
+    reference_settings_tok_s: float | None = None,
 ) -> dict[str, Any]:
     """The result file's content for one JUnit XML written by pytest (`--junitxml`); `update_tok_s` is the
-    machine's PPO update speed (`measure_update_tok_s`), kept as `machine_update_tok_s` when given."""
+    machine's PPO update speed (`measure_update_tok_s`), kept as `machine_update_tok_s` when given;
+    `reference_settings_tok_s` the same measured as the reference was (`measure_like`), which with `setup_s`
+    scales the run to the reference machine."""
     root = ET.parse(junit).getroot()
     suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
     if not suites:
@@ -64,10 +70,11 @@ def summarise(
         result["setup_s"] = round(setup_s, 1)
     if update_tok_s is not None:
         result["machine_update_tok_s"] = round(update_tok_s, 1)
-    if setup_s is not None and update_tok_s is not None and REFERENCE.is_file():
+    if setup_s is not None and reference_settings_tok_s is not None:
         reference = float(json.loads(REFERENCE.read_text())["tokens_per_s"]["update"])
         result["reference_update_tok_s"] = reference
-        result["at_reference_speed_s"] = round((result["wall_s"] + setup_s) * update_tok_s / reference, 1)
+        result["reference_settings_update_tok_s"] = round(reference_settings_tok_s, 1)
+        result["at_reference_speed_s"] = round((result["wall_s"] + setup_s) * reference_settings_tok_s / reference, 1)
     return result
 
 
@@ -94,7 +101,8 @@ def render(result: dict[str, Any]) -> str:
     if "at_reference_speed_s" in result:
         setup += (
             f" (setup and suite together {result['at_reference_speed_s'] / 60:.1f} min when scaled to the reference "
-            f"speed of {result['reference_update_tok_s']:,.0f} tokens/s)"
+            f"machine: {result['reference_settings_update_tok_s']:,.0f} tokens/s here against its "
+            f"{result['reference_update_tok_s']:,.0f}, both measured as benchmarks/results/learner_cpu.json was)"
         )
     speed = (
         f" (the machine's PPO update speed: {result['machine_update_tok_s']:,.0f} tokens/s, "
@@ -134,7 +142,10 @@ def main(argv: list[str] | None = None) -> int:
     update_tok_s = args.update_tok_s
     if update_tok_s is None and not args.no_machine_speed:
         update_tok_s = measure_update_tok_s()
-    result = summarise(args.junit, args.workers, args.setup_s, update_tok_s)
+    like = None
+    if args.setup_s is not None and not args.no_machine_speed and REFERENCE.is_file():
+        like = measure_like(json.loads(REFERENCE.read_text()))
+    result = summarise(args.junit, args.workers, args.setup_s, update_tok_s, like)
     args.output.write_text(json.dumps(result, indent=1) + "\n")
     print(render(result))
     return 0

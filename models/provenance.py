@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import json
 import logging
+import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,12 +76,12 @@ def git_commit(repo: str | Path = REPO_ROOT) -> str | None:
     return code_state(repo).tag()
 
 
-def measure_update_tok_s(timeout_s: float = 600.0) -> float:
-    """The PPO update's tokens/s on this machine: `benchmarks/bench_learner.py` with `MACHINE_SPEED_ARGS` in a
-    subprocess (its own torch, its default threads), read from the JSON line it prints (`tokens_per_s.update`).
-    Raises RuntimeError when the benchmark fails."""
+def measure_update_tok_s(timeout_s: float = 600.0, args: Sequence[str] = MACHINE_SPEED_ARGS) -> float:
+    """The PPO update's tokens/s on this machine: `benchmarks/bench_learner.py` with `args` (default
+    `MACHINE_SPEED_ARGS`) in a subprocess (its own torch, its default threads unless `args` set them), read from
+    the JSON line it prints (`tokens_per_s.update`). Raises RuntimeError when the benchmark fails."""
     done = subprocess.run(
-        [sys.executable, str(LEARNER), *MACHINE_SPEED_ARGS],
+        [sys.executable, str(LEARNER), *args],
         capture_output=True,
         text=True,
         timeout=timeout_s,
@@ -90,6 +92,21 @@ def measure_update_tok_s(timeout_s: float = 600.0) -> float:
     if done.returncode != 0 or not lines:
         raise RuntimeError(f"bench_learner failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
     return float(json.loads(lines[-1])["tokens_per_s"]["update"])
+
+
+def reference_settings_args(reference: Mapping[str, Any]) -> tuple[str, ...]:
+    """bench_learner's arguments that repeat a stored learner result's run (its shape, timed iterations and
+    threads: the reference machine's benchmarks/results/learner_cpu.json ran one thread, three iterations)."""
+    return (
+        "--device", "cpu", "--shape", str(reference["shape"]),
+        "--iterations", str(reference["timed_iterations"]), "--threads", str(reference["threads"]),
+    )  # fmt: skip
+
+
+def measure_like(reference: Mapping[str, Any], repeats: int = 3) -> float:
+    """This machine's PPO update tokens/s measured as `reference` was (`reference_settings_args`), the median
+    of `repeats` runs: one run of the machine-speed benchmark swung from 2,944 to 3,736 within a minute here."""
+    return statistics.median(measure_update_tok_s(args=reference_settings_args(reference)) for _ in range(repeats))
 
 
 def machine_speed_or_none(log: logging.Logger) -> float | None:
