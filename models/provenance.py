@@ -105,7 +105,7 @@ def reference_settings_args(reference: Mapping[str, Any]) -> tuple[str, ...]:
 
 def measure_like(reference: Mapping[str, Any], repeats: int = 3) -> float:
     """This machine's PPO update tokens/s measured as `reference` was (`reference_settings_args`), the median
-    of `repeats` runs: one run of the machine-speed benchmark swung from 2,944 to 3,736 within a minute here."""
+    of `repeats` runs: single runs of the machine-speed benchmark read 2,567 to 3,736 within minutes here."""
     return statistics.median(measure_update_tok_s(args=reference_settings_args(reference)) for _ in range(repeats))
 
 
