@@ -210,7 +210,7 @@ RESULT_PARTS: tuple[tuple[str, tuple[str, ...], Callable[[dict[str, Any]], Any]]
     (
         "mopd_recovered_share_over_warmstart",
         ("mopd_student", "transfer_matrix"),
-        lambda o: _share_over_warmstart(o),
+        _share_over_warmstart,
     ),
     ("mopd_steps", ("mopd_student",), lambda o: o["mopd_student"].steps),
     ("mopd_student_init", ("mopd_student",), lambda o: o["mopd_student"].student_init),

@@ -276,6 +276,17 @@ class YoaoSettings:
         return self if self.model else replace(self, model=base_model)
 
 
+SMOKE_YOAO_SFT = SFTSettings(
+    learning_rate=1e-3,
+    max_steps=2,
+    batch_size=4,
+    max_length=512,
+    trained_positions_only=True,
+    lora=LoraSettings(r=8, alpha=16),
+)
+"""The smoke warm-up's and seed's SFT: two steps, the LM head at the trained positions only, as the cpu profile
+trains (TRL's fused head scores every position on the CPU)."""
+
 SMOKE_YOAO = YoaoSettings(
     heldout_frames=("trade_war",),
     opponents=("always_defect", "tit_for_tat", "always_cooperate"),
@@ -288,24 +299,8 @@ SMOKE_YOAO = YoaoSettings(
         "engine-judge", ENGINE, "base"
     ),  # exercises the judge path (the tiny model's answers are unreadable)
     warmup_games=6,
-    # The LM head at the trained positions only, as the cpu profile trains (TRL's fused head scores every
-    # position on the CPU).
-    warmup_sft=SFTSettings(
-        learning_rate=1e-3,
-        max_steps=2,
-        batch_size=4,
-        max_length=512,
-        trained_positions_only=True,
-        lora=LoraSettings(r=8, alpha=16),
-    ),
-    seed_sft=SFTSettings(
-        learning_rate=1e-3,
-        max_steps=2,
-        batch_size=4,
-        max_length=512,
-        trained_positions_only=True,
-        lora=LoraSettings(r=8, alpha=16),
-    ),
+    warmup_sft=SMOKE_YOAO_SFT,
+    seed_sft=SMOKE_YOAO_SFT,
     seed_counts=(0, 1, 3),
     games_per_arm=2,
     persistence_seeds=1,

@@ -97,8 +97,8 @@ def recovered_share(
     domains whose warm-start the matrix evaluated there; the others are left out)."""
     if floor not in FLOORS:
         raise ValueError(f"floor must be one of {FLOORS}, got {floor!r}")
-    evaluated = {(s.policy, s.env_id) for s in matrix.scores}
     if floor == "warmstart":
+        evaluated = {(s.policy, s.env_id) for s in matrix.scores}
         students = [s for s in students if (sft_policy(s.env_id), s.env_id) in evaluated]
         if not students:
             undefined = Estimate(math.nan, math.nan, math.nan, 0, 0)
