@@ -35,6 +35,7 @@ from models.yoao import report
 from models.yoao.config import YoaoSettings
 from models.yoao.experiments import PlayerModels
 from models.yoao.imitation import AdapterImitation, WarmstartImitation, replay_adapter
+from models.yoao.listening import run_listener_probe
 from models.yoao.seed import (
     FormatWarmup,
     SeedDataset,
@@ -269,7 +270,8 @@ def yoao_warmstart_imitation(
     """Have the warm-starts learned their data? The format warm-up and the seed replayed on their held-out
     turns with their teachers' own contexts (models/yoao/imitation.py): valid-vote rate, votes and statements
     that follow the teacher, the seed-data filter's verdict on their statements, the held-out loss curve and
-    whether it plateaued, and a few transcripts."""
+    whether it plateaued, and a few transcripts; and the listener probe (models/yoao/listening.py): the format
+    warm-up asked the incentive audit's vote turns, to see whether it weighs an argument above a stated vote."""
     profile, yoao = yoao_settings(settings)
     start = time.perf_counter()
     models = serve_players(yoao_engine, yoao_format_warmup, yoao_seed_agent)
@@ -280,10 +282,15 @@ def yoao_warmstart_imitation(
             models.api_key, yoao.concurrency,
         )  # fmt: skip
 
+    listener = run_listener_probe(
+        yoao, models.base_url, models.untrained, adapter=yoao_format_warmup.adapter.registered_name,
+        games=yoao.listener_games, api_key=models.api_key,
+    )  # fmt: skip
     result = WarmstartImitation(
         replay(yoao_format_warmup.adapter, models.untrained),
         replay(yoao_seed_agent, models.seed),
         1.0 - yoao.max_abstention_rate,
+        listener,
     )
     metrics = {
         f"{label}.{name}": e.mean
@@ -304,6 +311,8 @@ def yoao_warmstart_imitation(
             "warmup_valid_vote_rate": result.format_warmup.valid_vote_rate,
             "seed_valid_vote_rate": result.seed.valid_vote_rate,
             "passed": result.passed,
+            "warmup_listens": listener.listens,
+            "warmup_argue_minus_vote_only": listener.model_comparisons["argue_minus_vote_only"].mean,
             "mlflow_run_id": run_id,
             "wall_s": round(time.perf_counter() - start, 1),
         },

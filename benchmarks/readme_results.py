@@ -9,6 +9,7 @@ Each block sits between `<!-- <name>: begin -->` and `<!-- <name>: end -->` in i
 | `yoao_cpu` | docs/yoao.md | benchmarks/results/yoao_cpu.json | `benchmark_markdown` (models/yoao/report.py) |
 | `yoao_tutor_reference` | docs/yoao.md | benchmarks/results/yoao_tutor_reference.json | `benchmark_markdown` |
 | `yoao_incentives_cpu` | docs/yoao.md | benchmarks/results/yoao_incentives_cpu.json | `audit_markdown` (models/yoao/incentives.py: the YOAO incentive audit and the tutors' prior calibration) |
+| `yoao_listener_cpu` | docs/yoao.md | benchmarks/results/yoao_listener_cpu.json | `recipes_markdown` (models/yoao/listening.py: format warm-up recipes compared by the listener probe, `benchmarks/bench_yoao_listener.py`) |
 | `test_suite` | docs/testing.md | benchmarks/results/test_suite.json | `render` (benchmarks/bench_test_suite.py: `make test`'s JUnit XML) |
 | `paper_report` | README.md | benchmarks/results/paper_report.json | `summary_markdown` (models/report/render.py: every claim row `make report PUBLISH=1` published from the result files, with its verdict, reason and source, linking the whole report beside it) |
 
@@ -32,6 +33,7 @@ from benchmarks import bench_test_suite
 from models.report import summary_markdown
 from models.socialrl.stage1.report import report_markdown
 from models.yoao.incentives import audit_markdown
+from models.yoao.listening import recipes_markdown
 from models.yoao.report import benchmark_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,6 +135,7 @@ BLOCKS = (
     Block("yoao_cpu", ROOT / "docs" / "yoao.md", RESULTS / "yoao_cpu.json", benchmark_markdown),
     Block("yoao_tutor_reference", ROOT / "docs" / "yoao.md", RESULTS / "yoao_tutor_reference.json", benchmark_markdown),
     Block("yoao_incentives_cpu", ROOT / "docs" / "yoao.md", RESULTS / "yoao_incentives_cpu.json", audit_markdown),
+    Block("yoao_listener_cpu", ROOT / "docs" / "yoao.md", RESULTS / "yoao_listener_cpu.json", recipes_markdown),
     Block("test_suite", TESTING, bench_test_suite.RESULT, bench_test_suite.render),
     PAPER_REPORT,
 )

@@ -291,6 +291,34 @@ def test_format_tutor_data_is_balanced_and_without_rationale() -> None:
     assert {label.reason for label in labels} <= {"no_rationale", "defects"}
 
 
+def test_warmup_advocates_speak_in_their_share_of_games_and_are_never_trained_on() -> None:
+    settings = dataclasses.replace(
+        get_profile("cpu").yoao, warmup_games=8, warmup_advocate_share=0.5, warmup_advocates=("argue", "selfish")
+    )
+    placed = [seed.advocate_seat(settings, i) for i in range(8)]
+    assert [p is not None for p in placed] == [False, True] * 4
+    assert [p[1] for p in placed if p] == ["argue", "selfish", "argue", "selfish"]
+    assert len({p[0] for p in placed if p}) == 4  # the seat rotates over games
+    traces = seed.format_warmup_traces(settings)
+    assert len(traces.traces) == 8 * 5 - 4  # every seat traced but the advocate's
+    by_game: dict[str, list[Trace]] = {}
+    for t in traces.traces:
+        by_game.setdefault(t.scenario_id, []).append(t)
+    for game, index in zip(sorted(by_game, key=lambda g: int(g.split(":")[-1])), range(8), strict=True):
+        seats = {t.seat for t in by_game[game]}
+        where = placed[index]
+        assert seats == {f"A{i}" for i in range(5)} - ({f"A{where[0]}"} if where else set())
+        assert not any("ScriptedSeed" in t.agent for t in by_game[game])
+    # The tutors beside an arguing advocate heard its reasons: a statement of it is in their chats.
+    game = sorted(by_game, key=lambda g: int(g.split(":")[-1]))[1]
+    heard = "\n".join(m["content"] for t in by_game[game] for m in t.messages if m["role"] == "user")
+    assert f"A{placed[1][0]}: " in heard
+    with pytest.raises(ValueError, match="unknown warm-up advocates"):
+        dataclasses.replace(settings, warmup_advocates=("shouter",))
+    with pytest.raises(ValueError, match="warmup_advocate_share"):
+        dataclasses.replace(settings, warmup_advocate_share=1.5)
+
+
 # ---------------------------------------------------------------------------------- teacher selection
 class Abstainer(TextAgent):
     """Never writes a valid vote: its team's rounds tie and count as BLACK."""

@@ -64,8 +64,13 @@ def test_smoke_yoao_group_materialises_end_to_end(
         assert set(entry) == {"mean", "ci_low", "ci_high", "games"}
     assert {"mean", "games", "votes"} <= set(benchmark["persuadability_k0"])
     assert set(benchmark["team"]["1"]) >= {"team_cooperation", "vote_arithmetic_null", "observed_minus_null"}
-    assert set(benchmark["warmstarts"]) == {"format_warmup", "seed", "passed"}
+    assert set(benchmark["warmstarts"]) == {"format_warmup", "seed", "passed", "listener_probe"}
     assert benchmark["warmstarts"]["seed"]["eval_curve"]  # the held-out loss before and after
+    # The listener probe asked the served warm-up every untrained seat round of the audit's games (smoke: teams
+    # of 3, 2 rounds, 2 games per arm: 3 untrained seats at k = 0, 2 beside the seed in the four other arms).
+    listener = benchmark["warmstarts"]["listener_probe"]
+    assert listener["rounds"] == 2 * 2 * (3 + 4 * 2) and listener["games"] == 2
+    assert set(listener["model_comparisons"]) == set(listener["tutor_comparisons"])
     assert set(benchmark["sugarscape"]) == {"0", "0.2", "0.5", "1"}
     for share in benchmark["sugarscape"].values():
         assert set(share) == set(SUGARSCAPE_KEYS)

@@ -20,6 +20,8 @@ from models.training.config import LoraSettings, SFTSettings
 
 SEED_PLACEMENTS = ("first", "spread")
 TRACE_TEAMMATES = ("tutors", "followers")
+ADVOCATE_KINDS = ("argue", "vote_only", "long", "selfish")
+"""The warm-up's scripted advocates (`YoaoSettings.warmup_advocates`; built by `models.yoao.seed.traces.advocate`)."""
 """Who may fill the seed-trace games' other team-A seats (`YoaoSettings.trace_teammates`)."""
 ENGINE = "engine"
 """`Endpoint.base_url` value meaning: the run's own engine, through the rollout proxy."""
@@ -161,11 +163,23 @@ class YoaoSettings:
     """Play every warm-up game with its mirror (every prior draw's colour swapped), which balances the data's
     votes between colours by construction (for the vote-following kinds); not with persuadable tutors, whose selfish lean
     is the point and whose reasons are not symmetric."""
+    warmup_advocate_share: float = 0.0
+    """Share of the warm-up games with a scripted advocate in one team-A seat (not traced, so never trained on;
+    its seat rotates over games), so the data shows the tutors answering a minority voice: with `warmup_advocates`
+    cycled over those games. Without it, the tutors among themselves vote with their stated majority 96% of
+    the time, and a player that follows the majority imitates the data about as well as one that weighs reasons."""
+    warmup_advocates: tuple[str, ...] = ("argue", "vote_only", "long", "selfish")
+    """Advocate kinds (`ADVOCATE_KINDS`, built by `models.yoao.seed.traces.advocate`): BLACK with grounded reasons, the same stating its
+    vote only, BLACK with long sentences that give no reason, RED with grounded reasons; all from the tutors'
+    own sentence pools (agents/yoao/persuasion.py), never the seed teacher's."""
     heldout_share: float = 0.1
     """Share of the warm-up games and of the seed conversations held out of SFT: their loss is the learning
     curve (`SFTSettings.checkpoint_every`) and their turns are replayed by `yoao_warmstart_imitation`."""
     imitation_conversations: int = 5
     """Held-out conversations per adapter whose every turn `yoao_warmstart_imitation` replays."""
+    listener_games: int = 8
+    """Paired audit games per arm and held-out frame whose untrained vote turns the listener probe asks the format
+    warm-up (models/yoao/listening.py; in `yoao_warmstart_imitation`)."""
     warmup_sft: SFTSettings = field(default_factory=SFTSettings)
     """SFT of the format warm-up adapter (from the base model)."""
     seed_sft: SFTSettings = field(default_factory=SFTSettings)
@@ -265,10 +279,22 @@ class YoaoSettings:
             )
         if not all(0.0 <= p <= 1.0 for p in self.warmup_priors):
             raise ValueError(f"warmup_priors must be probabilities, got {self.warmup_priors}")
+        if not 0.0 <= self.warmup_advocate_share <= 1.0 or not self.warmup_advocates:
+            raise ValueError(
+                f"warmup_advocate_share must lie in [0, 1] and warmup_advocates be non-empty, got "
+                f"{self.warmup_advocate_share}, {self.warmup_advocates}"
+            )
+        unknown_advocates = [k for k in self.warmup_advocates if k not in ADVOCATE_KINDS]
+        if unknown_advocates:
+            raise ValueError(f"unknown warm-up advocates {unknown_advocates}; known: {', '.join(ADVOCATE_KINDS)}")
+        if self.warmup_advocate_share and self.warmup_mirror:
+            raise ValueError("warmup_mirror cannot mirror a game with an advocate (its choice is not drawn)")
         if self.warmup_mirror and PERSUADABLE in self.warmup_tutors:
             raise ValueError("warmup_mirror cannot mirror persuadable tutors (their reasons are not symmetric)")
         if self.imitation_conversations < 1:
             raise ValueError(f"imitation_conversations must be >= 1, got {self.imitation_conversations}")
+        if self.listener_games < 2:
+            raise ValueError(f"listener_games must be >= 2 (paired games), got {self.listener_games}")
 
     def resolved(self, base_model: str) -> YoaoSettings:
         """These settings with `model` set (None: the profile's `base_model`): what the seeds train on and the
@@ -303,6 +329,7 @@ SMOKE_YOAO = YoaoSettings(
     seed_sft=SMOKE_YOAO_SFT,
     seed_counts=(0, 1, 3),
     games_per_arm=2,
+    listener_games=2,
     persistence_seeds=1,
     persistence_rounds=1,
     sugarscape=SugarscapeSettings(
@@ -358,6 +385,7 @@ CPU_YOAO = YoaoSettings(
     kv_cache_gib=12.0,
     max_model_len=4096,
     seed_counts=(0, 1, 3, 5),
+    listener_games=4,
     mute_seed_counts=(1,),
     persistence_seeds=3,
     games_per_arm=16,
@@ -384,6 +412,7 @@ PAPER_YOAO = YoaoSettings(
     selection_games=50,
     trace_games=10_000,
     warmup_games=500,
+    listener_games=16,
     warmup_sft=SFTSettings(
         learning_rate=1e-4, epochs=1.0, batch_size=8, max_length=4096, bf16=True, checkpoint_every=50
     ),

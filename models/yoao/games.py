@@ -110,6 +110,11 @@ def game_specs(frames: Sequence[str], opponents: Sequence[str], n: int, seed: in
     ]
 
 
+def seat_seed(game: GameSpec, seat: int) -> int:
+    """The seed of team A's seat `seat` in `game` (what a `Maker` gets): the same in every arm of the game."""
+    return game.seed * 7 + seat
+
+
 @dataclass(frozen=True)
 class Arm:
     """A team-A composition."""
@@ -388,7 +393,7 @@ def play_arms(
         for game in games:
             scenario = scenario_for(game, settings, arm.focal)
             agents: dict[str, Agent] = {
-                f"A{i}": makers[role](f"A{i}", game.seed * 7 + i) for i, role in enumerate(arm.roles)
+                f"A{i}": makers[role](f"A{i}", seat_seed(game, i)) for i, role in enumerate(arm.roles)
             }
             agents.update(make_strategy_team(game.opponent, scenario.seats("B"), game.seed))
             spec = EpisodeSpec(

@@ -24,19 +24,20 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from environments.yoao.red_black import BLACK, VOTE, VOTE_REQUEST, list_frames, load_frame, read_choice
 from models.display import fixed
 from models.evaluation.stats import Estimate, mean_estimate
+from models.yoao.replay import Message, ReplayTurn, ask_turns
 from models.yoao.seed.dataset import classify_turn
 from models.yoao.seed.training import PLATEAU_TOLERANCE, TrainedAdapter
 
-Message = Mapping[str, str]
+if TYPE_CHECKING:
+    from models.yoao.listening import ListenerProbe
+
 METRICS = (
     "valid_vote_rate",
     "states_choice_rate",
@@ -45,18 +46,6 @@ METRICS = (
     "black_vote_share",
     "principled_rate",
 )
-
-
-@dataclass(frozen=True)
-class ReplayTurn:
-    """One assistant turn of a held-out conversation: its context and what the teacher answered."""
-
-    conversation: int
-    context: tuple[Message, ...]
-    teacher: str
-    kind: str
-    """"vote" or "opinion"."""
-    frame: str
 
 
 def conversation_frame(conversation: Sequence[Message]) -> str:
@@ -79,33 +68,6 @@ def replay_turns(conversations: Sequence[Sequence[Message]]) -> list[ReplayTurn]
             kind = VOTE if VOTE_REQUEST in conversation[p - 1]["content"] else "opinion"
             turns.append(ReplayTurn(c, tuple(conversation[:p]), message["content"], kind, frame))
     return turns
-
-
-async def _ask_all(
-    turns: Sequence[ReplayTurn], base_url: str, model: str, max_tokens: int, temperature: float,
-    api_key: str | None, concurrency: int,
-) -> list[str]:  # fmt: skip
-    gate = asyncio.Semaphore(concurrency)
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    async with httpx.AsyncClient(timeout=600.0) as client:
-
-        async def one(i: int, turn: ReplayTurn) -> str:
-            body = {
-                "model": model,
-                "messages": [dict(m) for m in turn.context],
-                "max_tokens": max_tokens,
-                "temperature": temperature,
-                "seed": i,
-            }
-            async with gate:
-                try:
-                    response = await client.post(f"{base_url.rstrip('/')}/chat/completions", json=body, headers=headers)
-                    response.raise_for_status()
-                    return response.json()["choices"][0]["message"]["content"] or ""
-                except (httpx.HTTPError, KeyError, IndexError, ValueError):
-                    return ""  # counted as an invalid reply, like a failed call in the game
-
-        return list(await asyncio.gather(*(one(i, t) for i, t in enumerate(turns))))
 
 
 @dataclass(frozen=True)
@@ -193,7 +155,7 @@ def replay_adapter(
     """Replay the first `conversations` held-out conversations of `adapter`, served as `model` at `base_url`."""
     held_out = adapter.held_out[:conversations]
     turns = replay_turns(held_out)
-    replies = asyncio.run(_ask_all(turns, base_url, model, max_tokens, temperature, api_key, concurrency))
+    replies = asyncio.run(ask_turns(turns, base_url, model, max_tokens, temperature, api_key, concurrency))
     shown = [turns.index(t) for t in _spread(turns)]
     return AdapterImitation(
         adapter=adapter.registered_name,
@@ -228,6 +190,8 @@ class WarmstartImitation:
     seed: AdapterImitation
     min_valid_vote_rate: float
     """The check's threshold (1 - the abstention limit)."""
+    listener: ListenerProbe | None = None
+    """The format warm-up asked the incentive audit's vote turns (models/yoao/listening.py); None: not probed."""
 
     @property
     def passed(self) -> bool:
@@ -241,10 +205,12 @@ class WarmstartImitation:
             "seed": self.seed.as_dict(),
             "min_valid_vote_rate": self.min_valid_vote_rate,
             "passed": self.passed,
+            "listener_probe": self.listener.as_json() if self.listener else None,
         }
 
     def markdown(self) -> str:
-        return "\n\n".join([self.format_warmup.markdown(), self.seed.markdown()])
+        parts = [self.format_warmup.markdown(), self.seed.markdown()]
+        return "\n\n".join(parts + ([self.listener.markdown()] if self.listener else []))
 
     def summary(self) -> dict[str, Any]:
         """The result file's `warmstarts`: per adapter the rates' means, the loss curve and the plateau."""
@@ -254,4 +220,7 @@ class WarmstartImitation:
             curve = [[step, round(loss, 4)] for step, loss in a.eval_curve]
             return {**means, "turns": a.turns, "eval_curve": curve, "plateaued": a.plateaued}
 
-        return {"format_warmup": short(self.format_warmup), "seed": short(self.seed), "passed": self.passed}
+        out = {"format_warmup": short(self.format_warmup), "seed": short(self.seed), "passed": self.passed}
+        if self.listener:
+            out["listener_probe"] = self.listener.as_json()
+        return out

@@ -21,7 +21,7 @@ pipelines/run_yoao.py) has exactly these keys:
 | `abstention` | arm -> the untrained players' abstention rate (votes that ended as abstentions per vote turn) |
 | `team` | arm -> the outcomes beside the primary one: team cooperation, decided cooperation, welfare, abstention of the seed seats, tie rate, and the **vote-arithmetic null**: the team cooperation the arm's seed votes give when added to k = 0's untrained votes of the same game (`null`), with the paired difference observed minus null (`observed_minus_null`) |
 | `cooperation_by_seed_count`, `mute`, `persistence`, `prompting_baseline` | per experiment, arm ("k=1 muted", ...) -> {mean, ci_low, ci_high, games}: team cooperation (persistence: in the rounds after the removal) |
-| `warmstarts` | the format warm-up and the seed replayed on held-out turns (models/yoao/imitation.py): valid-vote rate, vote follows its teacher, held-out loss curve, plateau |
+| `warmstarts` | the format warm-up and the seed replayed on held-out turns (models/yoao/imitation.py): valid-vote rate, vote follows its teacher, held-out loss curve, plateau; `listener_probe`: the format warm-up asked the incentive audit's vote turns (models/yoao/listening.py), its paired comparisons beside the tutors' |
 | `sugarscape` | seed share -> {trades, trade_rate, survival, invalid_rate, mean_lifespan, leaning_shift_seed, leaning_shift_untrained}, or {"skipped": reason} when the profile leaves Sugarscape out |
 | `wall_s` | asset -> seconds (summed over partitions) |
 
@@ -551,6 +551,8 @@ def benchmark_markdown(result: Mapping[str, Any]) -> str:
                   f"{curve} ({'plateaued' if w.get('plateaued') else 'still falling'})."]  # fmt: skip
     if warm:
         lines.append(f"The warm-start check {'passed' if warm.get('passed') else 'did not pass'}.")
+    if warm.get("listener_probe"):
+        lines += ["", listener_sentence(warm["listener_probe"])]
     sugarscape = result.get("sugarscape") or {}
     if "skipped" in sugarscape:
         lines += ["", f"Sugarscape: not run in this profile ({sugarscape['skipped']})."]
@@ -571,3 +573,26 @@ def benchmark_markdown(result: Mapping[str, Any]) -> str:
         lines += ["", f"Asset time {sum(wall.values()) / 60:.1f} min in all; longest: "
                   + ", ".join(f"{name} {seconds / 60:.1f} min" for name, seconds in slowest) + "."]  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def listener_sentence(probe: Mapping[str, Any]) -> str:
+    """The listener probe (models/yoao/listening.py) in one paragraph: the warm-up's paired comparisons beside
+    the tutors' on the same contexts."""
+    said = "argue_minus_vote_only"
+    parts = [
+        f"statements {said} {_entry_text(probe['model_statement_comparisons'][said], '+.2f')} (tutors "
+        f"{_entry_text(probe['tutor_statement_comparisons'][said], '+.2f')})"
+    ] + [
+        f"votes {name} {_entry_text(probe['model_comparisons'][name], '+.2f')} (tutors "
+        f"{_entry_text(probe['tutor_comparisons'][name], '+.2f')})"
+        for name in ("argue_minus_vote_only", "argue_minus_none", "vote_only_minus_none", "long_minus_vote_only")
+    ]
+    invalid = max((v for v in probe["invalid_rate"].values() if v is not None), default=None)
+    return (
+        f"Listener probe (the format warm-up asked the audit's vote turns among the tutors, {probe['games']} paired "
+        f"games, {probe['rounds']} seat rounds): "
+        + "; ".join(parts)
+        + f"; invalid votes at most {fixed(invalid, '.2f')} "
+        f"per arm. The warm-up {'weighs' if probe['listens'] else 'does not show that it weighs'} an argument above "
+        "a stated vote."
+    )

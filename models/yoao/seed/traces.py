@@ -15,13 +15,20 @@ from typing import Any
 
 from agents.traces import Trace, TracedAgent
 from agents.yoao.llm_players import render_config
-from agents.yoao.red_black_strategies import MajorityFollower, make_strategy_team
-from agents.yoao.red_black_teacher import PERSUADABLE, PERSUADABLE_PRIORS, TUTOR_PRIORS, FormatTutor, stated_majority
+from agents.yoao.red_black_strategies import MajorityFollower, MuteWrapper, make_strategy_team
+from agents.yoao.red_black_teacher import (
+    PERSUADABLE,
+    PERSUADABLE_PRIORS,
+    TUTOR_PRIORS,
+    FormatTutor,
+    ScriptedSeed,
+    stated_majority,
+)
 from environments.core.events import Action, Notification
 from environments.core.runtime import Agent, EpisodeResult, EpisodeSpec, run_episodes
 from environments.yoao.red_black import BLACK, RED, VOTE, RedBlackEnv, load_frame, read_choice
-from models.yoao.config import YoaoSettings
-from models.yoao.games import Arm, GameSpec, game_record, llm_agents_in, scenario_for
+from models.yoao.config import ADVOCATE_KINDS, YoaoSettings
+from models.yoao.games import Arm, GameSpec, game_record, llm_agents_in, scenario_for, seat_seed
 from models.yoao.seed.selection import TeacherChoice, spread_games
 
 log = logging.getLogger("socialrl.yoao")
@@ -73,16 +80,18 @@ class TraceSet:
 def _traced_games(
     games: Sequence[GameSpec],
     settings: YoaoSettings,
-    traced_seats: Sequence[int],
+    traced_seats: Sequence[int] | Callable[[GameSpec], Sequence[int]],
     make_seat: Callable[[int, GameSpec], Agent],
     prefix: str,
 ) -> TraceSet:
-    """Play `games` with team A's seats from `make_seat(seat index, game)`, tracing `traced_seats`."""
+    """Play `games` with team A's seats from `make_seat(seat index, game)`, tracing `traced_seats` (or the seats
+    `traced_seats(game)` names, game by game)."""
     start = time.perf_counter()
     jobs: list[tuple[GameSpec, dict[int, TurnTracedAgent], dict[str, Agent], EpisodeSpec]] = []
     for game in games:
         scenario = scenario_for(game, settings, 0)
-        traced = {i: TurnTracedAgent(make_seat(i, game)) for i in traced_seats}
+        seats = traced_seats(game) if callable(traced_seats) else traced_seats
+        traced = {i: TurnTracedAgent(make_seat(i, game)) for i in seats}
         agents: dict[str, Agent] = {
             f"A{i}": traced[i] if i in traced else make_seat(i, game) for i in range(settings.team_size)
         }
@@ -171,7 +180,7 @@ def seed_traces(
     traced_seats = range(settings.trace_teacher_seats)
 
     def seat(i: int, game: GameSpec) -> Agent:
-        return make_teacher("A0", game.seed * 7 + i) if i in traced_seats else teammate(i, game)
+        return make_teacher("A0", seat_seed(game, i)) if i in traced_seats else teammate(i, game)
 
     result = _traced_games(games, settings, traced_seats, seat, f"yoao-traces-{seed}")
     log.info(
@@ -201,11 +210,38 @@ def warmup_tutor(settings: YoaoSettings, game_index: int, seat: int, seed: int, 
     )
 
 
+def advocate(kind: str, seed: int) -> Agent:
+    """A warm-up game's scripted advocate (`YoaoSettings.warmup_advocates`): the incentive audit's scripted seeds
+    with the tutors' own sentences (`ScriptedSeed`), never the seed teacher's."""
+    if kind == "argue":
+        return ScriptedSeed(seed, choice=BLACK, speech="reasons")
+    if kind == "vote_only":
+        return MuteWrapper(ScriptedSeed(seed, choice=BLACK, speech="reasons"))
+    if kind == "long":
+        return ScriptedSeed(seed, choice=BLACK, speech="filler")
+    if kind == "selfish":
+        return ScriptedSeed(seed, choice=RED, speech="reasons")
+    raise ValueError(f"unknown advocate {kind!r}; known: {', '.join(ADVOCATE_KINDS)}")
+
+
+def advocate_seat(settings: YoaoSettings, game_index: int) -> tuple[int, str] | None:
+    """(seat, kind) of game `game_index`'s advocate, or None: `warmup_advocate_share` of the games, spread evenly
+    over them (the seat rotating, the kinds cycled over the games that have one)."""
+    share = settings.warmup_advocate_share
+    had_before, had_after = math.floor(game_index * share), math.floor((game_index + 1) * share)
+    if had_after == had_before:
+        return None
+    kinds = settings.warmup_advocates
+    return game_index % settings.team_size, kinds[had_before % len(kinds)]
+
+
 def format_warmup_traces(settings: YoaoSettings, seed: int = 0) -> TraceSet:
     """The format-tutor mix in every seat of team A on the training frames, every seat traced. With
     `warmup_mirror`, games come in pairs, a game and its mirror (every prior draw's colour swapped), so the votes
     are balanced by construction (an odd `warmup_games` leaves the last game without its mirror); without it
-    (the default, persuadable tutors) the votes lean as the tutors do."""
+    (the default, persuadable tutors) the votes lean as the tutors do. With `warmup_advocate_share`, that share of
+    the games has a scripted advocate in one seat (`advocate_seat`), not traced; the summary's rates count team
+    A's votes, the advocate's included."""
     check_training_frames(settings.train_frames)
     if settings.warmup_mirror:
         pairs = spread_games(settings.train_frames, settings.opponents, (settings.warmup_games + 1) // 2, seed + 2)
@@ -213,14 +249,21 @@ def format_warmup_traces(settings: YoaoSettings, seed: int = 0) -> TraceSet:
         games = games[: settings.warmup_games]
 
         def tutor(i: int, game: GameSpec) -> Agent:
-            return warmup_tutor(settings, game.index // 2, i, game.seed * 7 + i, mirror=bool(game.index % 2))
+            return warmup_tutor(settings, game.index // 2, i, seat_seed(game, i), mirror=bool(game.index % 2))
     else:
         games = spread_games(settings.train_frames, settings.opponents, settings.warmup_games, seed + 2)
 
         def tutor(i: int, game: GameSpec) -> Agent:
-            return warmup_tutor(settings, game.index, i, game.seed * 7 + i, mirror=False)
+            placed = advocate_seat(settings, game.index)
+            if placed is not None and placed[0] == i:
+                return advocate(placed[1], seat_seed(game, i))
+            return warmup_tutor(settings, game.index, i, seat_seed(game, i), mirror=False)
 
-    result = _traced_games(games, settings, range(settings.team_size), tutor, f"yoao-warmup-{seed}")
+    def traced(game: GameSpec) -> list[int]:
+        placed = None if settings.warmup_mirror else advocate_seat(settings, game.index)
+        return [i for i in range(settings.team_size) if placed is None or i != placed[0]]
+
+    result = _traced_games(games, settings, traced, tutor, f"yoao-warmup-{seed}")
     log.info(
         "format warm-up traces: %d traces, votes following the stated majority %.2f, BLACK share %.2f, %.0f s",
         len(result.traces),
