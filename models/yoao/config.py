@@ -373,7 +373,11 @@ CPU_YOAO = YoaoSettings(
     selection_games=4,
     local_candidates=False,
     trace_games=60,
-    warmup_games=12,
+    # 48 warm-up games, half with an advocate: with the same 48 SFT steps, the listener probe found this warm-up
+    # no longer moved by long text without reasons (long - vote only in its votes +0.02 against +0.09 for 12
+    # games without advocates) and moved by an argument about as much (benchmarks/results/yoao_listener_cpu.json).
+    warmup_games=48,
+    warmup_advocate_share=0.5,
     warmup_sft=SFTSettings(
         learning_rate=1e-3, max_steps=48, batch_size=1, grad_accumulation=4, max_length=1024, bf16=True,
         checkpoint_every=6, eval_windows=8, trained_positions_only=True,

@@ -347,7 +347,7 @@ def run_listener_probe(
     def ask(replays: list[ReplayTurn], kind: str) -> list[str]:
         asked = ask_turns(
             replays, base_url, model, settings.max_new_tokens, settings.temperature, api_key, settings.concurrency,
-            seeds=[t.sampling_seed(kind) for t in turns],
+            seeds=[t.sampling_seed(kind) for t in turns], label=f"listener probe of {adapter}: {kind}s",
         )  # fmt: skip
         return asyncio.run(asked)
 
@@ -403,7 +403,8 @@ def recipes_markdown(result: Mapping[str, Any]) -> str:
     games = sorted({row["games"] for row in rows})
     lines += [
         "",
-        f"Paired games per arm: {', '.join(map(str, games))}; the tutors' own votes on the same games in brackets. "
+        f"Paired games per arm: {', '.join(map(str, games))}; the tutors' own statements and votes on the same games "
+        f"in brackets; each probe took {', '.join(str(round(row['wall_s'])) for row in rows)} s. "
         f"Machine speed (`machine_update_tok_s`): {fixed(result.get('machine_update_tok_s'), '.1f')}; commit "
         f"{str(result.get('commit'))[:7]}.",
     ]
