@@ -271,7 +271,8 @@ def yoao_warmstart_imitation(
     turns with their teachers' own contexts (models/yoao/imitation.py): valid-vote rate, votes and statements
     that follow the teacher, the seed-data filter's verdict on their statements, the held-out loss curve and
     whether it plateaued, and a few transcripts; and the listener probe (models/yoao/listening.py): the format
-    warm-up asked the incentive audit's vote turns, to see whether it weighs an argument above a stated vote."""
+    warm-up writes each untrained seat's statement, then its vote, in the incentive audit's games among the
+    tutors, to see whether it weighs an argument above a stated vote as the tutors do."""
     profile, yoao = yoao_settings(settings)
     start = time.perf_counter()
     models = serve_players(yoao_engine, yoao_format_warmup, yoao_seed_agent)
@@ -312,7 +313,10 @@ def yoao_warmstart_imitation(
             "seed_valid_vote_rate": result.seed.valid_vote_rate,
             "passed": result.passed,
             "warmup_listens": listener.listens,
-            "warmup_argue_minus_vote_only": listener.model_comparisons["argue_minus_vote_only"].mean,
+            "warmup_votes_argue_minus_vote_only": listener.model_comparisons["argue_minus_vote_only"].mean,
+            "warmup_statements_argue_minus_vote_only": listener.model_statement_comparisons[
+                "argue_minus_vote_only"
+            ].mean,
             "mlflow_run_id": run_id,
             "wall_s": round(time.perf_counter() - start, 1),
         },
