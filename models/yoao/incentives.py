@@ -192,6 +192,17 @@ def tutor_maker(settings: YoaoSettings) -> Maker:
     return make
 
 
+def audit_arm(name: str, settings: YoaoSettings, untrained: Maker) -> tuple[Arm, dict[str, Maker]]:
+    """The team-A composition of audit arm `name` (the seed placed as the profile places seeds; `none`: all
+    untrained) and its makers, `untrained` playing the untrained seats."""
+    if name not in ARMS:
+        raise ValueError(f"unknown audit arm {name!r}; known: {', '.join(ARMS)}")
+    if name == "none":
+        return Arm(name, ("untrained",) * settings.team_size), {"untrained": untrained}
+    seeded = team_roles(settings.team_size, 1, "seed", settings.seed_placement)
+    return Arm(name, seeded), {"untrained": untrained, "seed": seed_makers()[name]}
+
+
 def run_yoao_incentives(settings: YoaoSettings, audit: YoaoIncentiveSettings | None = None) -> YoaoIncentiveAudit:
     """Play the audit's arms on the profile's held-out games with tutors as the untrained teammates (module
     docstring) and compare them, paired by game."""
@@ -200,12 +211,10 @@ def run_yoao_incentives(settings: YoaoSettings, audit: YoaoIncentiveSettings | N
     n = max(audit.min_games, settings.games_per_arm)
     games = game_specs(settings.heldout_frames, settings.opponents, n, audit.seed)
     untrained = tutor_maker(settings)
-    seeded = team_roles(settings.team_size, 1, "seed", settings.seed_placement)
     records: dict[str, list[GameRecord]] = {}
     arms: dict[str, Arm] = {}
     for name in ARMS:
-        arm = Arm(name, ("untrained",) * settings.team_size if name == "none" else seeded)
-        makers = {"untrained": untrained, **({"seed": seed_makers()[name]} if name != "none" else {})}
+        arm, makers = audit_arm(name, settings, untrained)
         (play,) = play_arms([arm], games, makers, settings, f"yoao-incentives:{name}")
         records[name], arms[name] = list(play.games), arm
     cooperation = {name: summarise_records(arms[name], records[name]).untrained_cooperation for name in ARMS}

@@ -50,8 +50,8 @@ from environments.yoao.red_black import BLACK, VOTE, VOTE_REQUEST, load_frame, r
 from models.display import fixed, interval_text
 from models.evaluation.stats import Estimate, mean_estimate, paired_difference
 from models.yoao.config import YoaoSettings
-from models.yoao.games import Arm, GameSpec, game_specs, play_arms, seat_seed, team_roles
-from models.yoao.incentives import ARMS, COMPARISONS, entry, seed_makers, tutor_maker
+from models.yoao.games import GameSpec, game_specs, play_arms, seat_seed
+from models.yoao.incentives import ARMS, COMPARISONS, audit_arm, entry, tutor_maker
 from models.yoao.replay import Message, ReplayTurn, ask_turns
 from models.yoao.seed.traces import TurnTracedAgent
 
@@ -97,8 +97,7 @@ def probe_games(settings: YoaoSettings, games: int, seed: int = 0) -> list[GameS
 
 def probe_turns(settings: YoaoSettings, games: Sequence[GameSpec]) -> list[ProbeTurn]:
     """Play every audit arm on `games` among the tutors, tracing the untrained seats (module docstring, step 1);
-    their vote turns in arm, game, seat and round order."""
-    seeded = team_roles(settings.team_size, 1, "seed", settings.seed_placement)
+    their rounds in arm, game, seat and round order."""
     tutor = tutor_maker(settings)
     turns: list[ProbeTurn] = []
     for name in ARMS:
@@ -108,8 +107,7 @@ def probe_turns(settings: YoaoSettings, games: Sequence[GameSpec]) -> list[Probe
             agent = traced[seat, seed] = TurnTracedAgent(tutor(seat, seed))
             return agent
 
-        arm = Arm(name, ("untrained",) * settings.team_size if name == "none" else seeded)
-        makers = {"untrained": untrained, **({"seed": seed_makers()[name]} if name != "none" else {})}
+        arm, makers = audit_arm(name, settings, untrained)
         play_arms([arm], games, makers, settings, f"yoao-listener:{name}")
         for game in games:
             for i, role in enumerate(arm.roles):
