@@ -91,9 +91,10 @@ def probe(args: argparse.Namespace) -> int:
     yoao = profile.yoao.resolved(profile.base_model)
     games = args.games or yoao.listener_games
     model_dir = resolve_model(str(yoao.model), DataPaths.from_env().models)
-    overrides = {k: v for k, v in (("kv_cache_gib", yoao.kv_cache_gib), ("max_model_len", yoao.max_model_len)) if v}
     rows = []
-    with VLLMEngine(profile.engine.engine_config(model_dir, served_model_name="base", **overrides)) as engine:
+    with VLLMEngine(
+        profile.engine.engine_config(model_dir, served_model_name="base", **yoao.engine_overrides())
+    ) as engine:
         for name, path in adapters.items():
             engine.client.load_adapter(name, path)
             result = run_listener_probe(yoao, engine.base_url, name, adapter=name, games=games)

@@ -93,9 +93,7 @@ class EngineResource(ConfigurableResource):
         from `yoao.kv_cache_gib` and `yoao.max_model_len` where set."""
         if not self.for_yoao:
             return {}
-        yoao = self.settings.get_profile().yoao
-        wanted = {"kv_cache_gib": yoao.kv_cache_gib, "max_model_len": yoao.max_model_len}
-        return {name: value for name, value in wanted.items() if value is not None}
+        return self.settings.get_profile().yoao.engine_overrides()
 
     @property
     def client(self) -> EngineClient:

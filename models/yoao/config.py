@@ -296,6 +296,12 @@ class YoaoSettings:
         if self.listener_games < 2:
             raise ValueError(f"listener_games must be >= 2 (paired games), got {self.listener_games}")
 
+    def engine_overrides(self) -> dict[str, float | int]:
+        """The YOAO engine's fields beyond the profile's engine settings: `kv_cache_gib` and `max_model_len`
+        where set."""
+        wanted = {"kv_cache_gib": self.kv_cache_gib, "max_model_len": self.max_model_len}
+        return {name: value for name, value in wanted.items() if value is not None}
+
     def resolved(self, base_model: str) -> YoaoSettings:
         """These settings with `model` set (None: the profile's `base_model`): what the seeds train on and the
         YOAO engine serves."""

@@ -216,7 +216,7 @@ class ListenerProbe:
             cells = [
                 e[arm].text(".2f") for e in (self.model, self.tutors, self.model_statements, self.tutor_statements)
             ]
-            rows.append(f"| {arm} | " + " | ".join(cells) + f" | {fixed(_round(self.invalid_rate[arm]), '.2f')} |")
+            rows.append(f"| {arm} | " + " | ".join(cells) + f" | {fixed(self.invalid_rate[arm], '.2f')} |")
         rows += ["", "| paired comparison | warm-up's votes | tutors' votes | warm-up's statements | tutors' statements |",
                  "| --- | --- | --- | --- | --- |"]  # fmt: skip
         for name in self.model_comparisons:
@@ -233,6 +233,11 @@ class ListenerProbe:
                      f"tutor: `{t['tutor_statement']}` `{t['tutor_vote']}`; "
                      f"warm-up: `{t['model_statement']}` `{t['model_vote']}`"]  # fmt: skip
         return "\n".join(rows)
+
+
+def worst_invalid_rate(row: Mapping[str, Any]) -> float | None:
+    """The highest per-arm invalid-vote rate of a probe's `as_json()` (None when no arm has one)."""
+    return max((v for v in row["invalid_rate"].values() if v is not None), default=None)
 
 
 def _round(value: float) -> float | None:
@@ -392,7 +397,7 @@ def recipes_markdown(result: Mapping[str, Any]) -> str:
         for name in names:
             mine, theirs = row["model_comparisons"][name], row["tutor_comparisons"][name]
             cells.append(f"{_entry(mine)} ({_entry(theirs)})")
-        invalid = max((v for v in row["invalid_rate"].values() if v is not None), default=None)
+        invalid = worst_invalid_rate(row)
         lines.append(
             f"| {row['adapter']} | "
             + " | ".join(cells)

@@ -58,6 +58,7 @@ from models.yoao.games import (
 )
 from models.yoao.imitation import METRICS as IMITATION_METRICS
 from models.yoao.incentives import audit_sentence
+from models.yoao.listening import worst_invalid_rate
 from models.yoao.statements import SeedStatements, seed_statements
 from models.yoao.sugarscape import SugarscapeResult
 
@@ -587,7 +588,7 @@ def listener_sentence(probe: Mapping[str, Any]) -> str:
         f"{_entry_text(probe['tutor_comparisons'][name], '+.2f')})"
         for name in ("argue_minus_vote_only", "argue_minus_none", "vote_only_minus_none", "long_minus_vote_only")
     ]
-    invalid = max((v for v in probe["invalid_rate"].values() if v is not None), default=None)
+    invalid = worst_invalid_rate(probe)
     return (
         f"Listener probe (the format warm-up asked the audit's vote turns among the tutors, {probe['games']} paired "
         f"games, {probe['rounds']} seat rounds): "

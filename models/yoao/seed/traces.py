@@ -260,7 +260,7 @@ def format_warmup_traces(settings: YoaoSettings, seed: int = 0) -> TraceSet:
             return warmup_tutor(settings, game.index, i, seat_seed(game, i), mirror=False)
 
     def traced(game: GameSpec) -> list[int]:
-        placed = None if settings.warmup_mirror else advocate_seat(settings, game.index)
+        placed = advocate_seat(settings, game.index)
         return [i for i in range(settings.team_size) if placed is None or i != placed[0]]
 
     result = _traced_games(games, settings, traced, tutor, f"yoao-warmup-{seed}")
