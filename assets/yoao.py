@@ -33,7 +33,7 @@ from models.serving.adapters import serve_adapter
 from models.serving.model_store import resolve_model
 from models.yoao import report
 from models.yoao.config import YoaoSettings
-from models.yoao.experiments import PlayerModels
+from models.yoao.experiments import PlayerModels, llm_maker
 from models.yoao.imitation import AdapterImitation, WarmstartImitation, replay_adapter
 from models.yoao.listening import run_listener_probe
 from models.yoao.seed import (
@@ -52,6 +52,7 @@ from models.yoao.seed import (
     trace_rows,
     train_seed,
 )
+from models.yoao.seed_audit import run_seed_audit
 from resources import EngineResource, MlflowResource, SettingsResource, StoreResource
 from resources.engine import BASE_MODEL_NAME
 
@@ -272,7 +273,9 @@ def yoao_warmstart_imitation(
     that follow the teacher, the seed-data filter's verdict on their statements, the held-out loss curve and
     whether it plateaued, and a few transcripts; and the listener probe (models/yoao/listening.py): the format
     warm-up writes each untrained seat's statement, then its vote, in the incentive audit's games among the
-    tutors, to see whether it weighs an argument above a stated vote as the tutors do."""
+    tutors, to see whether it weighs an argument above a stated vote as the tutors do; and the seed audit
+    (models/yoao/seed_audit.py): the seed in the audit's seed seat among the tutors, paired with its teacher,
+    the teacher muted and no seed, to see whether its words persuade as its teacher's do."""
     profile, yoao = yoao_settings(settings)
     start = time.perf_counter()
     models = serve_players(yoao_engine, yoao_format_warmup, yoao_seed_agent)
@@ -287,11 +290,16 @@ def yoao_warmstart_imitation(
         yoao, models.base_url, models.untrained, adapter=yoao_format_warmup.adapter.registered_name,
         games=yoao.listener_games, api_key=models.api_key,
     )  # fmt: skip
+    seed_audit = run_seed_audit(
+        yoao, llm_maker(models.base_url, models.seed, yoao, api_key=models.api_key),
+        name=yoao_seed_agent.registered_name, games=yoao.seed_audit_games,
+    )  # fmt: skip
     result = WarmstartImitation(
         replay(yoao_format_warmup.adapter, models.untrained),
         replay(yoao_seed_agent, models.seed),
         1.0 - yoao.max_abstention_rate,
         listener,
+        seed_audit,
     )
     metrics = {
         f"{label}.{name}": e.mean
@@ -317,6 +325,9 @@ def yoao_warmstart_imitation(
             "warmup_statements_argue_minus_vote_only": listener.model_statement_comparisons[
                 "argue_minus_vote_only"
             ].mean,
+            "seed_persuades_tutors": seed_audit.persuades,
+            "seed_minus_vote_only": seed_audit.comparisons["seed_minus_vote_only"].mean,
+            "argue_minus_seed": seed_audit.comparisons["argue_minus_seed"].mean,
             "mlflow_run_id": run_id,
             "wall_s": round(time.perf_counter() - start, 1),
         },

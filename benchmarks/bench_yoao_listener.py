@@ -25,10 +25,12 @@ import dataclasses
 import json
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from models.profiles import get_profile
+from models.profiles import Profile, get_profile
 from models.provenance import machine_speed_or_none, provenance
 from models.serving.engine import VLLMEngine
 from models.serving.model_store import resolve_model
@@ -81,22 +83,36 @@ def train(args: argparse.Namespace) -> int:
     return 0
 
 
-def probe(args: argparse.Namespace) -> int:
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
-    adapters = dict(item.split("=", 1) for item in args.adapter)
+def adapters_of(items: list[str]) -> dict[str, str]:
+    """`--adapter NAME=DIR` pairs, each DIR checked to hold a PEFT adapter."""
+    adapters = dict(item.split("=", 1) for item in items)
     for name, path in adapters.items():
         if not (Path(path) / "adapter_config.json").is_file():
             raise SystemExit(f"--adapter {name}: {path} holds no adapter_config.json")
+    return adapters
+
+
+@contextmanager
+def yoao_engine(profile: Profile, adapters: dict[str, str]) -> Iterator[VLLMEngine]:
+    """vLLM serving the profile's YOAO model as the YOAO engine is configured, `adapters` loaded by name."""
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
+    yoao = profile.yoao.resolved(profile.base_model)
+    model_dir = resolve_model(str(yoao.model), DataPaths.from_env().models)
+    config = profile.engine.engine_config(model_dir, served_model_name="base", **yoao.engine_overrides())
+    with VLLMEngine(config) as engine:
+        for name, path in adapters.items():
+            engine.client.load_adapter(name, path)
+        yield engine
+
+
+def probe(args: argparse.Namespace) -> int:
+    adapters = adapters_of(args.adapter)
     profile = get_profile(args.profile)
     yoao = profile.yoao.resolved(profile.base_model)
     games = args.games or yoao.listener_games
-    model_dir = resolve_model(str(yoao.model), DataPaths.from_env().models)
     rows = []
-    with VLLMEngine(
-        profile.engine.engine_config(model_dir, served_model_name="base", **yoao.engine_overrides())
-    ) as engine:
+    with yoao_engine(profile, adapters) as engine:
         for name, path in adapters.items():
-            engine.client.load_adapter(name, path)
             result = run_listener_probe(yoao, engine.base_url, name, adapter=name, games=games)
             log.info("%s\n%s", name, result.markdown())
             recipe_file = Path(path).parent / RECIPE

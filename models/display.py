@@ -88,6 +88,13 @@ def interval_text(
     return f"{text}{separator}[{fixed(low, spec)}, {fixed(high, spec)}]"
 
 
+def entry_text(entry: Mapping[str, Any] | None, spec: str = ".2f") -> str:
+    """A result-file entry {mean, ci_low, ci_high, ...} as `interval_text` gives it, "-" when absent."""
+    if not entry or entry.get("mean") is None:
+        return "-"
+    return interval_text(entry["mean"], entry.get("ci_low"), entry.get("ci_high"), spec)
+
+
 def _display(value: Any, digits: int) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return "n/a" if math.isnan(value) else ("inf" if value > 0 else "-inf")

@@ -64,13 +64,18 @@ def test_smoke_yoao_group_materialises_end_to_end(
         assert set(entry) == {"mean", "ci_low", "ci_high", "games"}
     assert {"mean", "games", "votes"} <= set(benchmark["persuadability_k0"])
     assert set(benchmark["team"]["1"]) >= {"team_cooperation", "vote_arithmetic_null", "observed_minus_null"}
-    assert set(benchmark["warmstarts"]) == {"format_warmup", "seed", "passed", "listener_probe"}
+    assert set(benchmark["warmstarts"]) == {"format_warmup", "seed", "passed", "listener_probe", "seed_audit"}
     assert benchmark["warmstarts"]["seed"]["eval_curve"]  # the held-out loss before and after
     # The listener probe asked the served warm-up every untrained seat round of the audit's games (smoke: teams
     # of 3, 2 rounds, 2 games per arm: 3 untrained seats at k = 0, 2 beside the seed in the four other arms).
     listener = benchmark["warmstarts"]["listener_probe"]
     assert listener["rounds"] == 2 * 2 * (3 + 4 * 2) and listener["games"] == 2
     assert set(listener["model_comparisons"]) == set(listener["tutor_comparisons"])
+    # The seed audit seated the served seed among the tutors: a statement and a vote per round at least (2 games
+    # of 2 rounds), every statement counted by the choice it states.
+    audit = benchmark["warmstarts"]["seed_audit"]
+    assert audit["games"] == 2 and audit["llm_calls"] >= 2 * 2 * 2 and sum(audit["stated"].values()) <= 2 * 2
+    assert set(audit["untrained_cooperation"]) == {"none", "argue", "vote_only", "seed"}
     assert set(benchmark["sugarscape"]) == {"0", "0.2", "0.5", "1"}
     for share in benchmark["sugarscape"].values():
         assert set(share) == set(SUGARSCAPE_KEYS)

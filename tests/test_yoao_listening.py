@@ -102,7 +102,7 @@ def test_a_statement_and_a_vote_per_round_are_required(turns: list[ProbeTurn]) -
 
 def test_the_result_files_sentence_reads_the_probe(turns: list[ProbeTurn]) -> None:
     from models.display import interval_text
-    from models.yoao.report import listener_sentence
+    from models.yoao.listening import listener_sentence
 
     echo = score_probe(turns, [t.tutor_statement for t in turns], [t.tutor_vote for t in turns], "echo", GAMES, 0.0)
     row = echo.as_json()

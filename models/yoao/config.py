@@ -180,6 +180,9 @@ class YoaoSettings:
     listener_games: int = 8
     """Paired audit games per arm and held-out frame whose untrained vote turns the listener probe asks the format
     warm-up (models/yoao/listening.py; in `yoao_warmstart_imitation`)."""
+    seed_audit_games: int = 16
+    """The incentive audit's games (its first this many) the trained seed plays in the seed's seat among the
+    tutors, beside the audit's code arms (models/yoao/seed_audit.py; in `yoao_warmstart_imitation`)."""
     warmup_sft: SFTSettings = field(default_factory=SFTSettings)
     """SFT of the format warm-up adapter (from the base model)."""
     seed_sft: SFTSettings = field(default_factory=SFTSettings)
@@ -293,8 +296,9 @@ class YoaoSettings:
             raise ValueError("warmup_mirror cannot mirror persuadable tutors (their reasons are not symmetric)")
         if self.imitation_conversations < 1:
             raise ValueError(f"imitation_conversations must be >= 1, got {self.imitation_conversations}")
-        if self.listener_games < 2:
-            raise ValueError(f"listener_games must be >= 2 (paired games), got {self.listener_games}")
+        if min(self.listener_games, self.seed_audit_games) < 2:
+            raise ValueError(f"listener and seed audit games must be >= 2 (paired), got {self.listener_games}, "
+                             f"{self.seed_audit_games}")  # fmt: skip
 
     def engine_overrides(self) -> dict[str, float | int]:
         """The YOAO engine's fields beyond the profile's engine settings: `kv_cache_gib` and `max_model_len`
@@ -336,6 +340,7 @@ SMOKE_YOAO = YoaoSettings(
     seed_counts=(0, 1, 3),
     games_per_arm=2,
     listener_games=2,
+    seed_audit_games=2,
     persistence_seeds=1,
     persistence_rounds=1,
     sugarscape=SugarscapeSettings(

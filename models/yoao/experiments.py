@@ -72,24 +72,33 @@ class PlayerModels:
     """The token of `base_url` and `engine_url` (the rollout proxy's per-run token); None = none."""
 
 
+def llm_maker(
+    base_url: str, model: str, settings: YoaoSettings, *, api_key: str | None = None, cooperative: bool = False
+) -> Maker:
+    """(seat, seed) -> an LLM Red-Black player served as `model` at `base_url` with the game's sampling (the
+    seat's seed, `settings`' temperature and token limit); `cooperative` appends the meta-prompt."""
+
+    def make(seat: str, seed: int) -> Agent:
+        config = red_black_config(
+            base_url,
+            model,
+            seed=seed,
+            cooperative_prompt=cooperative,
+            max_tokens=settings.max_new_tokens,
+            temperature=settings.temperature,
+            name=f"{model}{'+meta-prompt' if cooperative else ''}",
+            api_key=api_key,
+        )
+        return LLMAgent(config)
+
+    return make
+
+
 def makers(models: PlayerModels, settings: YoaoSettings) -> dict[str, Maker]:
     """Role -> (seat, seed) -> agent, for every role of models/yoao/games.py."""
 
     def llm(model: str, cooperative: bool = False) -> Maker:
-        def make(seat: str, seed: int) -> Agent:
-            config = red_black_config(
-                models.base_url,
-                model,
-                seed=seed,
-                cooperative_prompt=cooperative,
-                max_tokens=settings.max_new_tokens,
-                temperature=settings.temperature,
-                name=f"{model}{'+meta-prompt' if cooperative else ''}",
-                api_key=models.api_key,
-            )
-            return LLMAgent(config)
-
-        return make
+        return llm_maker(models.base_url, model, settings, api_key=models.api_key, cooperative=cooperative)
 
     untrained, seed = llm(models.untrained), llm(models.seed)
     out: dict[str, Maker] = {

@@ -37,6 +37,7 @@ from models.yoao.seed.training import PLATEAU_TOLERANCE, TrainedAdapter
 
 if TYPE_CHECKING:
     from models.yoao.listening import ListenerProbe
+    from models.yoao.seed_audit import SeedAudit
 
 METRICS = (
     "valid_vote_rate",
@@ -192,6 +193,8 @@ class WarmstartImitation:
     """The check's threshold (1 - the abstention limit)."""
     listener: ListenerProbe | None = None
     """The format warm-up asked the incentive audit's vote turns (models/yoao/listening.py); None: not probed."""
+    seed_audit: SeedAudit | None = None
+    """The seed in the incentive audit's seed seat among the tutors (models/yoao/seed_audit.py); None: not run."""
 
     @property
     def passed(self) -> bool:
@@ -206,11 +209,13 @@ class WarmstartImitation:
             "min_valid_vote_rate": self.min_valid_vote_rate,
             "passed": self.passed,
             "listener_probe": self.listener.as_json() if self.listener else None,
+            "seed_audit": self.seed_audit.as_json() if self.seed_audit else None,
         }
 
     def markdown(self) -> str:
         parts = [self.format_warmup.markdown(), self.seed.markdown()]
-        return "\n\n".join(parts + ([self.listener.markdown()] if self.listener else []))
+        probes = [p.markdown() for p in (self.listener, self.seed_audit) if p is not None]
+        return "\n\n".join(parts + probes)
 
     def summary(self) -> dict[str, Any]:
         """The result file's `warmstarts`: per adapter the rates' means, the loss curve and the plateau."""
@@ -223,4 +228,6 @@ class WarmstartImitation:
         out = {"format_warmup": short(self.format_warmup), "seed": short(self.seed), "passed": self.passed}
         if self.listener:
             out["listener_probe"] = self.listener.as_json()
+        if self.seed_audit:
+            out["seed_audit"] = self.seed_audit.as_json()
         return out

@@ -57,6 +57,7 @@ from models.yoao.config import YoaoSettings
 from models.yoao.games import (
     Arm,
     GameRecord,
+    GameSpec,
     Maker,
     game_specs,
     paired_untrained_difference,
@@ -203,13 +204,20 @@ def audit_arm(name: str, settings: YoaoSettings, untrained: Maker) -> tuple[Arm,
     return Arm(name, seeded), {"untrained": untrained, "seed": seed_makers()[name]}
 
 
+def audit_games(settings: YoaoSettings, audit: YoaoIncentiveSettings | None = None) -> list[GameSpec]:
+    """The audit's held-out games: `game_specs` of the profile's held-out frames and opponents, at least
+    `min_games` (the profile's `games_per_arm` when that is larger), drawn with the audit's seed."""
+    audit = audit or YoaoIncentiveSettings()
+    n = max(audit.min_games, settings.games_per_arm)
+    return game_specs(settings.heldout_frames, settings.opponents, n, audit.seed)
+
+
 def run_yoao_incentives(settings: YoaoSettings, audit: YoaoIncentiveSettings | None = None) -> YoaoIncentiveAudit:
     """Play the audit's arms on the profile's held-out games with tutors as the untrained teammates (module
     docstring) and compare them, paired by game."""
-    audit = audit or YoaoIncentiveSettings()
     start = time.perf_counter()
-    n = max(audit.min_games, settings.games_per_arm)
-    games = game_specs(settings.heldout_frames, settings.opponents, n, audit.seed)
+    audit = audit or YoaoIncentiveSettings()
+    games = audit_games(settings, audit)
     untrained = tutor_maker(settings)
     records: dict[str, list[GameRecord]] = {}
     arms: dict[str, Arm] = {}

@@ -47,7 +47,7 @@ from typing import Any
 
 from environments.core.runtime import Agent
 from environments.yoao.red_black import BLACK, VOTE, VOTE_REQUEST, load_frame, read_choice
-from models.display import fixed, interval_text
+from models.display import entry_text, fixed
 from models.evaluation.stats import Estimate, mean_estimate, paired_difference
 from models.yoao.config import YoaoSettings
 from models.yoao.games import GameSpec, game_specs, play_arms, seat_seed
@@ -392,11 +392,11 @@ def recipes_markdown(result: Mapping[str, Any]) -> str:
     for row in rows:
         said = "argue_minus_vote_only"
         cells = [
-            f"{_entry(row['model_statement_comparisons'][said])} ({_entry(row['tutor_statement_comparisons'][said])})"
+            f"{entry_text(row['model_statement_comparisons'][said], '+.2f')} ({entry_text(row['tutor_statement_comparisons'][said], '+.2f')})"
         ]
         for name in names:
             mine, theirs = row["model_comparisons"][name], row["tutor_comparisons"][name]
-            cells.append(f"{_entry(mine)} ({_entry(theirs)})")
+            cells.append(f"{entry_text(mine, '+.2f')} ({entry_text(theirs, '+.2f')})")
         invalid = worst_invalid_rate(row)
         lines.append(
             f"| {row['adapter']} | "
@@ -414,5 +414,24 @@ def recipes_markdown(result: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _entry(e: Mapping[str, Any]) -> str:
-    return interval_text(e.get("mean"), e.get("ci_low"), e.get("ci_high"), "+.2f")
+def listener_sentence(probe: Mapping[str, Any]) -> str:
+    """The listener probe (models/yoao/listening.py) in one paragraph: the warm-up's paired comparisons beside
+    the tutors' on the same contexts."""
+    said = "argue_minus_vote_only"
+    parts = [
+        f"statements {said} {entry_text(probe['model_statement_comparisons'][said], '+.2f')} (tutors "
+        f"{entry_text(probe['tutor_statement_comparisons'][said], '+.2f')})"
+    ] + [
+        f"votes {name} {entry_text(probe['model_comparisons'][name], '+.2f')} (tutors "
+        f"{entry_text(probe['tutor_comparisons'][name], '+.2f')})"
+        for name in ("argue_minus_vote_only", "argue_minus_none", "vote_only_minus_none", "long_minus_vote_only")
+    ]
+    invalid = worst_invalid_rate(probe)
+    return (
+        f"Listener probe (the format warm-up asked the audit's vote turns among the tutors, {probe['games']} paired "
+        f"games, {probe['rounds']} seat rounds): "
+        + "; ".join(parts)
+        + f"; invalid votes at most {fixed(invalid, '.2f')} "
+        f"per arm. The warm-up {'weighs' if probe['listens'] else 'does not show that it weighs'} an argument above "
+        "a stated vote."
+    )

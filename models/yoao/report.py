@@ -21,7 +21,7 @@ pipelines/run_yoao.py) has exactly these keys:
 | `abstention` | arm -> the untrained players' abstention rate (votes that ended as abstentions per vote turn) |
 | `team` | arm -> the outcomes beside the primary one: team cooperation, decided cooperation, welfare, abstention of the seed seats, tie rate, and the **vote-arithmetic null**: the team cooperation the arm's seed votes give when added to k = 0's untrained votes of the same game (`null`), with the paired difference observed minus null (`observed_minus_null`) |
 | `cooperation_by_seed_count`, `mute`, `persistence`, `prompting_baseline` | per experiment, arm ("k=1 muted", ...) -> {mean, ci_low, ci_high, games}: team cooperation (persistence: in the rounds after the removal) |
-| `warmstarts` | the format warm-up and the seed replayed on held-out turns (models/yoao/imitation.py): valid-vote rate, vote follows its teacher, held-out loss curve, plateau; `listener_probe`: the format warm-up asked the incentive audit's vote turns (models/yoao/listening.py), its paired comparisons beside the tutors' |
+| `warmstarts` | the format warm-up and the seed replayed on held-out turns (models/yoao/imitation.py): valid-vote rate, vote follows its teacher, held-out loss curve, plateau; `listener_probe`: the format warm-up asked the incentive audit's vote turns (models/yoao/listening.py), its paired comparisons beside the tutors'; `seed_audit`: the trained seed in the audit's seed seat among the tutors (models/yoao/seed_audit.py), paired with the teacher, its muted self and no seed |
 | `sugarscape` | seed share -> {trades, trade_rate, survival, invalid_rate, mean_lifespan, leaning_shift_seed, leaning_shift_untrained}, or {"skipped": reason} when the profile leaves Sugarscape out |
 | `wall_s` | asset -> seconds (summed over partitions) |
 
@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.env_version import env_version
-from models.display import fixed, interval_text
+from models.display import entry_text, fixed
 from models.evaluation.stats import Estimate, mean_estimate
 from models.yoao.experiments import ExperimentResult
 from models.yoao.games import (
@@ -58,7 +58,8 @@ from models.yoao.games import (
 )
 from models.yoao.imitation import METRICS as IMITATION_METRICS
 from models.yoao.incentives import audit_sentence
-from models.yoao.listening import worst_invalid_rate
+from models.yoao.listening import listener_sentence
+from models.yoao.seed_audit import seed_audit_sentence
 from models.yoao.statements import SeedStatements, seed_statements
 from models.yoao.sugarscape import SugarscapeResult
 
@@ -493,13 +494,6 @@ def log_run(
         return run.run_id
 
 
-def _entry_text(entry: Mapping[str, Any] | None, spec: str = ".2f") -> str:
-    """A result-file entry {mean, ci_low, ci_high, ...} as 'mean [low, high]', "-" when absent."""
-    if not entry or entry.get("mean") is None:
-        return "-"
-    return interval_text(entry["mean"], entry.get("ci_low"), entry.get("ci_high"), spec)
-
-
 def benchmark_markdown(result: Mapping[str, Any]) -> str:
     """A result file (`YoaoResults.benchmark()`, benchmarks/results/yoao_<profile>.json) as markdown: the
     untrained players' cooperation per arm with its pairing against k = 0 and the seeds' pull beside the team's
@@ -516,15 +510,15 @@ def benchmark_markdown(result: Mapping[str, Any]) -> str:
     for arm, entry in untrained.items():
         t = team.get(arm, {})
         lines.append(
-            f"| {arm} | {entry['games']} | {_entry_text(entry)} | {_entry_text(paired.get(arm), '+.2f')} | "
+            f"| {arm} | {entry['games']} | {entry_text(entry)} | {entry_text(paired.get(arm), '+.2f')} | "
             f"{fixed((follows.get(arm) or {}).get('mean'), '.2f')} | {fixed(abstention.get(arm), '.2f')} | "
-            f"{_entry_text(t.get('team_cooperation'))} | {fixed((t.get('decided_cooperation') or {}).get('mean'), '.2f')} | "
-            f"{_entry_text(t.get('vote_arithmetic_null'))} | {_entry_text(t.get('observed_minus_null'), '+.2f')} |"
+            f"{entry_text(t.get('team_cooperation'))} | {fixed((t.get('decided_cooperation') or {}).get('mean'), '.2f')} | "
+            f"{entry_text(t.get('vote_arithmetic_null'))} | {entry_text(t.get('observed_minus_null'), '+.2f')} |"
         )
     between = result.get("untrained_cooperation_between_arms") or {}
     if between:
         pairs = [
-            f"k={name.replace('_minus_', ' - k=').replace('_', ' ')} {_entry_text(entry, '+.2f')} ({entry['games']} games)"
+            f"k={name.replace('_minus_', ' - k=').replace('_', ' ')} {entry_text(entry, '+.2f')} ({entry['games']} games)"
             for name, entry in between.items()
         ]
         lines += ["", f"Against the same seed count's plain arm, paired by game: {'; '.join(pairs)}."]
@@ -539,7 +533,7 @@ def benchmark_markdown(result: Mapping[str, Any]) -> str:
         lines += ["", audit_sentence(result["yoao_incentives"])]
     k0 = result.get("persuadability_k0")
     if k0:
-        lines += ["", f"Persuadability at k = 0: {_entry_text(k0)} ({k0['votes']} votes with a stated majority, "
+        lines += ["", f"Persuadability at k = 0: {entry_text(k0)} ({k0['votes']} votes with a stated majority, "
                   f"{k0['games']} games); a vote independent of the discussion scores about 0.5."]  # fmt: skip
     warm = result.get("warmstarts") or {}
     for name in ("format_warmup", "seed"):
@@ -552,8 +546,9 @@ def benchmark_markdown(result: Mapping[str, Any]) -> str:
                   f"{curve} ({'plateaued' if w.get('plateaued') else 'still falling'})."]  # fmt: skip
     if warm:
         lines.append(f"The warm-start check {'passed' if warm.get('passed') else 'did not pass'}.")
-    if warm.get("listener_probe"):
-        lines += ["", listener_sentence(warm["listener_probe"])]
+    for key, sentence in (("listener_probe", listener_sentence), ("seed_audit", seed_audit_sentence)):
+        if warm.get(key):
+            lines += ["", sentence(warm[key])]
     sugarscape = result.get("sugarscape") or {}
     if "skipped" in sugarscape:
         lines += ["", f"Sugarscape: not run in this profile ({sugarscape['skipped']})."]
@@ -574,26 +569,3 @@ def benchmark_markdown(result: Mapping[str, Any]) -> str:
         lines += ["", f"Asset time {sum(wall.values()) / 60:.1f} min in all; longest: "
                   + ", ".join(f"{name} {seconds / 60:.1f} min" for name, seconds in slowest) + "."]  # fmt: skip
     return "\n".join(lines) + "\n"
-
-
-def listener_sentence(probe: Mapping[str, Any]) -> str:
-    """The listener probe (models/yoao/listening.py) in one paragraph: the warm-up's paired comparisons beside
-    the tutors' on the same contexts."""
-    said = "argue_minus_vote_only"
-    parts = [
-        f"statements {said} {_entry_text(probe['model_statement_comparisons'][said], '+.2f')} (tutors "
-        f"{_entry_text(probe['tutor_statement_comparisons'][said], '+.2f')})"
-    ] + [
-        f"votes {name} {_entry_text(probe['model_comparisons'][name], '+.2f')} (tutors "
-        f"{_entry_text(probe['tutor_comparisons'][name], '+.2f')})"
-        for name in ("argue_minus_vote_only", "argue_minus_none", "vote_only_minus_none", "long_minus_vote_only")
-    ]
-    invalid = worst_invalid_rate(probe)
-    return (
-        f"Listener probe (the format warm-up asked the audit's vote turns among the tutors, {probe['games']} paired "
-        f"games, {probe['rounds']} seat rounds): "
-        + "; ".join(parts)
-        + f"; invalid votes at most {fixed(invalid, '.2f')} "
-        f"per arm. The warm-up {'weighs' if probe['listens'] else 'does not show that it weighs'} an argument above "
-        "a stated vote."
-    )
