@@ -22,9 +22,9 @@ what the seed's seat says and votes:
 | `seed_minus_vote_only` | its words move them beyond a bare vote for BLACK (`persuades`: `ci_low > 0`) |
 | `argue_minus_seed` | what the teacher's arguments do that the seed's do not (0: the seed argues as well) |
 
-Also reported: the choices the seed's statements state (BLACK, RED, none) and its BLACK share of votes, and
-its round-1 statements in the first games (what it says). The tutors play from their seeds, so the three code
-arms are the audit's own games, played again; only the seed's seat samples. LLM calls: two per round of the
+Also reported: the choices the seed's statements state (BLACK, RED, none), its BLACK share of votes, and its
+first statement in each of the first three games (what it says). The tutors play from their seeds, so the
+three code arms are the audit's own games, played again; only the seed's seat samples. LLM calls: two per round of the
 seed's seat (one game's statement and vote), 160 for the cpu profile's 16 games of 5 rounds.
 """
 
@@ -64,7 +64,7 @@ COMPARISONS: dict[str, tuple[str, str]] = {
 }
 """Name -> (minuend arm, subtrahend arm), paired by game."""
 TRANSCRIPT_GAMES = 3
-"""Games whose round-1 seed statement the audit keeps."""
+"""Games whose first seed statement the audit keeps."""
 
 
 @dataclass(frozen=True, kw_only=True)
