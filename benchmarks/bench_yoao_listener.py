@@ -118,13 +118,17 @@ def probe(args: argparse.Namespace) -> int:
             recipe_file = Path(path).parent / RECIPE
             recipe = json.loads(recipe_file.read_text()) if recipe_file.is_file() else None
             rows.append({"recipe": recipe, **result.as_json()})
-    speed = machine_speed_or_none(log) if args.machine_speed else None
-    out = args.result or RESULTS / f"yoao_listener_{profile.name}.json"
+    write_rows(args.result or RESULTS / f"yoao_listener_{profile.name}.json", profile, rows, args.machine_speed)
+    return 0
+
+
+def write_rows(out: Path, profile: Profile, rows: list[dict[str, Any]], machine_speed: bool) -> None:
+    """`rows` with the provenance of models/provenance.py (and `machine_update_tok_s` when asked) to `out`."""
+    speed = machine_speed_or_none(log) if machine_speed else None
     out.write_text(
         json.dumps({**provenance(profile=profile.name, machine_update_tok_s=speed), "rows": rows}, indent=2) + "\n"
     )
     print(f"wrote {out}")
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,13 +15,11 @@ directory) goes to benchmarks/results/yoao_seed_audit_<profile>.json with the pr
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from pathlib import Path
 
-from benchmarks.bench_yoao_listener import adapters_of, yoao_engine
+from benchmarks.bench_yoao_listener import adapters_of, write_rows, yoao_engine
 from models.profiles import get_profile
-from models.provenance import machine_speed_or_none, provenance
 from models.yoao.experiments import llm_maker
 from models.yoao.seed_audit import run_seed_audit
 
@@ -46,12 +44,7 @@ def main(argv: list[str] | None = None) -> int:
             result = run_seed_audit(yoao, llm_maker(engine.base_url, name, yoao), name=name)
             log.info("%s\n%s", name, result.markdown())
             rows.append({"adapter_dir": str(path), **result.as_json()})
-    speed = machine_speed_or_none(log) if args.machine_speed else None
-    out = args.result or RESULTS / f"yoao_seed_audit_{profile.name}.json"
-    out.write_text(
-        json.dumps({**provenance(profile=profile.name, machine_update_tok_s=speed), "rows": rows}, indent=2) + "\n"
-    )
-    print(f"wrote {out}")
+    write_rows(args.result or RESULTS / f"yoao_seed_audit_{profile.name}.json", profile, rows, args.machine_speed)
     return 0
 
 
